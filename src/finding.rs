@@ -1,0 +1,390 @@
+//! The domain model at the centre of every run: [`Finding`], its [`Severity`] and
+//! [`Category`], the [`Report`] that writers print, and the [`ExitStatus`] contract.
+//!
+//! Everything a writer may print about a secret passes through here first: previews are
+//! redacted when a finding is built ([`Preview::redact`]), so no writer ever holds a value.
+//! Nothing in this module reads files or talks to the runtime.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// How bad a finding is. Ordered: `Info < Low < Medium < High < Critical`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Expected material, reported for completeness.
+    Info,
+    /// Worth knowing, rarely worth acting on.
+    Low,
+    /// A stale or partial copy.
+    Medium,
+    /// A secret where it should not be.
+    High,
+    /// A secret at rest on disk where nothing protects it.
+    Critical,
+}
+
+impl Severity {
+    /// All severities, lowest first.
+    pub const ALL: [Severity; 5] =
+        [Severity::Info, Severity::Low, Severity::Medium, Severity::High, Severity::Critical];
+
+    /// The lowercase name used in reports and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What kind of residue a finding is (the `category` field of report v1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)] // the names are the contract of PRODUCT.md
+pub enum Category {
+    OrphanedVolume,
+    DeadContainer,
+    ImageLayer,
+    ContainerLayer,
+    EnvPersisted,
+    PodLog,
+    StaleSubpath,
+    NonTmpfsVolume,
+    EtcdPlaintext,
+    Other,
+}
+
+/// Where a finding was made (the `site` field of report v1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)] // the names are the contract of PRODUCT.md
+pub enum SiteId {
+    KubeletSecretVolume,
+    KubeletProjectedVolume,
+    KubeletCsiVolume,
+    KubeletSubpath,
+    ContainerdSnapshot,
+    ContainerdMetadata,
+    OciBundle,
+    PodLog,
+    Etcd,
+    Other,
+}
+
+impl SiteId {
+    /// The id as written in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SiteId::KubeletSecretVolume => "kubelet-secret-volume",
+            SiteId::KubeletProjectedVolume => "kubelet-projected-volume",
+            SiteId::KubeletCsiVolume => "kubelet-csi-volume",
+            SiteId::KubeletSubpath => "kubelet-subpath",
+            SiteId::ContainerdSnapshot => "containerd-snapshot",
+            SiteId::ContainerdMetadata => "containerd-metadata",
+            SiteId::OciBundle => "oci-bundle",
+            SiteId::PodLog => "pod-log",
+            SiteId::Etcd => "etcd",
+            SiteId::Other => "other",
+        }
+    }
+}
+
+/// The form in which a known value was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Encoding {
+    /// The value's own bytes.
+    Raw,
+    /// Standard padded base64 of the whole value, as in manifests.
+    Base64,
+    /// The body of a JSON string holding the value, escaped as Go's encoding/json does.
+    JsonEscaped,
+}
+
+impl Encoding {
+    /// All encodings, in report order.
+    pub const ALL: [Encoding; 3] = [Encoding::Raw, Encoding::Base64, Encoding::JsonEscaped];
+
+    /// The name used in reports and fingerprint files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Encoding::Raw => "raw",
+            Encoding::Base64 => "base64",
+            Encoding::JsonEscaped => "json-escaped",
+        }
+    }
+
+    /// Parses the name used in fingerprint files.
+    pub fn parse(s: &str) -> Option<Encoding> {
+        Encoding::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+}
+
+/// The pod a finding belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct PodRef {
+    /// The pod UID (the directory name under `pods/`).
+    pub uid: String,
+    /// Namespace, when known.
+    pub namespace: Option<String>,
+    /// Name, when known.
+    pub name: Option<String>,
+    /// Whether the runtime reports the pod alive; `None` when it could not be asked.
+    pub live: Option<bool>,
+}
+
+/// The container a finding belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct ContainerRef {
+    /// Runtime container id.
+    pub id: String,
+    /// Container name from the pod spec, when known.
+    pub name: Option<String>,
+    /// Whether the runtime reports the container alive; `None` when unknown.
+    pub live: Option<bool>,
+}
+
+/// What matched: a known value (fingerprint) or a rule.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct MatchInfo {
+    /// `fingerprint` or `rule`.
+    pub kind: MatchKind,
+    /// `<namespace>/<name>` of the Secret the value came from.
+    pub secret: Option<String>,
+    /// The key under `data` of that Secret (or a derived key like `.dockerconfigjson#auths/reg/auth`).
+    pub key: Option<String>,
+    /// The fingerprint label (`current`, `revoked`, …).
+    pub label: Option<String>,
+    /// The rule id, for rule matches.
+    pub rule: Option<String>,
+    /// The encoding the value was found in.
+    pub encoding: Encoding,
+}
+
+/// The kind of a match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchKind {
+    /// A fingerprinted known value.
+    Fingerprint,
+    /// A built-in detection rule.
+    Rule,
+}
+
+/// A redacted preview: at most four leading characters, then `****`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Preview(String);
+
+impl Preview {
+    /// Builds the preview from the matched bytes. Shows at most 4 leading characters and at
+    /// most a quarter of the value, printable ASCII only (anything else becomes `.`), so a
+    /// preview never reveals enough of a value to matter.
+    pub fn redact(matched: &[u8]) -> Preview {
+        let shown = (matched.len() / 4).min(4);
+        let mut s: String = matched[..shown]
+            .iter()
+            .map(|&b| if b.is_ascii_graphic() { b as char } else { '.' })
+            .collect();
+        s.push_str("****");
+        Preview(s)
+    }
+
+    /// The preview text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// One place where secret material was found. Owned, small, and free of secret values.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Stable id: a digest of path, offset and what matched.
+    pub id: String,
+    /// How bad it is.
+    pub severity: Severity,
+    /// What kind of residue it is.
+    pub category: Category,
+    /// Where it was found.
+    pub site: SiteId,
+    /// The node path a person sees (user-visible name for atomic-writer volumes).
+    pub path: String,
+    /// Byte offset of the match in the file.
+    pub offset: u64,
+    /// Length of the match in bytes.
+    pub length: u64,
+    /// True for a superseded copy (old atomic-writer dir, leftover `..data_tmp`).
+    pub stale: bool,
+    /// The owning pod, when the site has one.
+    pub pod: Option<PodRef>,
+    /// The owning container, when the site has one.
+    pub container: Option<ContainerRef>,
+    /// What matched.
+    #[serde(rename = "match")]
+    pub matched: MatchInfo,
+    /// Redacted preview.
+    pub preview: Preview,
+}
+
+impl Finding {
+    /// Computes the stable id from what identifies a finding across runs.
+    pub fn make_id(path: &str, offset: u64, m: &MatchInfo) -> String {
+        let mut h = Sha256::new();
+        for part in [
+            path,
+            &offset.to_string(),
+            m.secret.as_deref().unwrap_or(""),
+            m.key.as_deref().unwrap_or(""),
+            m.rule.as_deref().unwrap_or(""),
+            m.encoding.as_str(),
+        ] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        let d = h.finalize();
+        d[..8].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The order of findings in every report: by path, then offset, then id.
+    pub fn sort_key(&self) -> (&str, u64, &str) {
+        (&self.path, self.offset, &self.id)
+    }
+}
+
+/// A path the scan could not read, and why (never containing a value).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct ScanError {
+    /// The node path.
+    pub path: String,
+    /// What went wrong.
+    pub error: String,
+}
+
+/// State of the container-runtime cross-check.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CriInfo {
+    /// `ok`, `unreachable` or `disabled`.
+    pub status: CriStatus,
+    /// The endpoint asked, if any.
+    pub endpoint: Option<String>,
+    /// Runtime name and version, when it answered.
+    pub runtime: Option<String>,
+}
+
+/// Whether the runtime could be asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CriStatus {
+    /// The runtime answered.
+    Ok,
+    /// It was asked and did not answer.
+    Unreachable,
+    /// It was not asked.
+    Disabled,
+}
+
+/// Totals of a scan.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Regular files read.
+    pub files: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Number of findings.
+    pub findings: u64,
+    /// Wall time of the scan.
+    pub duration_ms: u64,
+}
+
+/// A whole scan report: schema `kresidue/report/v1`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Always [`Report::SCHEMA`].
+    pub schema: &'static str,
+    /// The root scanned.
+    pub root: String,
+    /// The node's hostname, when known.
+    pub node: Option<String>,
+    /// Runtime cross-check state.
+    pub cri: CriInfo,
+    /// Totals.
+    pub summary: Summary,
+    /// Findings, sorted by [`Finding::sort_key`].
+    pub findings: Vec<Finding>,
+    /// Unreadable paths, sorted.
+    pub errors: Vec<ScanError>,
+}
+
+impl Report {
+    /// The schema id of this report format.
+    pub const SCHEMA: &'static str = "kresidue/report/v1";
+
+    /// The exit status for `--fail-on` (None = never fail on findings).
+    pub fn exit_status(&self, fail_on: Option<Severity>) -> ExitStatus {
+        match fail_on {
+            Some(min) if self.findings.iter().any(|f| f.severity >= min) => ExitStatus::Findings,
+            _ => ExitStatus::Clean,
+        }
+    }
+}
+
+/// The process exit contract (PRODUCT.md "Exit codes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// 0: nothing at or above `--fail-on`.
+    Clean,
+    /// 1: findings at or above `--fail-on`.
+    Findings,
+    /// 2: the job could not be done.
+    Error,
+}
+
+impl ExitStatus {
+    /// The numeric process exit code.
+    pub fn code(self) -> i32 {
+        match self {
+            ExitStatus::Clean => 0,
+            ExitStatus::Findings => 1,
+            ExitStatus::Error => 2,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preview_never_shows_more_than_a_quarter_or_four_chars() {
+        assert_eq!(Preview::redact(b"abcdefghijklmnopqrst").as_str(), "abcd****");
+        assert_eq!(Preview::redact(b"abcdefgh").as_str(), "ab****");
+        assert_eq!(Preview::redact(b"abc").as_str(), "****");
+        assert_eq!(Preview::redact(b"\x1b[2Jxyzxyzxyzxyz").as_str(), ".[2J****");
+    }
+
+    #[test]
+    fn severity_order_and_exit_status() {
+        assert!(Severity::Critical > Severity::High && Severity::Low > Severity::Info);
+        let r = Report {
+            schema: Report::SCHEMA,
+            root: "/".into(),
+            node: None,
+            cri: CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None },
+            summary: Summary::default(),
+            findings: vec![],
+            errors: vec![],
+        };
+        assert_eq!(r.exit_status(Some(Severity::Low)), ExitStatus::Clean);
+    }
+}

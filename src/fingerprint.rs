@@ -1,0 +1,476 @@
+//! Fingerprints of known secret values: how they are made, and the file that holds them.
+//!
+//! A fingerprint file lets a node be searched for a cluster's Secret values without the
+//! values themselves ever being written anywhere. It holds, per value and per encoding
+//! (raw, base64, JSON-escaped):
+//!
+//! * the length `L` of the encoded form;
+//! * a **confirm digest** `SHA-256(salt ‖ form)` of the whole form;
+//! * `STRIDE` (= 4) **window hashes**: for each residue `r` in `0..4`, one window of
+//!   `WINDOW` (= 12) bytes starting at an offset `o ≡ r (mod 4)` of the form, stored as
+//!   `(o, H(window))` where `H` is a keyed 128→64-bit mixing hash truncated to
+//!   `HASH_BITS` (= 28) bits, keyed by `SHA-256(salt ‖ "kresidue/window-key/v1")`.
+//!
+//! `salt` is 32 random bytes per file.
+//!
+//! # Why this finds every occurrence
+//! The scanner hashes the 12 bytes at every file offset `p ≡ 0 (mod 4)`. An occurrence of a
+//! form at file offset `s` has `(p − s) mod 4` equal to the same residue `r` for every such
+//! `p`, so the sampled position `p = s + o_r` lands exactly on the stored window of residue
+//! `r`. A window hit names its form and offset, so the candidate span is `[p − o_r, p −
+//! o_r + L)`; it is a finding only if `SHA-256(salt ‖ span)` equals the confirm digest. A
+//! form needs room for windows at all four residues: `L ≥ WINDOW + STRIDE − 1 = 15`. Raw
+//! values shorter than [`MIN_VALUE_LEN`] (16) bytes are skipped, and counted.
+//!
+//! # What the file gives away (the arithmetic)
+//! * **No plaintext, no base64, no escaped form**: only hex digests and integers are
+//!   written (a test checks the file holds no 8-byte run of any value).
+//! * **The whole value** can be confirmed from the digest, as with any password hash: a
+//!   value with little entropy (a dictionary word) can be guessed by brute force from the
+//!   file. A random value of 16 bytes or more cannot.
+//! * **A piece of a value cannot be confirmed with certainty.** Each stored window hash
+//!   keeps 28 of the 64 mixed bits of a 96-bit window, so `2^(96−28) = 2^68` byte strings
+//!   share every stored hash; restricted to printable ASCII (95 symbols, 78.8 bits per
+//!   window) still `2^50.8`; to `[A-Za-z0-9]` (71.5 bits) `2^43.5`; to lowercase hex (48
+//!   bits) `2^20`. A guess of a window that matches its hash is therefore only one
+//!   candidate among that many. Windows are chosen as far apart as the value allows: when
+//!   `L ≥ 4 · 13 − 1 = 51` the four windows are disjoint, so each constrains only its own
+//!   12 bytes and the ambiguities multiply (`≥ 2^80` for a 64-char hex key). For shorter
+//!   forms the windows overlap; a guesser who first brute-forces one whole window
+//!   (`2^71.5` work for alphanumerics, `2^48` for hex) can then extend it a few bytes at a
+//!   time — the cost of the first window is the protection, which is why the window is 12
+//!   bytes and not 8 (an 8-byte alphanumeric window would cost only `2^47.6`).
+//! * Offsets and lengths are stored in clear; they reveal which parts of a value look
+//!   most distinctive (window choice prefers varied bytes), nothing more.
+//!
+//! # False candidates and cost per byte
+//! A sampled position whose window is not part of any value still matches some stored
+//! 28-bit hash with probability `n / 2^28` for `n` stored windows. With `N` values, ~2.2
+//! forms each and 4 windows per form, `n ≈ 8.8 N`, and with one sample per 4 bytes the
+//! false-candidate rate is `2.2 N / 2^28` per byte: for `N = 10,000` that is `8.2e-5` per
+//! byte, ~88,000 SHA-256 confirmations of a few dozen bytes per GiB (~10 ms at ~100 ns
+//! each). The scanning cost per byte is one 12-byte load, two 64×64→128-bit multiplies
+//! and one probe of an in-cache filter every 4 bytes (see `matcher`); the benchmark in
+//! `benches/matcher.rs` measures it.
+
+use crate::finding::Encoding;
+use crate::kubectl::SecretValue;
+use anyhow::{bail, Context, Result};
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+
+/// Width of a hashed window, in bytes.
+pub const WINDOW: usize = 12;
+/// Distance between sampled positions in a scanned file; also windows per form.
+pub const STRIDE: usize = 4;
+/// Bits of each window hash kept in the file.
+pub const HASH_BITS: u32 = 28;
+/// Shortest raw value fingerprinted, in bytes.
+pub const MIN_VALUE_LEN: usize = 16;
+/// Longest encoded form fingerprinted, in bytes (bounds the read overlap).
+pub const MAX_FORM_LEN: usize = 256 * 1024;
+/// The format id written as the first key of every fingerprint file.
+pub const FORMAT: &str = "kresidue/fingerprints/v1";
+/// The default label of fingerprinted values.
+pub const DEFAULT_LABEL: &str = "current";
+
+const MIN_FORM_LEN: usize = WINDOW + STRIDE - 1;
+const KEY_CONTEXT: &[u8] = b"kresidue/window-key/v1";
+/// Names the window hash and confirm digest construction, so a change is detected.
+const HASH_ID: &str = "mum2-salted/sha256-salted";
+
+/// The keys of the window hash, derived from a file's salt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowKeys([u64; 3]);
+
+impl WindowKeys {
+    /// Derives the keys from a salt.
+    pub fn from_salt(salt: &[u8; 32]) -> WindowKeys {
+        let d = Sha256::new().chain_update(salt).chain_update(KEY_CONTEXT).finalize();
+        let k = |i: usize| u64::from_le_bytes(d[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        WindowKeys([k(0), k(1), k(2)])
+    }
+
+    /// The truncated hash of the 12-byte window given as its first 8 bytes (`a`, little
+    /// endian) and last 4 bytes (`b`). This is the scanner's hot path.
+    #[inline(always)]
+    pub fn hash_parts(&self, a: u64, b: u32) -> u32 {
+        let x = mum(a ^ self.0[0], (b as u64) ^ self.0[1]);
+        let y = mum(x ^ self.0[2], 0x9E37_79B9_7F4A_7C15);
+        (y >> (64 - HASH_BITS)) as u32
+    }
+
+    /// The truncated hash of a window.
+    pub fn hash(&self, w: &[u8]) -> u32 {
+        let a = u64::from_le_bytes(w[..8].try_into().expect("window is 12 bytes"));
+        let b = u32::from_le_bytes(w[8..WINDOW].try_into().expect("window is 12 bytes"));
+        self.hash_parts(a, b)
+    }
+}
+
+/// Folded multiply: the 128-bit product's halves xor-ed.
+#[inline(always)]
+fn mum(x: u64, y: u64) -> u64 {
+    let r = (x as u128) * (y as u128);
+    (r as u64) ^ ((r >> 64) as u64)
+}
+
+/// The confirm digest of a form under a salt.
+pub fn confirm_digest(salt: &[u8; 32], form: &[u8]) -> [u8; 32] {
+    Sha256::new().chain_update(salt).chain_update(form).finalize().into()
+}
+
+/// One encoded form of a value, as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Form {
+    /// Which encoding of the value this is.
+    pub encoding: Encoding,
+    /// Length of the encoded form in bytes.
+    pub len: u32,
+    /// `SHA-256(salt ‖ form)`.
+    pub digest: [u8; 32],
+    /// `(offset, truncated hash)` for residues 0, 1, 2, 3 in order.
+    pub windows: [(u32, u32); STRIDE],
+}
+
+/// One fingerprinted value and where it came from (no value bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// `<namespace>/<name>`.
+    pub secret: String,
+    /// The data key.
+    pub key: String,
+    /// The label (`current`, `revoked`, …).
+    pub label: String,
+    /// The encoded forms that are searched for.
+    pub forms: Vec<Form>,
+}
+
+/// A set of fingerprints sharing one salt: one fingerprint file, or the in-memory result
+/// of `--secrets`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FingerprintSet {
+    /// The per-file random salt.
+    pub salt: [u8; 32],
+    /// The fingerprinted values.
+    pub entries: Vec<Entry>,
+}
+
+/// Counts of what [`FingerprintSet::build`] left out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BuildStats {
+    /// Values fingerprinted.
+    pub values: usize,
+    /// Values shorter than [`MIN_VALUE_LEN`].
+    pub too_short: usize,
+    /// Values with a form longer than [`MAX_FORM_LEN`].
+    pub too_long: usize,
+}
+
+impl FingerprintSet {
+    /// Fingerprints `values` under `salt` with `label`.
+    pub fn build(values: &[SecretValue], label: &str, salt: [u8; 32]) -> (FingerprintSet, BuildStats) {
+        let keys = WindowKeys::from_salt(&salt);
+        let mut stats = BuildStats::default();
+        let mut entries = Vec::with_capacity(values.len());
+        for v in values {
+            if v.value.len() < MIN_VALUE_LEN {
+                stats.too_short += 1;
+                continue;
+            }
+            let forms = encodings(&v.value);
+            if forms.iter().any(|(_, f)| f.len() > MAX_FORM_LEN) {
+                stats.too_long += 1;
+                continue;
+            }
+            let forms = forms
+                .into_iter()
+                .map(|(encoding, bytes)| Form {
+                    encoding,
+                    len: bytes.len() as u32,
+                    digest: confirm_digest(&salt, &bytes),
+                    windows: choose_windows(&bytes).map(|o| (o as u32, keys.hash(&bytes[o..o + WINDOW]))),
+                })
+                .collect();
+            stats.values += 1;
+            entries.push(Entry { secret: v.secret_ref(), key: v.key.clone(), label: label.to_owned(), forms });
+        }
+        (FingerprintSet { salt, entries }, stats)
+    }
+
+    /// The window-hash keys of this set.
+    pub fn keys(&self) -> WindowKeys {
+        WindowKeys::from_salt(&self.salt)
+    }
+
+    /// Writes the versioned file format.
+    pub fn to_json(&self) -> Vec<u8> {
+        let file = FileRepr {
+            format: FORMAT.to_owned(),
+            params: Params::current(),
+            salt: hex(&self.salt),
+            values: self
+                .entries
+                .iter()
+                .map(|e| ValueRepr {
+                    secret: e.secret.clone(),
+                    key: e.key.clone(),
+                    label: e.label.clone(),
+                    forms: e
+                        .forms
+                        .iter()
+                        .map(|f| FormRepr {
+                            encoding: f.encoding.as_str().to_owned(),
+                            length: f.len,
+                            digest: hex(&f.digest),
+                            windows: f.windows.to_vec(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        let mut out = serde_json::to_vec(&file).expect("serialising plain data cannot fail");
+        out.push(b'\n');
+        out
+    }
+
+    /// Reads and validates a fingerprint file. Every inconsistency is an error.
+    pub fn from_json(bytes: &[u8]) -> Result<FingerprintSet> {
+        let file: FileRepr = serde_json::from_slice(bytes).map_err(|e| {
+            anyhow::anyhow!("not a kresidue fingerprint file: {e}")
+        })?;
+        if file.format != FORMAT {
+            bail!("unsupported fingerprint format {:?} (this kresidue reads {FORMAT:?})", file.format);
+        }
+        if file.params != Params::current() {
+            bail!("unsupported fingerprint parameters {:?}", file.params);
+        }
+        let salt = unhex32(&file.salt).context("bad salt")?;
+        let mut entries = Vec::with_capacity(file.values.len());
+        for (i, v) in file.values.into_iter().enumerate() {
+            let mut forms = Vec::with_capacity(v.forms.len());
+            for f in v.forms {
+                let encoding = Encoding::parse(&f.encoding)
+                    .with_context(|| format!("value {i}: unknown encoding {:?}", f.encoding))?;
+                let len = f.length as usize;
+                if !(MIN_FORM_LEN..=MAX_FORM_LEN).contains(&len) {
+                    bail!("value {i}: form length {len} out of range");
+                }
+                let windows: [(u32, u32); STRIDE] = f
+                    .windows
+                    .try_into()
+                    .map_err(|_| anyhow::anyhow!("value {i}: expected {STRIDE} windows"))?;
+                for (r, &(o, h)) in windows.iter().enumerate() {
+                    if o as usize % STRIDE != r || o as usize + WINDOW > len || h >> HASH_BITS != 0 {
+                        bail!("value {i}: invalid window {r}");
+                    }
+                }
+                let digest = unhex32(&f.digest).with_context(|| format!("value {i}: bad digest"))?;
+                forms.push(Form { encoding, len: len as u32, digest, windows });
+            }
+            entries.push(Entry { secret: v.secret, key: v.key, label: v.label, forms });
+        }
+        Ok(FingerprintSet { salt, entries })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRepr {
+    format: String,
+    params: Params,
+    salt: String,
+    values: Vec<ValueRepr>,
+}
+
+#[derive(Serialize, Deserialize, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    window: usize,
+    stride: usize,
+    hash_bits: u32,
+    hash: String,
+}
+
+impl Params {
+    fn current() -> Params {
+        Params { window: WINDOW, stride: STRIDE, hash_bits: HASH_BITS, hash: HASH_ID.to_owned() }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ValueRepr {
+    secret: String,
+    key: String,
+    label: String,
+    forms: Vec<FormRepr>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FormRepr {
+    encoding: String,
+    length: u32,
+    digest: String,
+    windows: Vec<(u32, u32)>,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex32(s: &str) -> Result<[u8; 32]> {
+    if s.len() != 64 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+        bail!("expected 64 hex digits");
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)?;
+    }
+    Ok(out)
+}
+
+/// 32 random bytes from the kernel.
+pub fn random_salt() -> Result<[u8; 32]> {
+    let mut salt = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut salt))
+        .context("cannot read /dev/urandom for a salt")?;
+    Ok(salt)
+}
+
+/// The encoded forms of a value that are searched for: raw, base64, and Go-style
+/// JSON-escaped where that differs from raw (and the value is UTF-8).
+pub fn encodings(value: &[u8]) -> Vec<(Encoding, Vec<u8>)> {
+    let mut out = vec![
+        (Encoding::Raw, value.to_vec()),
+        (Encoding::Base64, base64::engine::general_purpose::STANDARD.encode(value).into_bytes()),
+    ];
+    if let Ok(s) = std::str::from_utf8(value) {
+        let esc = json_escape(s);
+        if esc.as_bytes() != value {
+            out.push((Encoding::JsonEscaped, esc.into_bytes()));
+        }
+    }
+    out
+}
+
+/// The body of a JSON string as Go's `encoding/json` writes it (the encoder behind OCI
+/// specs, containerd's metadata and docker/CRI JSON logs): HTML-safe escaping of `<>&`
+/// and U+2028/U+2029 included.
+pub fn json_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Picks one window offset per residue mod [`STRIDE`], as far from the others as the
+/// form allows, preferring varied bytes and the middle of the form (so shared prefixes
+/// like a PEM header do not make every key a candidate at every header).
+fn choose_windows(form: &[u8]) -> [usize; STRIDE] {
+    debug_assert!(form.len() >= MIN_FORM_LEN);
+    let last = form.len() - WINDOW;
+    let centre = last as i64 / 2;
+    let mut chosen: [usize; STRIDE] = [0; STRIDE];
+    let mut taken: Vec<usize> = Vec::with_capacity(STRIDE);
+    // Spread the residues over the form: place them in the order that keeps the span
+    // compact, then pick for each the best-scoring offset.
+    for r in 0..STRIDE {
+        let best = (r..=last)
+            .step_by(STRIDE)
+            .max_by_key(|&o| {
+                let overlap: i64 = taken
+                    .iter()
+                    .map(|&t| (WINDOW as i64 - (o as i64 - t as i64).abs()).max(0))
+                    .sum();
+                let distinct = distinct_bytes(&form[o..o + WINDOW]) as i64;
+                let off_centre = (o as i64 - centre).abs();
+                // Overlap dominates, then variety, then closeness to the centre;
+                // ties go to the lowest offset (max_by_key keeps the last max, so negate).
+                (-overlap * 1024 + distinct * 64 - off_centre.min(63), -(o as i64))
+            })
+            .expect("every residue has an offset when len >= WINDOW + STRIDE - 1");
+        chosen[r] = best;
+        taken.push(best);
+    }
+    chosen
+}
+
+fn distinct_bytes(w: &[u8]) -> u32 {
+    let mut seen = [false; 256];
+    w.iter().filter(|&&b| !std::mem::replace(&mut seen[b as usize], true)).count() as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sv(key: &str, value: &[u8]) -> SecretValue {
+        SecretValue { namespace: "ns".into(), name: "s".into(), key: key.into(), value: value.to_vec() }
+    }
+
+    #[test]
+    fn json_escape_is_go_style() {
+        assert_eq!(json_escape("a\"b\\c\nd<e>&\u{1}\u{2028}é"), "a\\\"b\\\\c\\nd\\u003ce\\u003e\\u0026\\u0001\\u2028é");
+    }
+
+    #[test]
+    fn windows_cover_every_residue_and_are_disjoint_when_room() {
+        let form: Vec<u8> = (0..64u8).map(|i| b'a' + i % 26).collect();
+        let w = choose_windows(&form);
+        for (r, &o) in w.iter().enumerate() {
+            assert_eq!(o % STRIDE, r);
+            assert!(o + WINDOW <= form.len());
+        }
+        let mut s = w.to_vec();
+        s.sort();
+        assert!(s.windows(2).all(|p| p[1] - p[0] >= WINDOW), "{s:?}");
+        let short = choose_windows(&form[..MIN_FORM_LEN]);
+        assert_eq!(short, [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn build_skips_short_and_round_trips() {
+        let vals = [sv("short", b"0123456789abcde"), sv("ok", b"0123456789abcdef<&>")];
+        let (set, stats) = FingerprintSet::build(&vals, "revoked", [7; 32]);
+        assert_eq!(stats, BuildStats { values: 1, too_short: 1, too_long: 0 });
+        assert_eq!(set.entries[0].forms.len(), 3);
+        let json = set.to_json();
+        assert!(json.starts_with(b"{\"format\":\"kresidue/fingerprints/v1\""));
+        assert_eq!(FingerprintSet::from_json(&json).unwrap(), set);
+    }
+
+    #[test]
+    fn corrupt_files_are_rejected() {
+        let (set, _) = FingerprintSet::build(&[sv("k", b"0123456789abcdefgh")], "current", [1; 32]);
+        let good = String::from_utf8(set.to_json()).unwrap();
+        let windows = format!("{:?}", set.entries[0].forms[0].windows).replace('(', "[").replace(')', "]");
+        let windows = windows.replace(' ', "");
+        assert!(good.contains(&windows), "{good} vs {windows}");
+        for bad in [
+            good[..good.len() / 2].to_owned(),
+            good.replace(FORMAT, "kresidue/fingerprints/v9"),
+            good.replace("\"window\":12", "\"window\":8"),
+            good.replace(&windows, "[[0,1],[1,1],[2,1]]"),
+            good.replace(&windows, "[[1,1],[1,1],[2,1],[3,1]]"),
+            good.replacen("\"length\":18", "\"length\":3", 1),
+            "{}".to_owned(),
+        ] {
+            assert!(FingerprintSet::from_json(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
+}

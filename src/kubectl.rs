@@ -1,0 +1,269 @@
+//! Reads what `kubectl get secrets -A -o json` prints (a `List` of `Secret`, or one
+//! `Secret`) and turns it into the [`SecretValue`]s worth looking for, type-aware.
+//!
+//! Which keys are secret depends on the Secret's `type` (issue #2):
+//! `kubernetes.io/tls` → `tls.key` only (certificates are public);
+//! `kubernetes.io/service-account-token` → `token` only;
+//! `kubernetes.io/dockerconfigjson` / `dockercfg` → the whole value plus each registry's
+//! `auth`, `password` and `identitytoken`; `kubernetes.io/basic-auth` → `password`;
+//! `kubernetes.io/ssh-auth` → `ssh-privatekey`; Opaque and anything else → every key.
+//! `stringData` is ignored (the API server folds it into `data`).
+//!
+//! Errors never quote the input: a parse error names the line and column only, because
+//! the input is full of secret values.
+
+use anyhow::{bail, Context, Result};
+use base64::Engine as _;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// One value taken from a Secret, with where it came from.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue {
+    /// The Secret's namespace (empty if the object had none).
+    pub namespace: String,
+    /// The Secret's name.
+    pub name: String,
+    /// The data key, or `<key>/<registry>/<field>` for values pulled out of a docker config.
+    pub key: String,
+    /// The decoded value. Never printed.
+    pub value: Vec<u8>,
+}
+
+impl std::fmt::Debug for SecretValue {
+    /// Redacts the value, so a `{:?}` anywhere can never print it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SecretValue({}/{}:{}, {} bytes)", self.namespace, self.name, self.key, self.value.len())
+    }
+}
+
+impl SecretValue {
+    /// `<namespace>/<name>` as shown in reports.
+    pub fn secret_ref(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+#[derive(Deserialize)]
+struct Doc {
+    kind: Option<String>,
+    #[serde(default)]
+    items: Vec<Object>,
+    #[serde(flatten)]
+    object: Object,
+}
+
+#[derive(Deserialize, Default)]
+struct Object {
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: Meta,
+    #[serde(rename = "type")]
+    secret_type: Option<String>,
+    data: Option<BTreeMap<String, Option<String>>>,
+}
+
+#[derive(Deserialize, Default)]
+struct Meta {
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    name: String,
+}
+
+/// Everything taken from one kubectl document.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    /// The values to look for.
+    pub values: Vec<SecretValue>,
+    /// How many Secrets were read.
+    pub secrets: usize,
+    /// Docker config values that were not valid JSON (fingerprinted whole only).
+    pub unparsable_docker_configs: usize,
+}
+
+/// Parses kubectl JSON output. Errors carry no input text.
+pub fn parse(input: &[u8]) -> Result<Parsed> {
+    let doc: Doc = serde_json::from_slice(input).map_err(|e| {
+        anyhow::anyhow!(
+            "malformed kubectl JSON ({}) at line {} column {}",
+            match e.classify() {
+                serde_json::error::Category::Io => "read error",
+                serde_json::error::Category::Syntax => "syntax error",
+                serde_json::error::Category::Data => "unexpected structure",
+                serde_json::error::Category::Eof => "unexpected end of input",
+            },
+            e.line(),
+            e.column()
+        )
+    })?;
+    let objects: Vec<Object> = match doc.kind.as_deref() {
+        Some("Secret") => vec![doc.object],
+        Some("List") | Some("SecretList") => doc.items,
+        Some(other) => bail!("expected a Secret or a List of Secrets, got kind {other:?}"),
+        None => bail!("expected a Secret or a List of Secrets: no \"kind\" field"),
+    };
+    let mut out = Parsed::default();
+    for obj in objects {
+        if obj.kind.as_deref().is_some_and(|k| k != "Secret") {
+            continue;
+        }
+        out.secrets += 1;
+        take_values(obj, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn take_values(obj: Object, out: &mut Parsed) -> Result<()> {
+    let Object { metadata, secret_type, data, .. } = obj;
+    let ty = secret_type.unwrap_or_default();
+    let wanted = |key: &str| -> bool {
+        match ty.as_str() {
+            "kubernetes.io/tls" => key == "tls.key",
+            "kubernetes.io/service-account-token" => key == "token",
+            "kubernetes.io/basic-auth" => key == "password",
+            "kubernetes.io/ssh-auth" => key == "ssh-privatekey",
+            "kubernetes.io/dockerconfigjson" => key == ".dockerconfigjson",
+            "kubernetes.io/dockercfg" => key == ".dockercfg",
+            _ => true,
+        }
+    };
+    for (key, b64) in data.unwrap_or_default() {
+        let Some(b64) = b64 else { continue };
+        if !wanted(&key) {
+            continue;
+        }
+        let value = base64::engine::general_purpose::STANDARD.decode(b64.trim()).with_context(
+            || format!("data key {key:?} of Secret {}/{} is not valid base64", metadata.namespace, metadata.name),
+        )?;
+        let push = |out: &mut Parsed, key: String, value: Vec<u8>| {
+            out.values.push(SecretValue {
+                namespace: metadata.namespace.clone(),
+                name: metadata.name.clone(),
+                key,
+                value,
+            })
+        };
+        let docker = match (ty.as_str(), key.as_str()) {
+            ("kubernetes.io/dockerconfigjson", ".dockerconfigjson") => Some(true),
+            ("kubernetes.io/dockercfg", ".dockercfg") => Some(false),
+            _ => None,
+        };
+        if let Some(has_auths) = docker {
+            match docker_credentials(&value, has_auths) {
+                Some(creds) => {
+                    for (reg, field, v) in creds {
+                        push(out, format!("{key}/{reg}/{field}"), v.into_bytes());
+                    }
+                }
+                None => out.unparsable_docker_configs += 1,
+            }
+        }
+        push(out, key, value);
+    }
+    Ok(())
+}
+
+/// The `auth`, `password` and `identitytoken` strings of every registry in a docker config
+/// (`{"auths": {...}}` for `.dockerconfigjson`, the bare map for legacy `.dockercfg`).
+fn docker_credentials(value: &[u8], has_auths: bool) -> Option<Vec<(String, &'static str, String)>> {
+    let json: serde_json::Value = serde_json::from_slice(value).ok()?;
+    let registries = if has_auths { json.get("auths")? } else { &json };
+    let mut out = Vec::new();
+    for (reg, entry) in registries.as_object()? {
+        for field in ["auth", "password", "identitytoken"] {
+            if let Some(s) = entry.get(field).and_then(|v| v.as_str()) {
+                if !s.is_empty() {
+                    out.push((reg.clone(), field, s.to_owned()));
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b64(s: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    fn keys(p: &Parsed) -> Vec<String> {
+        p.values.iter().map(|v| format!("{}:{}", v.secret_ref(), v.key)).collect()
+    }
+
+    #[test]
+    fn list_with_types_selects_secret_keys_only() {
+        let dcj = format!(
+            r#"{{"auths":{{"reg.example":{{"username":"u","password":"pw-{0}","auth":"{1}"}}}}}}"#,
+            "x".repeat(20),
+            b64("u:pw")
+        );
+        let doc = format!(
+            r#"{{"kind":"List","items":[
+              {{"kind":"Secret","metadata":{{"namespace":"a","name":"tls"}},"type":"kubernetes.io/tls","data":{{"tls.crt":"{0}","tls.key":"{0}"}}}},
+              {{"kind":"Secret","metadata":{{"namespace":"a","name":"ba"}},"type":"kubernetes.io/basic-auth","data":{{"username":"{0}","password":"{0}"}}}},
+              {{"kind":"Secret","metadata":{{"namespace":"a","name":"sa"}},"type":"kubernetes.io/service-account-token","data":{{"token":"{0}","ca.crt":"{0}","namespace":"{0}"}}}},
+              {{"kind":"Secret","metadata":{{"namespace":"a","name":"ssh"}},"type":"kubernetes.io/ssh-auth","data":{{"ssh-privatekey":"{0}","known_hosts":"{0}"}}}},
+              {{"kind":"Secret","metadata":{{"namespace":"a","name":"op"}},"type":"Opaque","data":{{"k1":"{0}","k2":"{0}"}},"stringData":{{"k3":"v"}}}},
+              {{"kind":"Secret","metadata":{{"namespace":"a","name":"reg"}},"type":"kubernetes.io/dockerconfigjson","data":{{".dockerconfigjson":"{1}"}}}}
+            ]}}"#,
+            b64("value-value-value"),
+            b64(&dcj)
+        );
+        let p = parse(doc.as_bytes()).unwrap();
+        assert_eq!(p.secrets, 6);
+        assert_eq!(
+            keys(&p),
+            [
+                "a/tls:tls.key",
+                "a/ba:password",
+                "a/sa:token",
+                "a/ssh:ssh-privatekey",
+                "a/op:k1",
+                "a/op:k2",
+                "a/reg:.dockerconfigjson/reg.example/auth",
+                "a/reg:.dockerconfigjson/reg.example/password",
+                "a/reg:.dockerconfigjson",
+            ]
+        );
+    }
+
+    #[test]
+    fn single_secret_and_legacy_dockercfg() {
+        let cfg = format!(r#"{{"r.example":{{"auth":"{}","identitytoken":"tok-tok-tok"}}}}"#, b64("a:b"));
+        let doc = format!(
+            r#"{{"kind":"Secret","metadata":{{"namespace":"n","name":"s"}},"type":"kubernetes.io/dockercfg","data":{{".dockercfg":"{}"}}}}"#,
+            b64(&cfg)
+        );
+        let p = parse(doc.as_bytes()).unwrap();
+        assert_eq!(
+            keys(&p),
+            ["n/s:.dockercfg/r.example/auth", "n/s:.dockercfg/r.example/identitytoken", "n/s:.dockercfg"]
+        );
+    }
+
+    #[test]
+    fn errors_never_quote_values() {
+        let secretish = "hunter2-hunter2-hunter2";
+        for doc in [
+            format!(r#"{{"kind":"Secret","data":{{"k":{secretish}}}}}"#),
+            format!(r#"{{"kind":"Secret","data":{{"k":"{secretish}!"}}}}"#),
+            format!(r#"{{"kind":"Secret","data":["{secretish}"]}}"#),
+            format!(r#"{{"kind":"Pod","data":{{"k":"{secretish}"}}"#),
+        ] {
+            let e = format!("{:#}", parse(doc.as_bytes()).unwrap_err());
+            assert!(!e.contains("hunter2"), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn rejects_non_secret_documents() {
+        assert!(parse(br#"{"kind":"Pod"}"#).is_err());
+        assert!(parse(b"[]").is_err());
+        assert!(parse(b"").is_err());
+    }
+}
