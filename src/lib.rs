@@ -1,6 +1,120 @@
-//! kresidue: find Kubernetes Secret residue on a node's disks.
+//! kresidue finds Kubernetes Secret residue on a node's disks: Secret values still there
+//! after their pods died, or leaked where they never belonged.
+//!
+//! Layers, top to bottom (dependencies point down): [`cli`] (clap types) → [`config`]
+//! (validated settings) → [`scan`] (orchestration) → [`node`] (layout knowledge) and
+//! [`walk`] (confined walk) → [`matcher`] (compiled fingerprints) → [`fingerprint`] /
+//! [`kubectl`] (inputs) → [`finding`] (the model); [`report`] writers print a finished
+//! [`finding::Report`]; [`sys`] is the only home of system calls.
 #![deny(missing_docs)]
+
+pub mod cli;
+pub mod config;
 pub mod finding;
 pub mod fingerprint;
 pub mod kubectl;
 pub mod matcher;
+pub mod node;
+pub mod report;
+pub mod scan;
+pub mod sys;
+pub mod walk;
+
+use anyhow::Result;
+use cli::{Cli, Command, FingerprintArgs, ScanArgs};
+use finding::{CriInfo, CriStatus, ExitStatus, Report, Summary};
+use fingerprint::{BuildStats, FingerprintSet, MAX_FORM_LEN, MIN_VALUE_LEN};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Instant;
+
+/// What a run ended with: the exit status and notes for stderr (never holding values).
+#[derive(Debug)]
+pub struct Outcome {
+    /// The exit status.
+    pub status: ExitStatus,
+    /// One-line notes for stderr.
+    pub notes: Vec<String>,
+}
+
+/// Runs a parsed command line. Output goes to `stdout` (or the `-o` file).
+pub fn run(cli: Cli, stdout: &mut dyn Write) -> Result<Outcome> {
+    match cli.command {
+        Command::Scan(args) => run_scan(&args, stdout),
+        Command::Fingerprint(args) => run_fingerprint(&args, stdout),
+    }
+}
+
+fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
+    let started = Instant::now();
+    let cfg = config::ScanConfig::from_args(args)?;
+    let matcher = matcher::Matcher::new(cfg.sets);
+    let result = scan::scan(&cfg.root, &cfg.settings, &matcher)?;
+    let report = Report {
+        schema: Report::SCHEMA,
+        root: report::display_path(cfg.root_arg.as_os_str()),
+        node: node_name(&cfg.root),
+        cri: CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None },
+        summary: Summary {
+            files: result.files,
+            bytes: result.bytes,
+            findings: result.findings.len() as u64,
+            duration_ms: started.elapsed().as_millis() as u64,
+        },
+        findings: result.findings,
+        errors: result.errors,
+    };
+    match &cfg.output {
+        Some(path) => report::write_atomic(path, |w| report::write(&report, cfg.format, w))?,
+        None => report::write(&report, cfg.format, stdout)?,
+    }
+    let mut notes = Vec::new();
+    if let Some(stats) = cfg.secrets_stats {
+        notes.extend(skip_note(&stats));
+    }
+    Ok(Outcome { status: report.exit_status(cfg.fail_on), notes })
+}
+
+fn run_fingerprint(args: &FingerprintArgs, stdout: &mut dyn Write) -> Result<Outcome> {
+    let src = args.input.as_deref().unwrap_or(Path::new("-"));
+    let parsed = kubectl::parse(&config::read_input(src)?)?;
+    let (set, stats) = FingerprintSet::build(&parsed.values, &args.label, fingerprint::random_salt()?);
+    let json = set.to_json();
+    match &args.output {
+        Some(path) => report::write_atomic(path, |w| w.write_all(&json))?,
+        None => stdout.write_all(&json)?,
+    }
+    let mut notes = vec![format!(
+        "fingerprinted {} values from {} secrets with label {:?}",
+        stats.values, parsed.secrets, args.label
+    )];
+    notes.extend(skip_note(&stats));
+    if parsed.unparsable_docker_configs > 0 {
+        notes.push(format!(
+            "{} docker config values were not valid JSON: fingerprinted whole, registries not extracted",
+            parsed.unparsable_docker_configs
+        ));
+    }
+    Ok(Outcome { status: ExitStatus::Clean, notes })
+}
+
+fn skip_note(stats: &BuildStats) -> Option<String> {
+    (stats.too_short + stats.too_long > 0).then(|| {
+        format!(
+            "skipped {} values shorter than {MIN_VALUE_LEN} bytes and {} with a form longer than {MAX_FORM_LEN} bytes",
+            stats.too_short, stats.too_long
+        )
+    })
+}
+
+/// The node's name: the hostname when scanning `/`, else `<root>/etc/hostname`.
+fn node_name(root: &sys::RootDir) -> Option<String> {
+    if root.path() == Path::new("/") {
+        return sys::hostname();
+    }
+    let mut f = root.open_file(Path::new("etc/hostname")).ok()?;
+    let mut s = String::new();
+    (&mut f).take(256).read_to_string(&mut s).ok()?;
+    let name = s.trim();
+    (!name.is_empty()).then(|| report::terminal_safe(name))
+}

@@ -14,7 +14,7 @@
 //! with the set's key, probes the filter, and on a hit confirms each candidate span with
 //! the salted SHA-256 digest (see `fingerprint` for why this finds every occurrence).
 
-use crate::fingerprint::{self, Entry, FingerprintSet, Form, WindowKeys, HASH_BITS, STRIDE, WINDOW};
+use crate::fingerprint::{Entry, FingerprintSet, Form, WindowKeys, HASH_BITS, STRIDE, WINDOW};
 use sha2::{Digest, Sha256};
 
 /// A confirmed occurrence of a fingerprinted form in a buffer.
@@ -233,6 +233,7 @@ pub fn find_chunked(m: &Matcher, data: &[u8], chunk: usize) -> Vec<Hit> {
 mod tests {
     use super::*;
     use crate::finding::Encoding;
+    use crate::fingerprint;
     use crate::kubectl::SecretValue;
     use proptest::prelude::*;
 

@@ -1,0 +1,226 @@
+//! The command line, as clap derive types only (raw strings and flags; `config` validates
+//! them), plus the man pages rendered from it.
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  nothing found at or above --fail-on
+  1  findings at or above --fail-on
+  2  the job could not be done (bad arguments, unreadable root, bad fingerprint file,
+     malformed kubectl JSON)";
+
+/// Find Kubernetes Secret residue on a node's disks.
+///
+/// kresidue looks for Secret values that are still on a node after the pods that used
+/// them are gone (orphaned kubelet pod volumes, stale subPath copies, stale atomic-writer
+/// copies) or that leaked where they never belonged. Known values are matched by
+/// fingerprints that hold no plaintext; no secret value is ever printed.
+#[derive(Debug, Parser)]
+#[command(name = "kresidue", version, after_help = EXIT_CODES, max_term_width = 100)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Scan a node (or a node root mounted elsewhere) for secret residue.
+    #[command(after_help = EXIT_CODES)]
+    Scan(ScanArgs),
+    /// Turn `kubectl get secrets -A -o json` output into a fingerprint file.
+    ///
+    /// The file holds no plaintext: salted digests of whole values and truncated keyed
+    /// hashes of 12-byte windows (see SECURITY in kresidue(1)). Values shorter than 16
+    /// bytes are skipped and counted on stderr.
+    #[command(after_help = EXIT_CODES)]
+    Fingerprint(FingerprintArgs),
+}
+
+/// Arguments of `kresidue scan`.
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// Root of the node's filesystem; every path is read beneath it and nothing outside
+    /// it is ever read (symlinks are not followed out of it).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+
+    /// Fingerprint file made by `kresidue fingerprint` (repeatable).
+    #[arg(long = "fingerprints", value_name = "FILE")]
+    pub fingerprints: Vec<PathBuf>,
+
+    /// Read `kubectl get secrets -A -o json` output from FILE (`-` for stdin) and keep the
+    /// values in memory only; nothing is written.
+    #[arg(long, value_name = "FILE|-")]
+    pub secrets: Option<PathBuf>,
+
+    /// Label given to the values read with --secrets.
+    #[arg(long, value_name = "LABEL", default_value = "current")]
+    pub label: String,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
+    pub format: FormatArg,
+
+    /// Write the report to FILE (atomically: a temporary file renamed into place).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Exit with 1 when a finding has at least this severity.
+    #[arg(long, value_enum, value_name = "SEVERITY", default_value_t = FailOn::Low)]
+    pub fail_on: FailOn,
+
+    /// Worker threads [default: the number of cores, at most 4].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Kubelet root dir, as a node path (kubelet's --root-dir) [default: /var/lib/kubelet].
+    #[arg(long, value_name = "PATH")]
+    pub kubelet_dir: Option<PathBuf>,
+
+    /// Also scan this node path (repeatable); its findings have site `other`.
+    #[arg(long = "path", value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+
+    /// Do not ask the container runtime which pods are alive (liveness is then unknown).
+    #[arg(long)]
+    pub no_cri: bool,
+
+    /// Print nothing but the report.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Bytes read per buffer (testing aid).
+    #[arg(long, value_name = "BYTES", hide = true)]
+    pub chunk_size: Option<usize>,
+}
+
+/// Arguments of `kresidue fingerprint`.
+#[derive(Debug, Args)]
+pub struct FingerprintArgs {
+    /// kubectl JSON to read (`-` or nothing for stdin).
+    #[arg(value_name = "FILE|-")]
+    pub input: Option<PathBuf>,
+
+    /// Label carried into findings (`current`, `revoked`, …).
+    #[arg(long, value_name = "LABEL", default_value = "current")]
+    pub label: String,
+
+    /// Write the fingerprint file to FILE (atomically) instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// `--format` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// One line per finding, for a person.
+    Table,
+    /// The `kresidue/report/v1` JSON document.
+    Json,
+}
+
+/// `--fail-on` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[allow(missing_docs)]
+pub enum FailOn {
+    Critical,
+    High,
+    Medium,
+    Low,
+    Info,
+    /// Never exit 1 because of findings.
+    Never,
+}
+
+const MAN_EXTRA: &str = r#".SH EXIT STATUS
+.TP
+\fB0\fR
+Nothing was found at or above \fB\-\-fail\-on\fR (default \fBlow\fR).
+.TP
+\fB1\fR
+Findings at or above \fB\-\-fail\-on\fR.
+.TP
+\fB2\fR
+The job could not be done: bad arguments, a missing or unreadable root, a corrupt
+fingerprint file, malformed kubectl JSON. One line on stderr says why.
+Unreadable files during a scan do not change the exit status; they are listed in the
+report's \fBerrors\fR.
+.SH SITES
+Under \fI<kubelet\-dir>\fR\fB/pods/\fR\fI<uid>\fR\fB/\fR:
+\fBvolumes/kubernetes.io~secret/\fR\fI<vol>\fR (kubelet\-secret\-volume),
+\fBvolumes/kubernetes.io~projected/\fR\fI<vol>\fR (kubelet\-projected\-volume),
+\fBvolumes/kubernetes.io~csi/\fR\fI<vol>\fR\fB/mount\fR (kubelet\-csi\-volume),
+\fBvolume\-subpaths/\fR\fI<vol>/<container>/<index>\fR (kubelet\-subpath),
+and the rest of the pod dir (other).
+Atomic\-writer volumes are reported under the names a pod sees; a superseded
+timestamped directory or a leftover \fB..data_tmp\fR target is reported at its real
+path and marked stale.
+.SH SECURITY
+No secret value is ever printed: previews show at most four leading characters.
+A fingerprint file holds no plaintext, no base64 of a value and no hash of a short
+piece of a value that could be confirmed with certainty: a salted SHA\-256 of each
+whole value, and per value four keyed hashes of 12\-byte windows truncated to 28 bits
+(2^68 byte strings share each).
+Values shorter than 16 bytes are not fingerprinted.
+.SH EXAMPLES
+.nf
+kubectl get secrets \-A \-o json | kresidue fingerprint \-o cluster.fp
+sudo kresidue scan \-\-fingerprints cluster.fp
+kresidue scan \-\-root /mnt/node \-\-secrets secrets.json \-\-format json \-o report.json
+.fi
+"#;
+
+/// The man pages, rendered from the clap definition: `(file name, roff text)`.
+pub fn man_pages() -> Vec<(String, Vec<u8>)> {
+    let cmd = Cli::command();
+    let mut pages = Vec::new();
+    let mut top = Vec::new();
+    let man = clap_mangen::Man::new(cmd.clone()).date("2026");
+    man.render_title(&mut top).expect("in-memory write");
+    man.render_name_section(&mut top).expect("in-memory write");
+    man.render_synopsis_section(&mut top).expect("in-memory write");
+    man.render_description_section(&mut top).expect("in-memory write");
+    man.render_subcommands_section(&mut top).expect("in-memory write");
+    top.extend_from_slice(MAN_EXTRA.as_bytes());
+    top.extend_from_slice(b".SH SEE ALSO\n\\fBkresidue\\-scan\\fR(1), \\fBkresidue\\-fingerprint\\fR(1)\n");
+    man.render_version_section(&mut top).expect("in-memory write");
+    pages.push(("kresidue.1".to_owned(), top));
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let name = format!("kresidue-{}", sub.get_name());
+        let sub = sub.clone().name(name.clone()).version(cmd.get_version().unwrap_or_default().to_owned());
+        let mut page = Vec::new();
+        clap_mangen::Man::new(sub).date("2026").render(&mut page).expect("in-memory write");
+        page.extend_from_slice(b".SH SEE ALSO\n\\fBkresidue\\fR(1)\n");
+        pages.push((format!("{name}.1"), page));
+    }
+    pages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// The committed man pages match the clap definition. Regenerate with
+    /// `KRESIDUE_UPDATE_MAN=1 cargo test man_pages_are_up_to_date`.
+    #[test]
+    fn man_pages_are_up_to_date() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
+        for (name, text) in man_pages() {
+            let path = dir.join(&name);
+            if std::env::var_os("KRESIDUE_UPDATE_MAN").is_some() {
+                std::fs::write(&path, &text).unwrap();
+            }
+            let committed = std::fs::read(&path).unwrap_or_default();
+            assert!(committed == text, "man/{name} is out of date: run KRESIDUE_UPDATE_MAN=1 cargo test man_pages");
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! Validated settings: turns raw command-line arguments into what a run needs, failing
+//! fast (exit 2) before any file under the root is read.
+
+use crate::cli::{FailOn, FormatArg, ScanArgs};
+use crate::finding::Severity;
+use crate::fingerprint::{self, BuildStats, FingerprintSet};
+use crate::kubectl;
+use crate::node::{Layout, DEFAULT_KUBELET_DIR};
+use crate::report::Format;
+use crate::scan::{ScanSettings, DEFAULT_CHUNK};
+use crate::sys::RootDir;
+use anyhow::{bail, Context, Result};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Everything `scan` needs, checked.
+pub struct ScanConfig {
+    /// The opened root.
+    pub root: RootDir,
+    /// The root as given.
+    pub root_arg: PathBuf,
+    /// Walk and read settings.
+    pub settings: ScanSettings,
+    /// The fingerprint sets to search for.
+    pub sets: Vec<FingerprintSet>,
+    /// What `--secrets` left out.
+    pub secrets_stats: Option<BuildStats>,
+    /// Report format.
+    pub format: Format,
+    /// Report file, or stdout.
+    pub output: Option<PathBuf>,
+    /// `--fail-on` threshold (`None` = never).
+    pub fail_on: Option<Severity>,
+}
+
+impl ScanConfig {
+    /// Validates `args`: opens the root, reads fingerprint files and kubectl JSON.
+    pub fn from_args(args: &ScanArgs) -> Result<ScanConfig> {
+        let root = RootDir::open(&args.root).with_context(|| format!("root {}", args.root.display()))?;
+        if !root.path().is_dir() {
+            bail!("root {}: not a directory", args.root.display());
+        }
+        let threads = match args.threads {
+            Some(0) => bail!("--threads must be at least 1"),
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()).min(4),
+        };
+        let chunk = args.chunk_size.unwrap_or(DEFAULT_CHUNK);
+        if !(64..=1 << 30).contains(&chunk) {
+            bail!("--chunk-size must be between 64 and 1073741824");
+        }
+        let mut sets = Vec::new();
+        for f in &args.fingerprints {
+            let bytes = std::fs::read(f).with_context(|| format!("fingerprint file {}", f.display()))?;
+            sets.push(
+                FingerprintSet::from_json(&bytes).with_context(|| format!("fingerprint file {}", f.display()))?,
+            );
+        }
+        let mut secrets_stats = None;
+        if let Some(src) = &args.secrets {
+            let parsed = kubectl::parse(&read_input(src)?).with_context(|| format!("--secrets {}", src.display()))?;
+            let (set, stats) = FingerprintSet::build(&parsed.values, &args.label, fingerprint::random_salt()?);
+            sets.push(set);
+            secrets_stats = Some(stats);
+        }
+        if sets.is_empty() {
+            bail!("nothing to look for: give --fingerprints FILE or --secrets FILE");
+        }
+        let kubelet_dir_explicit = args.kubelet_dir.is_some();
+        let kubelet_dir = node_path(args.kubelet_dir.as_deref().unwrap_or(Path::new(DEFAULT_KUBELET_DIR)));
+        let layout = Layout { kubelet_dir, kubelet_dir_explicit, extra: args.paths.iter().map(|p| node_path(p)).collect() };
+        Ok(ScanConfig {
+            root,
+            root_arg: args.root.clone(),
+            settings: ScanSettings { layout, threads, chunk },
+            sets,
+            secrets_stats,
+            format: match args.format {
+                FormatArg::Table => Format::Table,
+                FormatArg::Json => Format::Json,
+            },
+            output: args.output.clone(),
+            fail_on: match args.fail_on {
+                FailOn::Critical => Some(Severity::Critical),
+                FailOn::High => Some(Severity::High),
+                FailOn::Medium => Some(Severity::Medium),
+                FailOn::Low => Some(Severity::Low),
+                FailOn::Info => Some(Severity::Info),
+                FailOn::Never => None,
+            },
+        })
+    }
+}
+
+/// A node path is absolute; a relative one is taken from the node's `/`.
+fn node_path(p: &Path) -> PathBuf {
+    Path::new("/").join(p)
+}
+
+/// Reads a file, or stdin for `-`.
+pub fn read_input(src: &Path) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    if src == Path::new("-") {
+        std::io::stdin().lock().read_to_end(&mut buf).context("cannot read stdin")?;
+    } else {
+        buf = std::fs::read(src).with_context(|| format!("cannot read {}", src.display()))?;
+    }
+    Ok(buf)
+}

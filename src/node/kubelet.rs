@@ -1,0 +1,158 @@
+//! Kubelet's on-disk layout: which pod-dir paths are which site, and how an atomic-writer
+//! volume maps real files to the names a person sees.
+//!
+//! Facts from NODE-LAYOUT.md §1–§2 (kubelet `pkg/kubelet/config/defaults.go`,
+//! `pkg/volume/util/atomic_writer.go`, `pkg/volume/util/subpath/subpath_linux.go`):
+//! `<kubelet>/pods/<uid>/volumes/<plugin with / escaped as ~>/<vol>/`, CSI data one level
+//! deeper at `<vol>/mount/`, subPath bind targets at `volume-subpaths/<vol>/<ctr>/<idx>`.
+//! An atomic-writer volume holds one real dir `..<timestamp>.<rand>`, a symlink `..data`
+//! to it, a transient `..data_tmp`, and one symlink `<name> → ..data/<name>` per top-level
+//! key. Every `..`-prefixed entry belongs to the writer (payload paths may not start with
+//! `..`).
+
+use crate::finding::SiteId;
+use crate::sys::RootDir;
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::path::{Component, Path, PathBuf};
+
+/// Where a file inside a pod directory belongs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodFile {
+    /// The site id.
+    pub site: SiteId,
+    /// For atomic-writer volumes: the volume dir relative to the pod dir, and the path of
+    /// the file relative to that volume dir.
+    pub volume: Option<(PathBuf, PathBuf)>,
+}
+
+/// Classifies a path relative to a pod directory.
+pub fn classify(rel: &Path) -> PodFile {
+    let c: Vec<&OsStr> = rel
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    let s = |i: usize| c.get(i).and_then(|x| x.to_str());
+    let split = |depth: usize| {
+        let vol: PathBuf = c[..depth].iter().collect();
+        let rest: PathBuf = c[depth..].iter().collect();
+        Some((vol, rest))
+    };
+    match (s(0), s(1)) {
+        (Some("volumes"), Some("kubernetes.io~secret")) if c.len() > 3 => {
+            PodFile { site: SiteId::KubeletSecretVolume, volume: split(3) }
+        }
+        (Some("volumes"), Some("kubernetes.io~projected")) if c.len() > 3 => {
+            PodFile { site: SiteId::KubeletProjectedVolume, volume: split(3) }
+        }
+        (Some("volumes"), Some("kubernetes.io~csi")) if c.len() > 4 && s(3) == Some("mount") => {
+            PodFile { site: SiteId::KubeletCsiVolume, volume: split(4) }
+        }
+        (Some("volume-subpaths"), _) if c.len() >= 4 => PodFile { site: SiteId::KubeletSubpath, volume: None },
+        _ => PodFile { site: SiteId::Other, volume: None },
+    }
+}
+
+/// What an atomic-writer volume dir says about its own contents.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AtomicVolume {
+    /// The timestamped dir `..data` points to, if it is a valid bare `..` name.
+    pub current: Option<OsString>,
+    /// Top-level names with a user-visible symlink `<name> → ..data/<name>`.
+    pub visible: HashSet<OsString>,
+}
+
+impl AtomicVolume {
+    /// Reads the `..data` link and the user-visible links of the volume at `rel`
+    /// (relative to the root). Unreadable parts leave the volume looking stale, never
+    /// hide a file.
+    pub fn read(root: &RootDir, rel: &Path) -> AtomicVolume {
+        let mut vol = AtomicVolume::default();
+        vol.current = root
+            .read_link(&rel.join("..data"))
+            .ok()
+            .filter(|t| is_writer_dir_name(t) && !t.as_encoded_bytes().contains(&b'/'));
+        let Ok(dir) = std::fs::read_dir(root.path().join(rel)) else { return vol };
+        for e in dir.flatten() {
+            let name = e.file_name();
+            if name.as_encoded_bytes().starts_with(b"..") || !e.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
+            let expect = Path::new("..data").join(&name);
+            if root.read_link(&rel.join(&name)).is_ok_and(|t| Path::new(&t) == expect) {
+                vol.visible.insert(name);
+            }
+        }
+        vol
+    }
+
+    /// The path a person sees for the file at `rest` (relative to the volume dir), and
+    /// whether it is a stale copy. Files of the live timestamped dir reached through a
+    /// user-visible link are shown under that link; files of any other timestamped dir
+    /// (an older one, or the target of a leftover `..data_tmp`) are stale and shown where
+    /// they really are.
+    pub fn visible_path(&self, rest: &Path) -> (PathBuf, bool) {
+        let mut comps = rest.components();
+        let (Some(Component::Normal(first)), Some(Component::Normal(second))) = (comps.next(), comps.next()) else {
+            return (rest.to_path_buf(), false);
+        };
+        if !is_writer_dir_name(first) {
+            return (rest.to_path_buf(), false);
+        }
+        if self.current.as_deref() != Some(first) {
+            return (rest.to_path_buf(), true);
+        }
+        if self.visible.contains(second) {
+            let inner = comps.as_path();
+            let shown = if inner.as_os_str().is_empty() { Path::new(second).to_path_buf() } else { Path::new(second).join(inner) };
+            (shown, false)
+        } else {
+            (rest.to_path_buf(), false)
+        }
+    }
+}
+
+/// A writer-owned timestamped dir name: `..` followed by anything but `data…`.
+fn is_writer_dir_name(name: &OsStr) -> bool {
+    let b = name.as_encoded_bytes();
+    b.len() > 2 && b.starts_with(b"..") && !b.starts_with(b"..data")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_kubelet_sites() {
+        let c = |p: &str| classify(Path::new(p));
+        assert_eq!(c("volumes/kubernetes.io~secret/db/..2025_01_01_00_00_00.1/password").site, SiteId::KubeletSecretVolume);
+        assert_eq!(
+            c("volumes/kubernetes.io~secret/db/x").volume,
+            Some((PathBuf::from("volumes/kubernetes.io~secret/db"), PathBuf::from("x")))
+        );
+        assert_eq!(c("volumes/kubernetes.io~projected/kube-api-access-1/token").site, SiteId::KubeletProjectedVolume);
+        assert_eq!(c("volumes/kubernetes.io~csi/v/mount/a").site, SiteId::KubeletCsiVolume);
+        assert_eq!(c("volumes/kubernetes.io~csi/v/vol_data.json").site, SiteId::Other);
+        assert_eq!(c("volume-subpaths/v/app/0").site, SiteId::KubeletSubpath);
+        assert_eq!(c("volume-subpaths/v/app/0/inner").site, SiteId::KubeletSubpath);
+        assert_eq!(c("volumes/kubernetes.io~configmap/c/k").site, SiteId::Other);
+        assert_eq!(c("etc-hosts").site, SiteId::Other);
+        assert_eq!(c("containers/app/0a1b2c3d").site, SiteId::Other);
+    }
+
+    #[test]
+    fn visible_paths_and_stale_copies() {
+        let ts = OsString::from("..2025_03_01_10_20_30.1234567890");
+        let vol = AtomicVolume { current: Some(ts.clone()), visible: [OsString::from("password")].into() };
+        let p = |s: &str| vol.visible_path(Path::new(s));
+        assert_eq!(p("..2025_03_01_10_20_30.1234567890/password"), (PathBuf::from("password"), false));
+        assert_eq!(p("..2025_03_01_10_20_30.1234567890/orphan"), (PathBuf::from("..2025_03_01_10_20_30.1234567890/orphan"), false));
+        assert_eq!(p("..2024_01_01_00_00_00.1/password"), (PathBuf::from("..2024_01_01_00_00_00.1/password"), true));
+        assert_eq!(p("plainfile"), (PathBuf::from("plainfile"), false));
+        let broken = AtomicVolume::default();
+        assert!(broken.visible_path(Path::new("..2025_03_01_10_20_30.1/k")).1);
+    }
+}

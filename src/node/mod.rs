@@ -1,0 +1,133 @@
+//! Node-layout knowledge: turns a root and the configured node paths into the
+//! [`Scope`]s to walk (one per kubelet pod dir, one per `--path`), without reading any
+//! file contents or matching anything.
+
+pub mod kubelet;
+
+use crate::finding::ScanError;
+use crate::sys::RootDir;
+use kubelet::AtomicVolume;
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A subtree to walk, and what it is.
+#[derive(Debug)]
+pub struct Scope {
+    /// Where it is, relative to the root, with no symlink in it.
+    pub rel: PathBuf,
+    /// The node path shown in reports for `rel`.
+    pub node_path: PathBuf,
+    /// What kind of subtree.
+    pub kind: ScopeKind,
+}
+
+/// The kinds of subtrees.
+#[derive(Debug)]
+pub enum ScopeKind {
+    /// A kubelet pod dir.
+    Pod {
+        /// The pod UID (directory name).
+        uid: String,
+        /// Atomic-writer volumes of the pod, by volume dir relative to the pod dir.
+        volumes: HashMap<PathBuf, AtomicVolume>,
+    },
+    /// An extra path given with `--path`.
+    Extra,
+}
+
+/// Where to look on the node.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// Kubelet root dir, a node path (`/var/lib/kubelet`).
+    pub kubelet_dir: PathBuf,
+    /// Whether `kubelet_dir` was given by the user (missing is then an error).
+    pub kubelet_dir_explicit: bool,
+    /// Extra node paths scanned as site `other`.
+    pub extra: Vec<PathBuf>,
+}
+
+/// The default kubelet root (`--root-dir` default, NODE-LAYOUT.md §1.1).
+pub const DEFAULT_KUBELET_DIR: &str = "/var/lib/kubelet";
+
+/// Lists every subtree to walk. Problems go to `errors`; nothing here is fatal.
+pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) -> Vec<Scope> {
+    let mut scopes = Vec::new();
+    let pods_node = layout.kubelet_dir.join("pods");
+    match resolve(root, &pods_node) {
+        Ok(pods_rel) => match std::fs::read_dir(root.path().join(&pods_rel)) {
+            Ok(dir) => {
+                let mut pods: Vec<_> = dir.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).collect();
+                pods.sort_by_key(|e| e.file_name());
+                for e in pods {
+                    let name = e.file_name();
+                    let rel = pods_rel.join(&name);
+                    scopes.push(Scope {
+                        node_path: pods_node.join(&name),
+                        kind: ScopeKind::Pod {
+                            uid: name.to_string_lossy().into_owned(),
+                            volumes: atomic_volumes(root, &rel),
+                        },
+                        rel,
+                    });
+                }
+            }
+            Err(e) => errors.push(error_at(&pods_node, &e)),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !layout.kubelet_dir_explicit => {}
+        Err(e) => errors.push(error_at(&pods_node, &e)),
+    }
+    for p in &layout.extra {
+        match resolve(root, p) {
+            Ok(rel) => scopes.push(Scope { rel, node_path: p.clone(), kind: ScopeKind::Extra }),
+            Err(e) => errors.push(error_at(p, &e)),
+        }
+    }
+    scopes
+}
+
+/// The atomic-writer volumes of the pod dir at `pod_rel`: secret and projected volume
+/// dirs, and CSI `mount` dirs (the Secrets Store driver uses the same writer).
+fn atomic_volumes(root: &RootDir, pod_rel: &Path) -> HashMap<PathBuf, AtomicVolume> {
+    let mut out = HashMap::new();
+    for (plugin, sub) in
+        [("kubernetes.io~secret", None), ("kubernetes.io~projected", None), ("kubernetes.io~csi", Some("mount"))]
+    {
+        let plugin_rel = Path::new("volumes").join(plugin);
+        let Ok(dir) = std::fs::read_dir(root.path().join(pod_rel).join(&plugin_rel)) else { continue };
+        for e in dir.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+            let mut vol = plugin_rel.join(e.file_name());
+            if let Some(sub) = sub {
+                vol.push(sub);
+            }
+            let info = AtomicVolume::read(root, &pod_rel.join(&vol));
+            out.insert(vol, info);
+        }
+    }
+    out
+}
+
+/// Resolves a node path to a path relative to the root with no symlink in it. Symlinks on
+/// the way (e.g. `/var/lib/kubelet → /data/kubelet`) are followed only while they stay
+/// inside the root.
+pub fn resolve(root: &RootDir, node_path: &Path) -> io::Result<PathBuf> {
+    let rel = node_path.strip_prefix("/").unwrap_or(node_path);
+    let abs = std::fs::canonicalize(root.path().join(rel))?;
+    abs.strip_prefix(root.path()).map(Path::to_path_buf).map_err(|_| {
+        io::Error::new(io::ErrorKind::PermissionDenied, "resolves outside the root; not followed")
+    })
+}
+
+/// An error entry for a node path. The message is the OS error text only.
+pub fn error_at(node_path: &Path, e: &io::Error) -> ScanError {
+    ScanError { path: crate::report::display_path(node_path.as_os_str()), error: io_message(e) }
+}
+
+/// The OS error text without the "(os error N)" suffix.
+pub fn io_message(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_owned(),
+        None => s,
+    }
+}

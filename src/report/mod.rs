@@ -1,0 +1,94 @@
+//! Report writers and output plumbing: format dispatch, atomic file output, and the
+//! escaping that makes hostile path names safe to show.
+//!
+//! Writers take a finished [`Report`] and a `Write`; they never filter, read files or
+//! compute anything about findings. Values never reach this module: findings carry only
+//! redacted previews.
+
+pub mod json;
+pub mod table;
+
+use crate::finding::Report;
+use anyhow::{Context, Result};
+use std::ffi::OsStr;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Output formats of `scan`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// One line per finding, for a person.
+    Table,
+    /// `kresidue/report/v1`.
+    Json,
+}
+
+/// Writes `report` in `format`.
+pub fn write(report: &Report, format: Format, out: &mut dyn Write) -> io::Result<()> {
+    match format {
+        Format::Table => table::write(report, out),
+        Format::Json => json::write(report, out),
+    }
+}
+
+/// Writes a file atomically: the bytes go to a temporary file in the same directory,
+/// which is flushed to disk and renamed over `path`, so a reader never sees half a file.
+pub fn write_atomic(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".kresidue-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+    {
+        let mut w = io::BufWriter::new(tmp.as_file_mut());
+        fill(&mut w).and_then(|()| w.flush()).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    tmp.as_file().sync_all().with_context(|| format!("cannot write {}", path.display()))?;
+    tmp.persist(path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// A path as text: UTF-8 where it is valid, each invalid byte as `\xNN`.
+pub fn display_path(p: &OsStr) -> String {
+    let mut out = String::new();
+    for chunk in p.as_encoded_bytes().utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// Text made safe for a terminal: control characters, bidirectional overrides and
+/// zero-width characters are shown as escapes instead of acting on the display.
+pub fn terminal_safe(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let hostile = c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}'
+                | '\u{061c}' | '\u{feff}');
+        if hostile {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::ffi::OsStrExt;
+
+    #[test]
+    fn paths_and_terminal_escaping() {
+        assert_eq!(display_path(OsStr::from_bytes(b"/a/\xffb\xc3")), "/a/\\xffb\\xc3");
+        assert_eq!(terminal_safe("a\nb\x1b[31m\u{202e}c"), "a\\nb\\u{1b}[31m\\u{202e}c");
+        assert_eq!(terminal_safe("/var/lib/kubelet/ünï"), "/var/lib/kubelet/ünï");
+    }
+}

@@ -1,0 +1,85 @@
+//! The table for a person at a terminal: one line per finding, a summary, then errors.
+//! Every path and name is passed through [`terminal_safe`].
+
+use super::terminal_safe;
+use crate::finding::{Finding, Report, Severity};
+use std::io::{self, Write};
+
+/// Writes the table.
+pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let rows: Vec<[String; 7]> = report.findings.iter().map(row).collect();
+    let header = ["SEVERITY", "CATEGORY", "POD", "SECRET", "LABEL", "PREVIEW", "PATH"].map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    if !rows.is_empty() {
+        for r in std::iter::once(&header).chain(&rows) {
+            let mut line = String::new();
+            for (i, (c, w)) in r.iter().zip(widths).enumerate() {
+                if i + 1 == r.len() {
+                    line.push_str(c);
+                } else {
+                    line.push_str(&format!("{c:<w$}  "));
+                }
+            }
+            writeln!(out, "{}", line.trim_end())?;
+        }
+    }
+    writeln!(out, "{}", summary(report))?;
+    for e in &report.errors {
+        writeln!(out, "error: {}: {}", terminal_safe(&e.path), terminal_safe(&e.error))?;
+    }
+    Ok(())
+}
+
+fn row(f: &Finding) -> [String; 7] {
+    let m = &f.matched;
+    let what = match (&m.secret, &m.key, &m.rule) {
+        (Some(s), Some(k), _) => format!("{s}:{k}"),
+        (_, _, Some(r)) => r.clone(),
+        _ => "-".to_owned(),
+    };
+    let mut category = serde_plain(&f.category);
+    if f.stale {
+        category.push_str(" (stale)");
+    }
+    [
+        f.severity.to_string(),
+        category,
+        f.pod.as_ref().map_or("-".to_owned(), |p| p.uid.clone()),
+        format!("{what} [{}]", m.encoding.as_str()),
+        m.label.clone().unwrap_or_else(|| "-".to_owned()),
+        f.preview.as_str().to_owned(),
+        format!("{}:{}", f.path, f.offset),
+    ]
+    .map(|c| terminal_safe(&c))
+}
+
+fn serde_plain<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+fn summary(r: &Report) -> String {
+    let mut by_sev = Vec::new();
+    for s in Severity::ALL.iter().rev() {
+        let n = r.findings.iter().filter(|f| f.severity == *s).count();
+        if n > 0 {
+            by_sev.push(format!("{n} {s}"));
+        }
+    }
+    let counts = if by_sev.is_empty() { String::new() } else { format!(" ({})", by_sev.join(", ")) };
+    format!(
+        "{} finding{}{counts} in {} files, {} bytes, {} ms; {} error{}; CRI {}",
+        r.findings.len(),
+        if r.findings.len() == 1 { "" } else { "s" },
+        r.summary.files,
+        r.summary.bytes,
+        r.summary.duration_ms,
+        r.errors.len(),
+        if r.errors.len() == 1 { "" } else { "s" },
+        serde_plain(&r.cri.status),
+    )
+}

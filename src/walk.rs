@@ -1,0 +1,93 @@
+//! The walk: lists the regular files of each [`Scope`] without following any symlink,
+//! classifies each by site, and names it as a person on the node sees it.
+//!
+//! Only regular files become [`FileJob`]s: symlinks, FIFOs, sockets and device nodes are
+//! never opened (their type comes from the directory entry, and the open in `scan` checks
+//! again). Parallelism lives in `scan`, which pulls from these iterators with rayon.
+
+use crate::finding::{ScanError, SiteId};
+use crate::node::kubelet::{self, AtomicVolume};
+use crate::node::{io_message, Scope, ScopeKind};
+use crate::report::display_path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use walkdir::{DirEntryExt, WalkDir};
+
+/// A regular file to read.
+#[derive(Clone, Debug)]
+pub struct FileJob {
+    /// Path relative to the root (no symlinks).
+    pub rel: PathBuf,
+    /// Inode number seen by the walk (checked against the opened file).
+    pub ino: u64,
+    /// The node path to report (user-visible name for atomic-writer volumes).
+    pub node_path: String,
+    /// Which site it belongs to.
+    pub site: SiteId,
+    /// The pod UID, for files under a pod dir.
+    pub pod: Option<Arc<str>>,
+    /// True for a superseded atomic-writer copy.
+    pub stale: bool,
+}
+
+/// What the walk yields.
+#[derive(Debug)]
+pub enum WalkItem {
+    /// A file to read.
+    File(FileJob),
+    /// Something that could not be listed.
+    Error(ScanError),
+}
+
+/// Walks one scope. `root_abs` is the canonical root path.
+pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkItem> {
+    let Scope { rel, node_path, kind } = scope;
+    let (pod, volumes) = match kind {
+        ScopeKind::Pod { uid, volumes } => (Some(Arc::<str>::from(uid)), volumes),
+        ScopeKind::Extra => (None, Default::default()),
+    };
+    let base = root_abs.join(&rel);
+    WalkDir::new(&base).follow_links(false).into_iter().filter_map(move |entry| {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                let inner = e.path().and_then(|p| p.strip_prefix(&base).ok()).unwrap_or(Path::new(""));
+                let path = display_path(node_path.join(inner).as_os_str());
+                let error = e.io_error().map(io_message).unwrap_or_else(|| "filesystem loop".to_owned());
+                return Some(WalkItem::Error(ScanError { path, error }));
+            }
+        };
+        if !entry.file_type().is_file() {
+            return None;
+        }
+        let inner = entry.path().strip_prefix(&base).ok()?.to_path_buf();
+        let (site, shown, stale) = match &pod {
+            Some(_) => place_in_pod(&inner, &volumes),
+            None => (SiteId::Other, inner.clone(), false),
+        };
+        let shown = if shown.as_os_str().is_empty() { node_path.clone() } else { node_path.join(shown) };
+        Some(WalkItem::File(FileJob {
+            rel: rel.join(&inner),
+            ino: entry.ino(),
+            node_path: display_path(shown.as_os_str()),
+            site,
+            pod: pod.clone(),
+            stale,
+        }))
+    })
+}
+
+/// Site, shown path (relative to the pod dir) and staleness of a file in a pod dir.
+fn place_in_pod(inner: &Path, volumes: &std::collections::HashMap<PathBuf, AtomicVolume>) -> (SiteId, PathBuf, bool) {
+    let class = kubelet::classify(inner);
+    match class.volume {
+        Some((vol, rest)) => {
+            let (shown, stale) = match volumes.get(&vol) {
+                Some(v) => v.visible_path(&rest),
+                None => (rest, false),
+            };
+            (class.site, vol.join(shown), stale)
+        }
+        None => (class.site, inner.to_path_buf(), false),
+    }
+}
