@@ -18,7 +18,7 @@ Exit codes:
 /// copies) or that leaked where they never belonged. Known values are matched by
 /// fingerprints that hold no plaintext; no secret value is ever printed.
 #[derive(Debug, Parser)]
-#[command(name = "kresidue", version, after_help = EXIT_CODES, max_term_width = 100)]
+#[command(name = "kresidue", version, after_help = EXIT_CODES, max_term_width = 100, disable_help_subcommand = true)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -186,12 +186,17 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     man.render_description_section(&mut top).expect("in-memory write");
     man.render_subcommands_section(&mut top).expect("in-memory write");
     top.extend_from_slice(MAN_EXTRA.as_bytes());
-    top.extend_from_slice(b".SH SEE ALSO\n\\fBkresidue\\-scan\\fR(1), \\fBkresidue\\-fingerprint\\fR(1)\n");
+    top.extend_from_slice(
+        b".SH SEE ALSO\n\\fBkresidue\\-scan\\fR(1), \\fBkresidue\\-fingerprint\\fR(1)\n",
+    );
     man.render_version_section(&mut top).expect("in-memory write");
     pages.push(("kresidue.1".to_owned(), top));
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         let name = format!("kresidue-{}", sub.get_name());
-        let sub = sub.clone().name(name.clone()).version(cmd.get_version().unwrap_or_default().to_owned());
+        let sub = sub
+            .clone()
+            .name(name.clone())
+            .version(cmd.get_version().unwrap_or_default().to_owned());
         let mut page = Vec::new();
         clap_mangen::Man::new(sub).date("2026").render(&mut page).expect("in-memory write");
         page.extend_from_slice(b".SH SEE ALSO\n\\fBkresidue\\fR(1)\n");
@@ -220,7 +225,10 @@ mod tests {
                 std::fs::write(&path, &text).unwrap();
             }
             let committed = std::fs::read(&path).unwrap_or_default();
-            assert!(committed == text, "man/{name} is out of date: run KRESIDUE_UPDATE_MAN=1 cargo test man_pages");
+            assert!(
+                committed == text,
+                "man/{name} is out of date: run KRESIDUE_UPDATE_MAN=1 cargo test man_pages"
+            );
         }
     }
 }

@@ -36,7 +36,8 @@ pub struct ScanConfig {
 impl ScanConfig {
     /// Validates `args`: opens the root, reads fingerprint files and kubectl JSON.
     pub fn from_args(args: &ScanArgs) -> Result<ScanConfig> {
-        let root = RootDir::open(&args.root).with_context(|| format!("root {}", args.root.display()))?;
+        let root =
+            RootDir::open(&args.root).with_context(|| format!("root {}", args.root.display()))?;
         if !root.path().is_dir() {
             bail!("root {}: not a directory", args.root.display());
         }
@@ -51,15 +52,19 @@ impl ScanConfig {
         }
         let mut sets = Vec::new();
         for f in &args.fingerprints {
-            let bytes = std::fs::read(f).with_context(|| format!("fingerprint file {}", f.display()))?;
+            let bytes =
+                std::fs::read(f).with_context(|| format!("fingerprint file {}", f.display()))?;
             sets.push(
-                FingerprintSet::from_json(&bytes).with_context(|| format!("fingerprint file {}", f.display()))?,
+                FingerprintSet::from_json(&bytes)
+                    .with_context(|| format!("fingerprint file {}", f.display()))?,
             );
         }
         let mut secrets_stats = None;
         if let Some(src) = &args.secrets {
-            let parsed = kubectl::parse(&read_input(src)?).with_context(|| format!("--secrets {}", src.display()))?;
-            let (set, stats) = FingerprintSet::build(&parsed.values, &args.label, fingerprint::random_salt()?);
+            let parsed = kubectl::parse(&read_input(src)?)
+                .with_context(|| format!("--secrets {}", src.display()))?;
+            let (set, stats) =
+                FingerprintSet::build(&parsed.values, &args.label, fingerprint::random_salt()?);
             sets.push(set);
             secrets_stats = Some(stats);
         }
@@ -67,8 +72,13 @@ impl ScanConfig {
             bail!("nothing to look for: give --fingerprints FILE or --secrets FILE");
         }
         let kubelet_dir_explicit = args.kubelet_dir.is_some();
-        let kubelet_dir = node_path(args.kubelet_dir.as_deref().unwrap_or(Path::new(DEFAULT_KUBELET_DIR)));
-        let layout = Layout { kubelet_dir, kubelet_dir_explicit, extra: args.paths.iter().map(|p| node_path(p)).collect() };
+        let kubelet_dir =
+            node_path(args.kubelet_dir.as_deref().unwrap_or(Path::new(DEFAULT_KUBELET_DIR)));
+        let layout = Layout {
+            kubelet_dir,
+            kubelet_dir_explicit,
+            extra: args.paths.iter().map(|p| node_path(p)).collect(),
+        };
         Ok(ScanConfig {
             root,
             root_arg: args.root.clone(),

@@ -171,7 +171,11 @@ pub struct BuildStats {
 
 impl FingerprintSet {
     /// Fingerprints `values` under `salt` with `label`.
-    pub fn build(values: &[SecretValue], label: &str, salt: [u8; 32]) -> (FingerprintSet, BuildStats) {
+    pub fn build(
+        values: &[SecretValue],
+        label: &str,
+        salt: [u8; 32],
+    ) -> (FingerprintSet, BuildStats) {
         let keys = WindowKeys::from_salt(&salt);
         let mut stats = BuildStats::default();
         let mut entries = Vec::with_capacity(values.len());
@@ -191,11 +195,17 @@ impl FingerprintSet {
                     encoding,
                     len: bytes.len() as u32,
                     digest: confirm_digest(&salt, &bytes),
-                    windows: choose_windows(&bytes).map(|o| (o as u32, keys.hash(&bytes[o..o + WINDOW]))),
+                    windows: choose_windows(&bytes)
+                        .map(|o| (o as u32, keys.hash(&bytes[o..o + WINDOW]))),
                 })
                 .collect();
             stats.values += 1;
-            entries.push(Entry { secret: v.secret_ref(), key: v.key.clone(), label: label.to_owned(), forms });
+            entries.push(Entry {
+                secret: v.secret_ref(),
+                key: v.key.clone(),
+                label: label.to_owned(),
+                forms,
+            });
         }
         (FingerprintSet { salt, entries }, stats)
     }
@@ -238,11 +248,13 @@ impl FingerprintSet {
 
     /// Reads and validates a fingerprint file. Every inconsistency is an error.
     pub fn from_json(bytes: &[u8]) -> Result<FingerprintSet> {
-        let file: FileRepr = serde_json::from_slice(bytes).map_err(|e| {
-            anyhow::anyhow!("not a kresidue fingerprint file: {e}")
-        })?;
+        let file: FileRepr = serde_json::from_slice(bytes)
+            .map_err(|e| anyhow::anyhow!("not a kresidue fingerprint file: {e}"))?;
         if file.format != FORMAT {
-            bail!("unsupported fingerprint format {:?} (this kresidue reads {FORMAT:?})", file.format);
+            bail!(
+                "unsupported fingerprint format {:?} (this kresidue reads {FORMAT:?})",
+                file.format
+            );
         }
         if file.params != Params::current() {
             bail!("unsupported fingerprint parameters {:?}", file.params);
@@ -263,11 +275,13 @@ impl FingerprintSet {
                     .try_into()
                     .map_err(|_| anyhow::anyhow!("value {i}: expected {STRIDE} windows"))?;
                 for (r, &(o, h)) in windows.iter().enumerate() {
-                    if o as usize % STRIDE != r || o as usize + WINDOW > len || h >> HASH_BITS != 0 {
+                    if o as usize % STRIDE != r || o as usize + WINDOW > len || h >> HASH_BITS != 0
+                    {
                         bail!("value {i}: invalid window {r}");
                     }
                 }
-                let digest = unhex32(&f.digest).with_context(|| format!("value {i}: bad digest"))?;
+                let digest =
+                    unhex32(&f.digest).with_context(|| format!("value {i}: bad digest"))?;
                 forms.push(Form { encoding, len: len as u32, digest, windows });
             }
             entries.push(Entry { secret: v.secret, key: v.key, label: v.label, forms });
@@ -370,7 +384,9 @@ pub fn json_escape(s: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => out.push_str(&format!("\\u{:04x}", c as u32)),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
             c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }
@@ -389,7 +405,7 @@ fn choose_windows(form: &[u8]) -> [usize; STRIDE] {
     let mut taken: Vec<usize> = Vec::with_capacity(STRIDE);
     // Spread the residues over the form: place them in the order that keeps the span
     // compact, then pick for each the best-scoring offset.
-    for r in 0..STRIDE {
+    for (r, slot) in chosen.iter_mut().enumerate() {
         let best = (r..=last)
             .step_by(STRIDE)
             .max_by_key(|&o| {
@@ -404,7 +420,7 @@ fn choose_windows(form: &[u8]) -> [usize; STRIDE] {
                 (-overlap * 1024 + distinct * 64 - off_centre.min(63), -(o as i64))
             })
             .expect("every residue has an offset when len >= WINDOW + STRIDE - 1");
-        chosen[r] = best;
+        *slot = best;
         taken.push(best);
     }
     chosen
@@ -420,12 +436,20 @@ mod tests {
     use super::*;
 
     fn sv(key: &str, value: &[u8]) -> SecretValue {
-        SecretValue { namespace: "ns".into(), name: "s".into(), key: key.into(), value: value.to_vec() }
+        SecretValue {
+            namespace: "ns".into(),
+            name: "s".into(),
+            key: key.into(),
+            value: value.to_vec(),
+        }
     }
 
     #[test]
     fn json_escape_is_go_style() {
-        assert_eq!(json_escape("a\"b\\c\nd<e>&\u{1}\u{2028}é"), "a\\\"b\\\\c\\nd\\u003ce\\u003e\\u0026\\u0001\\u2028é");
+        assert_eq!(
+            json_escape("a\"b\\c\nd<e>&\u{1}\u{2028}é"),
+            "a\\\"b\\\\c\\nd\\u003ce\\u003e\\u0026\\u0001\\u2028é"
+        );
     }
 
     #[test]
@@ -458,7 +482,8 @@ mod tests {
     fn corrupt_files_are_rejected() {
         let (set, _) = FingerprintSet::build(&[sv("k", b"0123456789abcdefgh")], "current", [1; 32]);
         let good = String::from_utf8(set.to_json()).unwrap();
-        let windows = format!("{:?}", set.entries[0].forms[0].windows).replace('(', "[").replace(')', "]");
+        let windows =
+            format!("{:?}", set.entries[0].forms[0].windows).replace('(', "[").replace(')', "]");
         let windows = windows.replace(' ', "");
         assert!(good.contains(&windows), "{good} vs {windows}");
         for bad in [

@@ -33,7 +33,14 @@ pub struct SecretValue {
 impl std::fmt::Debug for SecretValue {
     /// Redacts the value, so a `{:?}` anywhere can never print it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SecretValue({}/{}:{}, {} bytes)", self.namespace, self.name, self.key, self.value.len())
+        write!(
+            f,
+            "SecretValue({}/{}:{}, {} bytes)",
+            self.namespace,
+            self.name,
+            self.key,
+            self.value.len()
+        )
     }
 }
 
@@ -133,9 +140,13 @@ fn take_values(obj: Object, out: &mut Parsed) -> Result<()> {
         if !wanted(&key) {
             continue;
         }
-        let value = base64::engine::general_purpose::STANDARD.decode(b64.trim()).with_context(
-            || format!("data key {key:?} of Secret {}/{} is not valid base64", metadata.namespace, metadata.name),
-        )?;
+        let value =
+            base64::engine::general_purpose::STANDARD.decode(b64.trim()).with_context(|| {
+                format!(
+                    "data key {key:?} of Secret {}/{} is not valid base64",
+                    metadata.namespace, metadata.name
+                )
+            })?;
         let push = |out: &mut Parsed, key: String, value: Vec<u8>| {
             out.values.push(SecretValue {
                 namespace: metadata.namespace.clone(),
@@ -166,7 +177,10 @@ fn take_values(obj: Object, out: &mut Parsed) -> Result<()> {
 
 /// The `auth`, `password` and `identitytoken` strings of every registry in a docker config
 /// (`{"auths": {...}}` for `.dockerconfigjson`, the bare map for legacy `.dockercfg`).
-fn docker_credentials(value: &[u8], has_auths: bool) -> Option<Vec<(String, &'static str, String)>> {
+fn docker_credentials(
+    value: &[u8],
+    has_auths: bool,
+) -> Option<Vec<(String, &'static str, String)>> {
     let json: serde_json::Value = serde_json::from_slice(value).ok()?;
     let registries = if has_auths { json.get("auths")? } else { &json };
     let mut out = Vec::new();
@@ -233,7 +247,8 @@ mod tests {
 
     #[test]
     fn single_secret_and_legacy_dockercfg() {
-        let cfg = format!(r#"{{"r.example":{{"auth":"{}","identitytoken":"tok-tok-tok"}}}}"#, b64("a:b"));
+        let cfg =
+            format!(r#"{{"r.example":{{"auth":"{}","identitytoken":"tok-tok-tok"}}}}"#, b64("a:b"));
         let doc = format!(
             r#"{{"kind":"Secret","metadata":{{"namespace":"n","name":"s"}},"type":"kubernetes.io/dockercfg","data":{{".dockercfg":"{}"}}}}"#,
             b64(&cfg)
@@ -241,7 +256,11 @@ mod tests {
         let p = parse(doc.as_bytes()).unwrap();
         assert_eq!(
             keys(&p),
-            ["n/s:.dockercfg/r.example/auth", "n/s:.dockercfg/r.example/identitytoken", "n/s:.dockercfg"]
+            [
+                "n/s:.dockercfg/r.example/auth",
+                "n/s:.dockercfg/r.example/identitytoken",
+                "n/s:.dockercfg"
+            ]
         );
     }
 

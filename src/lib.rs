@@ -78,7 +78,8 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
 fn run_fingerprint(args: &FingerprintArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let src = args.input.as_deref().unwrap_or(Path::new("-"));
     let parsed = kubectl::parse(&config::read_input(src)?)?;
-    let (set, stats) = FingerprintSet::build(&parsed.values, &args.label, fingerprint::random_salt()?);
+    let (set, stats) =
+        FingerprintSet::build(&parsed.values, &args.label, fingerprint::random_salt()?);
     let json = set.to_json();
     match &args.output {
         Some(path) => report::write_atomic(path, |w| w.write_all(&json))?,

@@ -18,7 +18,8 @@ fn main() -> ExitCode {
     let quiet = matches!(&cli.command, kresidue::cli::Command::Scan(a) if a.quiet);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let result = kresidue::run(cli, &mut out).and_then(|o| out.flush().map(|()| o).map_err(Into::into));
+    let result =
+        kresidue::run(cli, &mut out).and_then(|o| out.flush().map(|()| o).map_err(Into::into));
     match result {
         Ok(outcome) => {
             if !quiet {
@@ -38,5 +39,8 @@ fn main() -> ExitCode {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -73,14 +73,20 @@ impl Matcher {
                     for (fi, f) in e.forms.iter().enumerate() {
                         max_len = max_len.max(f.len as usize);
                         for &(offset, hash) in &f.windows {
-                            candidates.push(Candidate { hash, offset, entry: ei as u32, form: fi as u32 });
+                            candidates.push(Candidate {
+                                hash,
+                                offset,
+                                entry: ei as u32,
+                                form: fi as u32,
+                            });
                         }
                     }
                 }
                 candidates.sort_by_key(|c| c.hash);
                 // ~64 filter bits per window keeps the filter ~1.5% full; the filter stays
                 // between 1 KiB and 1 MiB.
-                let filter_bits = (candidates.len() * 64).next_power_of_two().trailing_zeros().clamp(13, 23);
+                let filter_bits =
+                    (candidates.len() * 64).next_power_of_two().trailing_zeros().clamp(13, 23);
                 let mut filter = vec![0u64; 1 << (filter_bits - 6)];
                 let filter_shift = HASH_BITS - filter_bits;
                 for c in &candidates {
@@ -141,7 +147,15 @@ impl Matcher {
 
 impl CompiledSet {
     #[inline]
-    fn find(&self, si: u32, buf: &[u8], base: u64, first: usize, report_after: usize, hits: &mut Vec<Hit>) {
+    fn find(
+        &self,
+        si: u32,
+        buf: &[u8],
+        base: u64,
+        first: usize,
+        report_after: usize,
+        hits: &mut Vec<Hit>,
+    ) {
         if self.candidates.is_empty() {
             return;
         }
@@ -186,7 +200,16 @@ impl CompiledSet {
 
     #[cold]
     #[allow(clippy::too_many_arguments)]
-    fn confirm(&self, si: u32, buf: &[u8], base: u64, pos: usize, h: u32, report_after: usize, hits: &mut Vec<Hit>) {
+    fn confirm(
+        &self,
+        si: u32,
+        buf: &[u8],
+        base: u64,
+        pos: usize,
+        h: u32,
+        report_after: usize,
+        hits: &mut Vec<Hit>,
+    ) {
         let b = (h >> (HASH_BITS - BUCKET_BITS)) as usize;
         let range = self.starts[b] as usize..self.starts[b + 1] as usize;
         for c in self.candidates[range].iter().filter(|c| c.hash == h) {
@@ -196,10 +219,19 @@ impl CompiledSet {
             if stop > buf.len() || stop <= report_after {
                 continue;
             }
-            let digest: [u8; 32] =
-                Sha256::new().chain_update(self.salt).chain_update(&buf[start..stop]).finalize().into();
+            let digest: [u8; 32] = Sha256::new()
+                .chain_update(self.salt)
+                .chain_update(&buf[start..stop])
+                .finalize()
+                .into();
             if digest == form.digest {
-                hits.push(Hit { offset: base + start as u64, set: si, entry: c.entry, form: c.form, len: form.len });
+                hits.push(Hit {
+                    offset: base + start as u64,
+                    set: si,
+                    entry: c.entry,
+                    form: c.form,
+                    len: form.len,
+                });
             }
         }
     }
@@ -241,7 +273,12 @@ mod tests {
         let vals: Vec<SecretValue> = values
             .iter()
             .enumerate()
-            .map(|(i, v)| SecretValue { namespace: "ns".into(), name: format!("s{i}"), key: "k".into(), value: v.clone() })
+            .map(|(i, v)| SecretValue {
+                namespace: "ns".into(),
+                name: format!("s{i}"),
+                key: "k".into(),
+                value: v.clone(),
+            })
             .collect();
         FingerprintSet::build(&vals, "current", [salt; 32]).0
     }
@@ -263,7 +300,8 @@ mod tests {
     }
 
     fn summarise(m: &Matcher, hits: &[Hit]) -> Vec<(u64, u32, Encoding)> {
-        let mut v: Vec<_> = hits.iter().map(|h| (h.offset, h.entry, m.describe(h).1.encoding)).collect();
+        let mut v: Vec<_> =
+            hits.iter().map(|h| (h.offset, h.entry, m.describe(h).1.encoding)).collect();
         v.sort();
         v
     }
@@ -318,7 +356,10 @@ mod tests {
     fn two_sets_with_different_salts_both_match() {
         let a = b"first-value-aaaaaaaaaaaa".to_vec();
         let b = b"second-value-bbbbbbbbbbb".to_vec();
-        let m = Matcher::new(vec![set_of(std::slice::from_ref(&a), 1), set_of(std::slice::from_ref(&b), 2)]);
+        let m = Matcher::new(vec![
+            set_of(std::slice::from_ref(&a), 1),
+            set_of(std::slice::from_ref(&b), 2),
+        ]);
         let data = [&b"xx"[..], &a, b" ", &b].concat();
         let hits = find_all(&m, &data);
         assert_eq!(hits.iter().map(|h| (h.set, h.offset)).collect::<Vec<_>>(), [(0, 2), (1, 27)]);

@@ -8,7 +8,9 @@
 //! are skipped with `SEEK_DATA`: a value cannot straddle a hole (a hole is at least one
 //! filesystem block of zeros), so the overlap restarts after one.
 
-use crate::finding::{Category, Finding, MatchInfo, MatchKind, PodRef, Preview, ScanError, Severity, SiteId};
+use crate::finding::{
+    Category, Finding, MatchInfo, MatchKind, PodRef, Preview, ScanError, Severity, SiteId,
+};
 use crate::matcher::{Hit, Matcher};
 use crate::node::{self, io_message, Layout};
 use crate::sys::{self, RootDir};
@@ -48,7 +50,11 @@ pub struct ScanResult {
 }
 
 /// Scans everything `settings` names under `root`.
-pub fn scan(root: &RootDir, settings: &ScanSettings, matcher: &Matcher) -> anyhow::Result<ScanResult> {
+pub fn scan(
+    root: &RootDir,
+    settings: &ScanSettings,
+    matcher: &Matcher,
+) -> anyhow::Result<ScanResult> {
     let mut errors = Vec::new();
     let scopes = node::discover(root, &settings.layout, &mut errors);
     let findings = Mutex::new(Vec::new());
@@ -59,29 +65,26 @@ pub fn scan(root: &RootDir, settings: &ScanSettings, matcher: &Matcher) -> anyho
     let pool = rayon::ThreadPoolBuilder::new().num_threads(settings.threads).build()?;
     let root_abs = root.path().to_path_buf();
     pool.install(|| {
-        scopes
-            .into_iter()
-            .flat_map(|s| walk::walk_scope(&root_abs, s))
-            .par_bridge()
-            .for_each_init(
-                || Worker::new(settings.chunk, matcher.max_len()),
-                |w, item| match item {
-                    WalkItem::Error(e) => errors.lock().expect("lock").push(e),
-                    WalkItem::File(job) => match w.scan_file(root, &job, matcher, &seen) {
-                        Ok(Some((n, mut found))) => {
-                            files.fetch_add(1, Ordering::Relaxed);
-                            bytes.fetch_add(n, Ordering::Relaxed);
-                            if !found.is_empty() {
-                                findings.lock().expect("lock").append(&mut found);
-                            }
+        scopes.into_iter().flat_map(|s| walk::walk_scope(&root_abs, s)).par_bridge().for_each_init(
+            || Worker::new(settings.chunk, matcher.max_len()),
+            |w, item| match item {
+                WalkItem::Error(e) => errors.lock().expect("lock").push(e),
+                WalkItem::File(job) => match w.scan_file(root, &job, matcher, &seen) {
+                    Ok(Some((n, mut found))) => {
+                        files.fetch_add(1, Ordering::Relaxed);
+                        bytes.fetch_add(n, Ordering::Relaxed);
+                        if !found.is_empty() {
+                            findings.lock().expect("lock").append(&mut found);
                         }
-                        Ok(None) => {}
-                        Err(error) => {
-                            errors.lock().expect("lock").push(ScanError { path: job.node_path.clone(), error })
-                        }
-                    },
+                    }
+                    Ok(None) => {}
+                    Err(error) => errors
+                        .lock()
+                        .expect("lock")
+                        .push(ScanError { path: job.node_path.clone(), error }),
                 },
-            )
+            },
+        )
     });
     let mut findings = findings.into_inner().expect("lock");
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
@@ -140,7 +143,8 @@ impl Worker {
                 }
                 Some(_) => {}
             }
-            let n = read_full(&mut f, &mut self.buf[carry..carry + self.chunk]).map_err(|e| io_message(&e))?;
+            let n = read_full(&mut f, &mut self.buf[carry..carry + self.chunk])
+                .map_err(|e| io_message(&e))?;
             if n == 0 {
                 break;
             }
@@ -198,7 +202,12 @@ fn lift(job: &FileJob, matcher: &Matcher, h: &Hit, on_tmpfs: bool, matched: &[u8
         offset: h.offset,
         length: h.len as u64,
         stale: job.stale,
-        pod: job.pod.as_ref().map(|uid| PodRef { uid: uid.to_string(), namespace: None, name: None, live: None }),
+        pod: job.pod.as_ref().map(|uid| PodRef {
+            uid: uid.to_string(),
+            namespace: None,
+            name: None,
+            live: None,
+        }),
         container: None,
         matched: m,
         preview: Preview::redact(matched),

@@ -51,9 +51,11 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
-                let inner = e.path().and_then(|p| p.strip_prefix(&base).ok()).unwrap_or(Path::new(""));
+                let inner =
+                    e.path().and_then(|p| p.strip_prefix(&base).ok()).unwrap_or(Path::new(""));
                 let path = display_path(node_path.join(inner).as_os_str());
-                let error = e.io_error().map(io_message).unwrap_or_else(|| "filesystem loop".to_owned());
+                let error =
+                    e.io_error().map(io_message).unwrap_or_else(|| "filesystem loop".to_owned());
                 return Some(WalkItem::Error(ScanError { path, error }));
             }
         };
@@ -65,7 +67,8 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
             Some(_) => place_in_pod(&inner, &volumes),
             None => (SiteId::Other, inner.clone(), false),
         };
-        let shown = if shown.as_os_str().is_empty() { node_path.clone() } else { node_path.join(shown) };
+        let shown =
+            if shown.as_os_str().is_empty() { node_path.clone() } else { node_path.join(shown) };
         Some(WalkItem::File(FileJob {
             rel: rel.join(&inner),
             ino: entry.ino(),
@@ -78,7 +81,10 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
 }
 
 /// Site, shown path (relative to the pod dir) and staleness of a file in a pod dir.
-fn place_in_pod(inner: &Path, volumes: &std::collections::HashMap<PathBuf, AtomicVolume>) -> (SiteId, PathBuf, bool) {
+fn place_in_pod(
+    inner: &Path,
+    volumes: &std::collections::HashMap<PathBuf, AtomicVolume>,
+) -> (SiteId, PathBuf, bool) {
     let class = kubelet::classify(inner);
     match class.volume {
         Some((vol, rest)) => {

@@ -51,7 +51,9 @@ pub fn classify(rel: &Path) -> PodFile {
         (Some("volumes"), Some("kubernetes.io~csi")) if c.len() > 4 && s(3) == Some("mount") => {
             PodFile { site: SiteId::KubeletCsiVolume, volume: split(4) }
         }
-        (Some("volume-subpaths"), _) if c.len() >= 4 => PodFile { site: SiteId::KubeletSubpath, volume: None },
+        (Some("volume-subpaths"), _) if c.len() >= 4 => {
+            PodFile { site: SiteId::KubeletSubpath, volume: None }
+        }
         _ => PodFile { site: SiteId::Other, volume: None },
     }
 }
@@ -70,15 +72,17 @@ impl AtomicVolume {
     /// (relative to the root). Unreadable parts leave the volume looking stale, never
     /// hide a file.
     pub fn read(root: &RootDir, rel: &Path) -> AtomicVolume {
-        let mut vol = AtomicVolume::default();
-        vol.current = root
+        let current = root
             .read_link(&rel.join("..data"))
             .ok()
             .filter(|t| is_writer_dir_name(t) && !t.as_encoded_bytes().contains(&b'/'));
+        let mut vol = AtomicVolume { current, visible: HashSet::new() };
         let Ok(dir) = std::fs::read_dir(root.path().join(rel)) else { return vol };
         for e in dir.flatten() {
             let name = e.file_name();
-            if name.as_encoded_bytes().starts_with(b"..") || !e.file_type().is_ok_and(|t| t.is_symlink()) {
+            if name.as_encoded_bytes().starts_with(b"..")
+                || !e.file_type().is_ok_and(|t| t.is_symlink())
+            {
                 continue;
             }
             let expect = Path::new("..data").join(&name);
@@ -96,7 +100,9 @@ impl AtomicVolume {
     /// they really are.
     pub fn visible_path(&self, rest: &Path) -> (PathBuf, bool) {
         let mut comps = rest.components();
-        let (Some(Component::Normal(first)), Some(Component::Normal(second))) = (comps.next(), comps.next()) else {
+        let (Some(Component::Normal(first)), Some(Component::Normal(second))) =
+            (comps.next(), comps.next())
+        else {
             return (rest.to_path_buf(), false);
         };
         if !is_writer_dir_name(first) {
@@ -107,7 +113,11 @@ impl AtomicVolume {
         }
         if self.visible.contains(second) {
             let inner = comps.as_path();
-            let shown = if inner.as_os_str().is_empty() { Path::new(second).to_path_buf() } else { Path::new(second).join(inner) };
+            let shown = if inner.as_os_str().is_empty() {
+                Path::new(second).to_path_buf()
+            } else {
+                Path::new(second).join(inner)
+            };
             (shown, false)
         } else {
             (rest.to_path_buf(), false)
@@ -128,12 +138,18 @@ mod tests {
     #[test]
     fn classifies_kubelet_sites() {
         let c = |p: &str| classify(Path::new(p));
-        assert_eq!(c("volumes/kubernetes.io~secret/db/..2025_01_01_00_00_00.1/password").site, SiteId::KubeletSecretVolume);
+        assert_eq!(
+            c("volumes/kubernetes.io~secret/db/..2025_01_01_00_00_00.1/password").site,
+            SiteId::KubeletSecretVolume
+        );
         assert_eq!(
             c("volumes/kubernetes.io~secret/db/x").volume,
             Some((PathBuf::from("volumes/kubernetes.io~secret/db"), PathBuf::from("x")))
         );
-        assert_eq!(c("volumes/kubernetes.io~projected/kube-api-access-1/token").site, SiteId::KubeletProjectedVolume);
+        assert_eq!(
+            c("volumes/kubernetes.io~projected/kube-api-access-1/token").site,
+            SiteId::KubeletProjectedVolume
+        );
         assert_eq!(c("volumes/kubernetes.io~csi/v/mount/a").site, SiteId::KubeletCsiVolume);
         assert_eq!(c("volumes/kubernetes.io~csi/v/vol_data.json").site, SiteId::Other);
         assert_eq!(c("volume-subpaths/v/app/0").site, SiteId::KubeletSubpath);
@@ -146,11 +162,23 @@ mod tests {
     #[test]
     fn visible_paths_and_stale_copies() {
         let ts = OsString::from("..2025_03_01_10_20_30.1234567890");
-        let vol = AtomicVolume { current: Some(ts.clone()), visible: [OsString::from("password")].into() };
+        let vol = AtomicVolume {
+            current: Some(ts.clone()),
+            visible: [OsString::from("password")].into(),
+        };
         let p = |s: &str| vol.visible_path(Path::new(s));
-        assert_eq!(p("..2025_03_01_10_20_30.1234567890/password"), (PathBuf::from("password"), false));
-        assert_eq!(p("..2025_03_01_10_20_30.1234567890/orphan"), (PathBuf::from("..2025_03_01_10_20_30.1234567890/orphan"), false));
-        assert_eq!(p("..2024_01_01_00_00_00.1/password"), (PathBuf::from("..2024_01_01_00_00_00.1/password"), true));
+        assert_eq!(
+            p("..2025_03_01_10_20_30.1234567890/password"),
+            (PathBuf::from("password"), false)
+        );
+        assert_eq!(
+            p("..2025_03_01_10_20_30.1234567890/orphan"),
+            (PathBuf::from("..2025_03_01_10_20_30.1234567890/orphan"), false)
+        );
+        assert_eq!(
+            p("..2024_01_01_00_00_00.1/password"),
+            (PathBuf::from("..2024_01_01_00_00_00.1/password"), true)
+        );
         assert_eq!(p("plainfile"), (PathBuf::from("plainfile"), false));
         let broken = AtomicVolume::default();
         assert!(broken.visible_path(Path::new("..2025_03_01_10_20_30.1/k")).1);

@@ -57,7 +57,8 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
     match resolve(root, &pods_node) {
         Ok(pods_rel) => match std::fs::read_dir(root.path().join(&pods_rel)) {
             Ok(dir) => {
-                let mut pods: Vec<_> = dir.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).collect();
+                let mut pods: Vec<_> =
+                    dir.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).collect();
                 pods.sort_by_key(|e| e.file_name());
                 for e in pods {
                     let name = e.file_name();
@@ -90,11 +91,15 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
 /// dirs, and CSI `mount` dirs (the Secrets Store driver uses the same writer).
 fn atomic_volumes(root: &RootDir, pod_rel: &Path) -> HashMap<PathBuf, AtomicVolume> {
     let mut out = HashMap::new();
-    for (plugin, sub) in
-        [("kubernetes.io~secret", None), ("kubernetes.io~projected", None), ("kubernetes.io~csi", Some("mount"))]
-    {
+    for (plugin, sub) in [
+        ("kubernetes.io~secret", None),
+        ("kubernetes.io~projected", None),
+        ("kubernetes.io~csi", Some("mount")),
+    ] {
         let plugin_rel = Path::new("volumes").join(plugin);
-        let Ok(dir) = std::fs::read_dir(root.path().join(pod_rel).join(&plugin_rel)) else { continue };
+        let Ok(dir) = std::fs::read_dir(root.path().join(pod_rel).join(&plugin_rel)) else {
+            continue;
+        };
         for e in dir.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
             let mut vol = plugin_rel.join(e.file_name());
             if let Some(sub) = sub {

@@ -33,7 +33,10 @@ pub fn write(report: &Report, format: Format, out: &mut dyn Write) -> io::Result
 
 /// Writes a file atomically: the bytes go to a temporary file in the same directory,
 /// which is flushed to disk and renamed over `path`, so a reader never sees half a file.
-pub fn write_atomic(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+pub fn write_atomic(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -44,7 +47,9 @@ pub fn write_atomic(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result
         .with_context(|| format!("cannot create a file in {}", dir.display()))?;
     {
         let mut w = io::BufWriter::new(tmp.as_file_mut());
-        fill(&mut w).and_then(|()| w.flush()).with_context(|| format!("cannot write {}", path.display()))?;
+        fill(&mut w)
+            .and_then(|()| w.flush())
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     tmp.as_file().sync_all().with_context(|| format!("cannot write {}", path.display()))?;
     tmp.persist(path).with_context(|| format!("cannot write {}", path.display()))?;

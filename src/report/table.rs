@@ -8,7 +8,8 @@ use std::io::{self, Write};
 /// Writes the table.
 pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let rows: Vec<[String; 7]> = report.findings.iter().map(row).collect();
-    let header = ["SEVERITY", "CATEGORY", "POD", "SECRET", "LABEL", "PREVIEW", "PATH"].map(String::from);
+    let header =
+        ["SEVERITY", "CATEGORY", "POD", "SECRET", "LABEL", "PREVIEW", "PATH"].map(String::from);
     let mut widths = header.clone().map(|h| h.len());
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -70,7 +71,8 @@ fn summary(r: &Report) -> String {
             by_sev.push(format!("{n} {s}"));
         }
     }
-    let counts = if by_sev.is_empty() { String::new() } else { format!(" ({})", by_sev.join(", ")) };
+    let counts =
+        if by_sev.is_empty() { String::new() } else { format!(" ({})", by_sev.join(", ")) };
     format!(
         "{} finding{}{counts} in {} files, {} bytes, {} ms; {} error{}; CRI {}",
         r.findings.len(),
