@@ -9,10 +9,18 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let cli = match kresidue::cli::Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
+        Err(e) if !e.use_stderr() => {
+            // --help and --version: clap prints them in full.
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // Usage errors: one line, like every other error.
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("kresidue: error: {first} (see kresidue --help)");
+            return ExitCode::from(2);
         }
     };
     let quiet = matches!(&cli.command, kresidue::cli::Command::Scan(a) if a.quiet);
