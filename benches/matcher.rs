@@ -1,1 +1,396 @@
-fn main(){}
+//! Single-thread throughput of the fingerprint matcher against the number of values.
+//!
+//! Builds 256 MiB of in-memory "node-like" data (YAML/JSON config lines, log lines with
+//! timestamps, random binary, runs of zeros, base64 text), plants 200 occurrences of
+//! fingerprinted values in their raw, base64 and JSON-escaped forms (some straddling the
+//! 1 MiB chunk boundaries), then streams the buffer through
+//! [`kresidue::matcher::find_chunked`] — 1 MiB chunks carrying `max_len() - 1` bytes of
+//! overlap, exactly as the scanner does — with 10, 1,000 and 10,000 fingerprinted values
+//! on one thread. Every value is synthetic (a xorshift PRNG with a fixed seed), never
+//! anything resembling a real credential. For each configuration it warms up once, takes
+//! the best of 3 timed runs, checks that every planted occurrence of a value in the set is
+//! found (exit status 1 if not), and compares the time with 10 values and with merely
+//! touching every byte of the same buffer (a wrapping sum of its `u64` words) measured in
+//! the same run. The targets (at 10,000 values ≥ 1 GiB/s and ≤ 1.3× the time at 10
+//! values) are reported as PASS/MISS, not asserted. Run with `cargo bench --bench matcher`.
+
+// A benchmark's job is printing its figures.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use kresidue::finding::Encoding;
+use kresidue::fingerprint::{self, FingerprintSet};
+use kresidue::kubectl::SecretValue;
+use kresidue::matcher::{self, Matcher};
+use std::hint::black_box;
+use std::io::Write as _;
+use std::time::{Duration, Instant};
+
+/// Size of the scanned buffer.
+const DATA_LEN: usize = 256 << 20;
+/// Chunk size of the stream (the scanner's default).
+const CHUNK: usize = 1 << 20;
+/// Number of planted occurrences.
+const PLANTS: usize = 200;
+/// Value counts measured.
+const CONFIGS: [usize; 3] = [10, 1_000, 10_000];
+/// Timed runs per configuration (after one warm-up); the best is kept.
+const RUNS: usize = 3;
+/// Targets at 10,000 values.
+const TARGET_GIBS: f64 = 1.0;
+const TARGET_X_VS_10: f64 = 1.3;
+
+/// xorshift64* — tiny, deterministic, good enough for synthetic data.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform-ish in `lo..hi`.
+    fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next() % (hi - lo) as u64) as usize
+    }
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.range(0, xs.len())]
+    }
+    fn fill(&mut self, out: &mut Vec<u8>, n: usize) {
+        let mut left = n;
+        while left > 0 {
+            let w = self.next().to_le_bytes();
+            let k = left.min(8);
+            out.extend_from_slice(&w[..k]);
+            left -= k;
+        }
+    }
+}
+
+const TOKEN_CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+const B64_CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn token(rng: &mut Rng, len: usize) -> Vec<u8> {
+    (0..len).map(|_| *rng.pick(TOKEN_CHARS)).collect()
+}
+
+/// A PEM-looking blob of `~len` bytes of base64-ish lines. Not a key of any kind.
+fn fake_pem(rng: &mut Rng, len: usize) -> Vec<u8> {
+    let mut v = b"-----BEGIN FAKE KEY-----\n".to_vec();
+    let body = len.saturating_sub(v.len() + 23);
+    let mut written = 0;
+    while written < body {
+        let n = 64.min(body - written);
+        v.extend((0..n).map(|_| *rng.pick(B64_CHARS)));
+        v.push(b'\n');
+        written += n;
+    }
+    v.extend_from_slice(b"-----END FAKE KEY-----\n");
+    v
+}
+
+/// Value `i`: kinds in a fixed 6:3:1 pattern (so every prefix of 10 has the full mix),
+/// lengths drawn at random.
+fn values(n: usize) -> Vec<SecretValue> {
+    let mut rng = Rng::new(0x6b72_6573_6964_7565);
+    (0..n)
+        .map(|i| {
+            let value = match i % 10 {
+                0..=5 => {
+                    let len = rng.range(16, 41);
+                    token(&mut rng, len)
+                }
+                6..=8 => {
+                    let len = rng.range(40, 121);
+                    token(&mut rng, len)
+                }
+                _ => {
+                    let len = rng.range(1024, 3 * 1024 + 1);
+                    fake_pem(&mut rng, len)
+                }
+            };
+            SecretValue {
+                namespace: format!("ns{}", i % 37),
+                name: format!("secret-{i}"),
+                key: "data".into(),
+                value,
+            }
+        })
+        .collect()
+}
+
+#[rustfmt::skip]
+const WORDS: &[&str] = &[
+    "kubelet", "pod", "container", "sandbox", "volume", "mount", "image", "pull", "sync",
+    "node", "ready", "status", "update", "config", "network", "cgroup", "runtime", "overlay",
+    "snapshot", "default", "kube-system", "coredns", "etcd", "proxy", "lease", "probe",
+    "liveness", "readiness", "restart", "backoff", "started",
+];
+
+fn words(rng: &mut Rng, out: &mut Vec<u8>, n: usize) {
+    for k in 0..n {
+        if k > 0 {
+            out.push(b' ');
+        }
+        out.extend_from_slice(rng.pick(WORDS).as_bytes());
+    }
+}
+
+/// Appends one block of about `len` bytes of a randomly chosen kind.
+fn block(rng: &mut Rng, out: &mut Vec<u8>, len: usize) {
+    let stop = out.len() + len;
+    match rng.range(0, 100) {
+        // Config: YAML and JSON-ish lines.
+        0..=29 => {
+            while out.len() < stop {
+                let depth = rng.range(0, 4);
+                out.resize(out.len() + depth * 2, b' ');
+                match rng.range(0, 4) {
+                    0 => {
+                        let _ = write!(
+                            out,
+                            "{{\"name\": \"{}-{}\", \"replicas\": {}, \"enabled\": true}},",
+                            rng.pick(WORDS),
+                            rng.range(0, 1000),
+                            rng.range(1, 9)
+                        );
+                    }
+                    1 => {
+                        let _ = write!(out, "- {}: \"{}\"", rng.pick(WORDS), rng.pick(WORDS));
+                    }
+                    _ => {
+                        let _ = write!(out, "{}: ", rng.pick(WORDS));
+                        let n = rng.range(1, 4);
+                        words(rng, out, n);
+                    }
+                }
+                out.push(b'\n');
+            }
+        }
+        // Logs with timestamps.
+        30..=54 => {
+            let mut t = rng.range(0, 86_400_000_000);
+            while out.len() < stop {
+                t += rng.range(1, 2_000_000);
+                let (s, us) = (t / 1_000_000, t % 1_000_000);
+                let _ = write!(
+                    out,
+                    "2024-05-01T{:02}:{:02}:{:02}.{us:06}Z stderr F I0501 {}.go:{}] \"",
+                    s / 3600 % 24,
+                    s / 60 % 60,
+                    s % 60,
+                    rng.pick(WORDS),
+                    rng.range(10, 2000)
+                );
+                let n = rng.range(3, 12);
+                words(rng, out, n);
+                let _ = writeln!(
+                    out,
+                    "\" pod=\"{}/{}-{:x}\"",
+                    rng.pick(WORDS),
+                    rng.pick(WORDS),
+                    rng.next() >> 40
+                );
+            }
+        }
+        // Random binary (ELF / compressed data).
+        55..=79 => {
+            out.extend_from_slice(b"\x7fELF\x02\x01\x01\0");
+            let n = stop.saturating_sub(out.len());
+            rng.fill(out, n);
+        }
+        // Zeros (sparse files, filesystem blocks).
+        80..=89 => out.resize(stop, 0),
+        // Base64 text, 76-column lines.
+        _ => {
+            while out.len() < stop {
+                out.extend((0..76).map(|_| *rng.pick(B64_CHARS)));
+                out.push(b'\n');
+            }
+        }
+    }
+}
+
+struct Plant {
+    offset: u64,
+    value: usize,
+    encoding: Encoding,
+}
+
+/// The mixed buffer, with `PLANTS` occurrences of forms of `vals` written over it.
+/// Plant `k` uses a value among the first 10, 1,000 or 10,000 (by `k % 3`) so that every
+/// configuration has planted occurrences to find; a third are base64 and a third
+/// JSON-escaped (those are PEM-like values, the ones whose escaped form differs); every
+/// fifth straddles a chunk boundary.
+fn mixed_data(vals: &[SecretValue]) -> (Vec<u8>, Vec<Plant>) {
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
+    let mut data = Vec::with_capacity(DATA_LEN + (64 << 10));
+    while data.len() < DATA_LEN {
+        let len = rng.range(4 << 10, 64 << 10);
+        block(&mut rng, &mut data, len);
+    }
+    data.truncate(DATA_LEN);
+
+    let slot = DATA_LEN / PLANTS;
+    let mut plants = Vec::with_capacity(PLANTS);
+    for k in 0..PLANTS {
+        let limit = CONFIGS[k % CONFIGS.len()].min(vals.len());
+        let encoding = Encoding::ALL[(k / CONFIGS.len()) % Encoding::ALL.len()];
+        let (value, form) = loop {
+            let vi = rng.range(0, limit);
+            if let Some((_, f)) =
+                fingerprint::encodings(&vals[vi].value).into_iter().find(|(e, _)| *e == encoding)
+            {
+                break (vi, f);
+            }
+        };
+        let lo = k * slot;
+        let at = if k % 5 == 0 {
+            // Straddle the first chunk boundary that leaves the plant inside its slot.
+            let boundary = ((lo + form.len()) / CHUNK + 1) * CHUNK;
+            boundary - rng.range(1, form.len())
+        } else {
+            rng.range(lo, lo + slot - form.len())
+        };
+        assert!(at >= lo && at + form.len() <= lo + slot, "plant {k} stays in its slot");
+        data[at..at + form.len()].copy_from_slice(&form);
+        plants.push(Plant { offset: at as u64, value, encoding });
+    }
+    (data, plants)
+}
+
+/// Best of `RUNS` timed runs after one warm-up.
+fn best<T>(mut f: impl FnMut() -> T) -> (Duration, T) {
+    let mut out = black_box(f());
+    let mut min = Duration::MAX;
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        out = black_box(f());
+        min = min.min(t.elapsed());
+    }
+    (min, out)
+}
+
+fn touch_sum(data: &[u8]) -> u64 {
+    data.chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+        .fold(0u64, |a, x| a.wrapping_add(x))
+}
+
+fn gibs(d: Duration) -> f64 {
+    DATA_LEN as f64 / (1u64 << 30) as f64 / d.as_secs_f64()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let started = Instant::now();
+    let max_n = *CONFIGS.iter().max().expect("configs");
+    let vals = values(max_n);
+    let t = Instant::now();
+    let (data, plants) = mixed_data(&vals);
+    let zeros = data.iter().filter(|&&b| b == 0).count();
+    println!(
+        "data: {} MiB mixed ({:.1}% zero bytes), {} planted occurrences, generated in {:.0} ms",
+        DATA_LEN >> 20,
+        zeros as f64 * 100.0 / DATA_LEN as f64,
+        plants.len(),
+        ms(t.elapsed())
+    );
+    println!("stream: {} KiB chunks, overlap max_len-1, single thread", CHUNK >> 10);
+
+    let (touch, sum) = best(|| touch_sum(black_box(&data)));
+    let (nl_time, newlines) = best(|| memchr::memchr_iter(b'\n', black_box(&data)).count());
+    println!(
+        "reference touch (wrapping u64 sum): {:8.1} ms {:6.2} GiB/s (sum {sum:#018x})",
+        ms(touch),
+        gibs(touch)
+    );
+    println!(
+        "reference memchr count of b'\\n':    {:8.1} ms {:6.2} GiB/s ({newlines} newlines)",
+        ms(nl_time),
+        gibs(nl_time)
+    );
+
+    let mut rows = Vec::new();
+    let mut all_found = true;
+    for &n in &CONFIGS {
+        let t = Instant::now();
+        let (set, stats) = FingerprintSet::build(&vals[..n], "current", [0x5a; 32]);
+        assert_eq!(stats.values, n, "every generated value is fingerprinted");
+        let forms: usize = set.entries.iter().map(|e| e.forms.len()).sum();
+        let m = Matcher::new(vec![set]);
+        let build = t.elapsed();
+
+        let (time, hits) = best(|| matcher::find_chunked(&m, black_box(&data), CHUNK));
+
+        let found: Vec<(u64, usize, Encoding)> =
+            hits.iter().map(|h| (h.offset, h.entry as usize, m.describe(h).1.encoding)).collect();
+        let expected: Vec<&Plant> = plants.iter().filter(|p| p.value < n).collect();
+        let recalled =
+            expected.iter().filter(|p| found.contains(&(p.offset, p.value, p.encoding))).count();
+        let extra = found
+            .iter()
+            .filter(|&&(o, v, e)| {
+                !expected.iter().any(|p| (p.offset, p.value, p.encoding) == (o, v, e))
+            })
+            .count();
+        all_found &= recalled == expected.len();
+        println!(
+            "values {n:>6}: {forms:>6} forms, max_len {:>5}, built in {:>6.1} ms; best of {RUNS} {:8.1} ms \
+             {:6.2} GiB/s; recall {recalled}/{} ({:.1}%), {extra} other hits",
+            m.max_len(),
+            ms(build),
+            ms(time),
+            gibs(time),
+            expected.len(),
+            recalled as f64 * 100.0 / expected.len().max(1) as f64,
+        );
+        rows.push((n, time));
+    }
+
+    let base = rows[0].1;
+    println!();
+    println!(
+        "{:>6}  {:>6}  {:>8}  {:>7}  {:>10}",
+        "values", "GiB/s", "time_ms", "x_vs_10", "x_vs_touch"
+    );
+    for &(n, t) in &rows {
+        println!(
+            "{n:>6}  {:>6.2}  {:>8.1}  {:>7.2}  {:>10.2}",
+            gibs(t),
+            ms(t),
+            t.as_secs_f64() / base.as_secs_f64(),
+            t.as_secs_f64() / touch.as_secs_f64()
+        );
+    }
+    println!("{:>6}  {:>6.2}  {:>8.1}  {:>7}  {:>10.2}", "touch", gibs(touch), ms(touch), "-", 1.0);
+    let &(n_top, top) = rows.last().expect("rows");
+    let g = gibs(top);
+    let x = top.as_secs_f64() / base.as_secs_f64();
+    let verdict = |ok: bool| if ok { "PASS" } else { "MISS" };
+    println!();
+    println!(
+        "target {n_top} values >= {TARGET_GIBS} GiB/s: {:.2} GiB/s {}",
+        g,
+        verdict(g >= TARGET_GIBS)
+    );
+    println!(
+        "target {n_top} values <= {TARGET_X_VS_10}x time at 10: {x:.2}x {}",
+        verdict(x <= TARGET_X_VS_10)
+    );
+    println!("recall: {}", if all_found { "100% in every configuration" } else { "INCOMPLETE" });
+    println!(
+        "command: cargo bench --bench matcher   (total {:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+    if !all_found {
+        eprintln!("error: the matcher missed planted occurrences");
+        std::process::exit(1);
+    }
+}
