@@ -133,6 +133,7 @@ pub enum FailOn {
     Low,
     Info,
     /// Never exit 1 because of findings.
+    #[value(alias = "none")]
     Never,
 }
 

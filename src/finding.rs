@@ -247,6 +247,7 @@ impl Finding {
             m.secret.as_deref().unwrap_or(""),
             m.key.as_deref().unwrap_or(""),
             m.rule.as_deref().unwrap_or(""),
+            m.label.as_deref().unwrap_or(""),
             m.encoding.as_str(),
         ] {
             h.update(part.as_bytes());

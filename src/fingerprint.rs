@@ -372,7 +372,7 @@ pub fn encodings(value: &[u8]) -> Vec<(Encoding, Vec<u8>)> {
     out
 }
 
-/// The body of a JSON string as Go's `encoding/json` writes it (the encoder behind OCI
+/// The body of a JSON string as Go's `encoding/json` (Go 1.22 and later) writes it (the encoder behind OCI
 /// specs, containerd's metadata and docker/CRI JSON logs): HTML-safe escaping of `<>&`
 /// and U+2028/U+2029 included.
 pub fn json_escape(s: &str) -> String {
@@ -384,6 +384,9 @@ pub fn json_escape(s: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
+            // Go 1.22+ writes these two as short escapes too.
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
             '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
                 out.push_str(&format!("\\u{:04x}", c as u32))
             }

@@ -5,8 +5,8 @@
 //! `threads × (chunk + longest form)` whatever the file sizes. Consecutive buffers of a
 //! file overlap by the longest searched form minus one byte, so an occurrence straddling
 //! a boundary is found exactly once (see `matcher::Matcher::find`). Holes of sparse files
-//! are skipped with `SEEK_DATA`: a value cannot straddle a hole (a hole is at least one
-//! filesystem block of zeros), so the overlap restarts after one.
+//! are skipped with `SEEK_DATA`; only their first and last `overlap` zeros are searched,
+//! so a binary value that begins or ends with zeros is still found at a hole's edge.
 
 use crate::finding::{
     Category, Finding, MatchInfo, MatchKind, PodRef, Preview, ScanError, Severity, SiteId,
@@ -88,6 +88,8 @@ pub fn scan(
     });
     let mut findings = findings.into_inner().expect("lock");
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    // The same value given twice (a fingerprint file and --secrets) is one finding.
+    findings.dedup_by(|a, b| a.id == b.id);
     let mut errors = errors.into_inner().expect("lock");
     errors.sort();
     errors.dedup();
@@ -105,7 +107,8 @@ struct Worker {
 impl Worker {
     fn new(chunk: usize, max_len: usize) -> Worker {
         let overlap = max_len.saturating_sub(1);
-        Worker { buf: vec![0; chunk + overlap], chunk, overlap, hits: Vec::new() }
+        // The carry plus either a chunk or the zeros standing for a hole.
+        Worker { buf: vec![0; chunk.max(overlap) + overlap], chunk, overlap, hits: Vec::new() }
     }
 
     /// Reads one file and returns (bytes read, findings); `None` if the file was already
@@ -130,39 +133,69 @@ impl Worker {
             return Ok(None);
         }
         let on_tmpfs = sys::is_tmpfs(&f);
+        let size = md.len();
         let mut findings = Vec::new();
         let mut carry = 0usize;
         let mut pos = 0u64; // absolute offset of the next byte to read
         let mut total = 0u64;
         loop {
-            match sys::next_data(&f, pos) {
-                None => break,
-                Some(d) if d > pos => {
-                    carry = 0;
-                    pos = d;
-                }
-                Some(_) => {}
+            // `None`: no data after `pos` (the rest, up to the statted size, is a hole).
+            let next = sys::next_data(&f, pos);
+            let data = next.unwrap_or(size.max(pos));
+            if data > pos {
+                // A hole [pos, data) reads as zeros, and a binary value may begin or end
+                // with zeros: search the first `overlap` zeros as if read, after which
+                // the carry (all zeros) stands for the hole's last bytes.
+                let z = (data - pos).min(self.overlap as u64) as usize;
+                self.buf[carry..carry + z].fill(0);
+                self.search(job, matcher, on_tmpfs, carry, carry + z, pos, &mut findings);
+                carry = self.keep(carry + z);
+                pos = data;
+            }
+            if next.is_none() {
+                break;
             }
             let n = read_full(&mut f, &mut self.buf[carry..carry + self.chunk])
                 .map_err(|e| io_message(&e))?;
             if n == 0 {
                 break;
             }
-            let len = carry + n;
-            let base = pos - carry as u64;
-            self.hits.clear();
-            matcher.find(&self.buf[..len], base, carry, &mut self.hits);
-            for h in &self.hits {
-                let at = (h.offset - base) as usize;
-                findings.push(lift(job, matcher, h, on_tmpfs, &self.buf[at..at + h.len as usize]));
-            }
+            self.search(job, matcher, on_tmpfs, carry, carry + n, pos, &mut findings);
             pos += n as u64;
             total += n as u64;
-            let keep = self.overlap.min(len);
-            self.buf.copy_within(len - keep..len, 0);
-            carry = keep;
+            carry = self.keep(carry + n);
         }
         Ok(Some((total, findings)))
+    }
+}
+
+impl Worker {
+    /// Searches `buf[..len]`, whose new bytes start at `carry` and at absolute `pos`.
+    #[allow(clippy::too_many_arguments)]
+    fn search(
+        &mut self,
+        job: &FileJob,
+        matcher: &Matcher,
+        on_tmpfs: bool,
+        carry: usize,
+        len: usize,
+        pos: u64,
+        findings: &mut Vec<Finding>,
+    ) {
+        let base = pos - carry as u64;
+        self.hits.clear();
+        matcher.find(&self.buf[..len], base, carry, &mut self.hits);
+        for h in &self.hits {
+            let at = (h.offset - base) as usize;
+            findings.push(lift(job, matcher, h, on_tmpfs, &self.buf[at..at + h.len as usize]));
+        }
+    }
+
+    /// Moves the last `overlap` bytes of `buf[..len]` to the front; returns the new carry.
+    fn keep(&mut self, len: usize) -> usize {
+        let keep = self.overlap.min(len);
+        self.buf.copy_within(len - keep..len, 0);
+        keep
     }
 }
 

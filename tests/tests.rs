@@ -1,1 +1,18 @@
+//! Integration tests for `kresidue`: one test binary (`autotests = false`) that runs the
+//! built CLI over node trees laid out in temp dirs.
+//!
+//! - `util`: the `NodeTree` builder (kubelet layouts, hostile entries, digests), fake
+//!   secrets and kubectl JSON, and the `Kr` runner that checks every run for leaks/panics.
+//! - `scan`: every kubelet site, every encoding, positions in a file, chunk boundaries,
+//!   atomic-writer volumes, `--path`, `--kubelet-dir`, `--threads`.
+//! - `fingerprint`: the fingerprint file (no leak, labels, type-aware selection, short
+//!   values) and the property that fingerprint and `--secrets` modes agree.
+//! - `report`: JSON schema, table output, `-o`, exit codes.
+//! - `safety`: FIFOs, sockets, symlinks out of the root, loops, deep trees, a 1 GiB sparse
+//!   file with bounded memory, nothing written by `--secrets`.
 
+mod fingerprint;
+mod report;
+mod safety;
+mod scan;
+mod util;

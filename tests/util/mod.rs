@@ -42,12 +42,12 @@ pub const CURRENT_TS: &str = "..2025_01_02_03_04_05.123456789";
 
 /// A tiny deterministic PRNG (splitmix64) so every test is reproducible from its seeds.
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub struct Prng(u64);
 
-impl Rng {
+impl Prng {
     /// A generator for `seed`.
     pub fn new(seed: u64) -> Self {
-        Rng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+        Prng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
     }
 
     /// The next 64 random bits.
@@ -81,17 +81,17 @@ const CREDENTIAL_PREFIXES: &[&[u8]] =
 ///
 /// Made of letters, digits and `-_.!@`; never starts like a real credential format.
 pub fn fake_secret(seed: u64) -> Vec<u8> {
-    let mut rng = Rng::new(seed);
+    let mut rng = Prng::new(seed);
     let len = 16 + rng.below(49);
     fake_from(&mut rng, len)
 }
 
 /// A fake secret of exactly `len` bytes.
 pub fn fake_secret_len(seed: u64, len: usize) -> Vec<u8> {
-    fake_from(&mut Rng::new(seed.wrapping_mul(31).wrapping_add(len as u64)), len)
+    fake_from(&mut Prng::new(seed.wrapping_mul(31).wrapping_add(len as u64)), len)
 }
 
-fn fake_from(rng: &mut Rng, len: usize) -> Vec<u8> {
+fn fake_from(rng: &mut Prng, len: usize) -> Vec<u8> {
     loop {
         let v: Vec<u8> = (0..len).map(|_| rng.pick(SECRET_CHARS)).collect();
         if !CREDENTIAL_PREFIXES.iter().any(|p| v.starts_with(p)) {
@@ -116,7 +116,7 @@ pub fn fake_secret_special(seed: u64, len: usize) -> Vec<u8> {
 /// `len` bytes of text-like filler (lowercase words, spaces, newlines): it cannot hold a
 /// fake secret by accident since those mix cases, digits and symbols.
 pub fn filler(seed: u64, len: usize) -> Vec<u8> {
-    let mut rng = Rng::new(seed ^ 0xF111);
+    let mut rng = Prng::new(seed ^ 0xF111);
     (0..len)
         .map(|_| match rng.below(16) {
             0 => b' ',
@@ -291,8 +291,11 @@ impl Secret {
             "type": self.type_,
         });
         if !self.string_data.is_empty() {
-            let sd: Map<String, Value> =
-                self.string_data.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+            let sd: Map<String, Value> = self
+                .string_data
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
             obj["stringData"] = Value::Object(sd);
         }
         obj
@@ -393,15 +396,11 @@ impl NodeTree {
         for d in ["root", "outside", "work"] {
             fs::create_dir(base.path().join(d)).unwrap();
         }
-        let tree = NodeTree { base, root, kubelet_dir: kubelet_dir.into(), guards: RefCell::default() };
-        tree.mkdir(&format!("{kubelet_dir}/pods"));
+        let tree =
+            NodeTree { base, root, kubelet_dir: kubelet_dir.into(), guards: RefCell::default() };
+        tree.mkdir(format!("{kubelet_dir}/pods"));
         tree.write("/etc/hostname", b"node-a\n");
         tree
-    }
-
-    /// The host path of the node root.
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 
     /// The node root as a `--root` argument.
@@ -452,11 +451,13 @@ impl NodeTree {
         nix::unistd::mkfifo(&host, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
     }
 
-    /// Creates a (dead) unix socket file at a node path.
+    /// Creates a unix socket inode at a node path (by mknod: socket paths under temp dirs
+    /// are too long for bind's 108-byte limit).
     pub fn socket(&self, node_path: impl AsRef<Path>) {
+        use nix::sys::stat::{mknod, Mode, SFlag};
         let host = self.host(node_path);
         fs::create_dir_all(host.parent().unwrap()).unwrap();
-        drop(std::os::unix::net::UnixListener::bind(&host).unwrap());
+        mknod(&host, SFlag::S_IFSOCK, Mode::from_bits_truncate(0o755), 0).unwrap();
     }
 
     /// Creates a symlink at a node path pointing at `target` (taken literally: absolute
@@ -475,7 +476,10 @@ impl NodeTree {
             for d in ["containers", "plugins", "volumes"] {
                 self.mkdir(format!("{dir}/{d}"));
             }
-            self.write(format!("{dir}/etc-hosts"), b"# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n");
+            self.write(
+                format!("{dir}/etc-hosts"),
+                b"# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n",
+            );
         }
         pod
     }
@@ -599,7 +603,10 @@ impl<'a> Pod<'a> {
 
     /// A projected volume `volumes/kubernetes.io~projected/<vol>/` (atomic writer layout).
     pub fn projected_volume(&self, vol: &str) -> AtomicVolume<'a> {
-        AtomicVolume::create(self.tree, self.path(&format!("volumes/kubernetes.io~projected/{vol}")))
+        AtomicVolume::create(
+            self.tree,
+            self.path(&format!("volumes/kubernetes.io~projected/{vol}")),
+        )
     }
 
     /// A CSI volume `volumes/kubernetes.io~csi/<vol>/mount/` as the Secrets Store CSI driver
@@ -815,7 +822,8 @@ pub fn hex(b: &[u8]) -> String {
 // ---------------------------------------------------------------------------------------
 
 /// A configured run of the `kresidue` binary. Every run asserts: no guarded value in any
-/// form in stdout/stderr, no panic, no backtrace, finished before the timeout.
+/// form in stdout/stderr, no panic, no backtrace, finished before the timeout, and (for a
+/// JSON report on stdout) findings sorted by path, then offset.
 pub struct Kr<'a> {
     tree: &'a NodeTree,
     stdin: Option<Vec<u8>>,
@@ -943,13 +951,23 @@ impl<'a> Kr<'a> {
         out.assert_clean(&self.tree.guards.borrow());
         let wants_json = args.windows(2).any(|w| w == ["--format", "json"])
             && !args.iter().any(|a| *a == "-o" || *a == "--output");
-        let json = if wants_json && out.code != 2 {
+        let json: Option<Value> = if wants_json && out.code != 2 {
             Some(serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
                 panic!("`kresidue {shown}`: stdout is not JSON ({e}):\n{}", out.stdout_str())
             }))
         } else {
             None
         };
+        if let Some(findings) = json.as_ref().and_then(|j| j["findings"].as_array()) {
+            let order: Vec<(&str, u64)> = findings
+                .iter()
+                .map(|f| (f["path"].as_str().unwrap_or(""), f["offset"].as_u64().unwrap_or(0)))
+                .collect();
+            assert!(
+                order.windows(2).all(|w| w[0] <= w[1]),
+                "`kresidue {shown}`: findings are not sorted by path, then offset: {order:?}"
+            );
+        }
         Out { json, ..out }
     }
 }
@@ -1079,7 +1097,7 @@ pub fn guard_forms(v: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
     let mut forms = vec![("raw", v.to_vec()), ("base64", b64(v)), ("json-escaped", json_escape(v))];
     if let Ok(s) = std::str::from_utf8(v) {
         let j = serde_json::to_string(s).unwrap();
-        forms.push(("serde-json-escaped", j[1..j.len() - 1].as_bytes().to_vec()));
+        forms.push(("serde-json-escaped", j.as_bytes()[1..j.len() - 1].to_vec()));
     }
     forms
 }
@@ -1104,7 +1122,7 @@ fn truncate(s: &str, n: usize) -> String {
 pub type Key = (String, u64, String, String, String);
 
 /// One finding of a JSON report, read leniently (missing fields become `None`/"") so a
-/// test checks what it is about; `report::json_schema_*` checks the shape strictly.
+/// test checks what it is about; `report::json_report_schema` checks the shape strictly.
 #[derive(Clone, Debug)]
 pub struct Finding {
     /// `id`.
@@ -1221,7 +1239,8 @@ pub fn assert_findings(actual: &[Finding], expected: &BTreeSet<Key>, context: &s
     let got: BTreeSet<Key> = keys.iter().cloned().collect();
     let mut msg = String::new();
     if got.len() != keys.len() {
-        let _ = writeln!(msg, "duplicate findings: {} findings, {} distinct", keys.len(), got.len());
+        let _ =
+            writeln!(msg, "duplicate findings: {} findings, {} distinct", keys.len(), got.len());
     }
     for k in expected.difference(&got).take(20) {
         let _ = writeln!(msg, "  missing:    {k:?}");
