@@ -372,9 +372,9 @@ pub fn encodings(value: &[u8]) -> Vec<(Encoding, Vec<u8>)> {
     out
 }
 
-/// The body of a JSON string as Go's `encoding/json` (Go 1.22 and later) writes it (the encoder behind OCI
-/// specs, containerd's metadata and docker/CRI JSON logs): HTML-safe escaping of `<>&`
-/// and U+2028/U+2029 included.
+/// The body of a JSON string as Go's `encoding/json` writes it since Go 1.22 (the encoder
+/// behind OCI specs, containerd's metadata and docker/CRI JSON logs): HTML-safe escaping
+/// of `<>&` and U+2028/U+2029 included, `\b` and `\f` as short escapes.
 pub fn json_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {

@@ -170,7 +170,8 @@ pub fn b64(v: &[u8]) -> Vec<u8> {
 }
 
 /// The body of a JSON string as Go's `encoding/json` writes it (HTML-safe): `"` and `\`
-/// backslashed, `\n` `\r` `\t` as such, other control chars and `<` `>` `&` as `\u00XX`,
+/// backslashed, `\n` `\r` `\t` `\b` `\f` as such (Go 1.22+), other control chars and
+/// `<` `>` `&` as `\u00XX`,
 /// U+2028/U+2029 escaped, each invalid UTF-8 byte as `\ufffd`.
 pub fn json_escape(v: &[u8]) -> Vec<u8> {
     let mut out = String::new();
@@ -182,6 +183,8 @@ pub fn json_escape(v: &[u8]) -> Vec<u8> {
                 '\n' => out.push_str("\\n"),
                 '\r' => out.push_str("\\r"),
                 '\t' => out.push_str("\\t"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
                 '<' | '>' | '&' => {
                     let _ = write!(out, "\\u{:04x}", c as u32);
                 }
