@@ -8,8 +8,8 @@
 //! * a **confirm digest** `SHA-256(salt ‖ form)` of the whole form;
 //! * `STRIDE` (= 4) **window hashes**: for each residue `r` in `0..4`, one window of
 //!   `WINDOW` (= 12) bytes starting at an offset `o ≡ r (mod 4)` of the form, stored as
-//!   `(o, H(window))` where `H` is a keyed 128→64-bit mixing hash truncated to
-//!   `HASH_BITS` (= 28) bits, keyed by `SHA-256(salt ‖ "kresidue/window-key/v1")`.
+//!   `(o, H(window))` where `H` is one keyed 64×64→128-bit multiply folded to 64 bits and
+//!   truncated to `HASH_BITS` (= 28) bits, keyed by `SHA-256(salt ‖ "kresidue/window-key/v1")`.
 //!
 //! `salt` is 32 random bytes per file.
 //!
@@ -46,12 +46,12 @@
 //! # False candidates and cost per byte
 //! A sampled position whose window is not part of any value still matches some stored
 //! 28-bit hash with probability `n / 2^28` for `n` stored windows. With `N` values, ~2.2
-//! forms each and 4 windows per form, `n ≈ 8.8 N`, and with one sample per 4 bytes the
-//! false-candidate rate is `2.2 N / 2^28` per byte: for `N = 10,000` that is `8.2e-5` per
-//! byte, ~88,000 SHA-256 confirmations of a few dozen bytes per GiB (~10 ms at ~100 ns
-//! each). The scanning cost per byte is one 12-byte load, two 64×64→128-bit multiplies
-//! and one probe of an in-cache filter every 4 bytes (see `matcher`); the benchmark in
-//! `benches/matcher.rs` measures it.
+//! forms each and 4 windows per form, `n ≈ 8.8 N`, and with one sample per 4 bytes that is
+//! `2.2 N / 2^28` per byte: for `N = 10,000`, `8.2e-5` per byte. Such a candidate is
+//! dropped by checking the form's other three window hashes (a false pass of all four is
+//! `2^-84`), so SHA-256 runs only on true occurrences. The scanning cost per byte is one
+//! 12-byte load, one 64×64→128-bit multiply and one filter probe every 4 bytes (see
+//! `matcher`); `benches/matcher.rs` measures it.
 
 use crate::finding::Encoding;
 use crate::kubectl::SecretValue;
@@ -79,27 +79,35 @@ pub const DEFAULT_LABEL: &str = "current";
 const MIN_FORM_LEN: usize = WINDOW + STRIDE - 1;
 const KEY_CONTEXT: &[u8] = b"kresidue/window-key/v1";
 /// Names the window hash and confirm digest construction, so a change is detected.
-const HASH_ID: &str = "mum2-salted/sha256-salted";
+const HASH_ID: &str = "mum1-salted/sha256-salted";
 
 /// The keys of the window hash, derived from a file's salt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WindowKeys([u64; 3]);
+pub struct WindowKeys([u64; 2]);
 
 impl WindowKeys {
     /// Derives the keys from a salt.
     pub fn from_salt(salt: &[u8; 32]) -> WindowKeys {
         let d = Sha256::new().chain_update(salt).chain_update(KEY_CONTEXT).finalize();
         let k = |i: usize| u64::from_le_bytes(d[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-        WindowKeys([k(0), k(1), k(2)])
+        WindowKeys([k(0), k(1)])
     }
 
     /// The truncated hash of the 12-byte window given as its first 8 bytes (`a`, little
-    /// endian) and last 4 bytes (`b`). This is the scanner's hot path.
+    /// endian) and last 4 bytes (`b`): one keyed 64×64→128-bit multiply, folded. This is
+    /// the scanner's hot path.
     #[inline(always)]
     pub fn hash_parts(&self, a: u64, b: u32) -> u32 {
         let x = mum(a ^ self.0[0], (b as u64) ^ self.0[1]);
-        let y = mum(x ^ self.0[2], 0x9E37_79B9_7F4A_7C15);
-        (y >> (64 - HASH_BITS)) as u32
+        (x >> (64 - HASH_BITS)) as u32
+    }
+
+    /// The truncated hash of a window.
+    #[inline(always)]
+    pub fn hash_window(&self, w: &[u8; WINDOW]) -> u32 {
+        let a = u64::from_le_bytes(w[..8].try_into().expect("8 bytes"));
+        let b = u32::from_le_bytes(w[8..].try_into().expect("4 bytes"));
+        self.hash_parts(a, b)
     }
 
     /// The truncated hash of a window.
