@@ -16,6 +16,7 @@ pub mod kubectl;
 pub mod matcher;
 pub mod node;
 pub mod report;
+pub mod rules;
 pub mod scan;
 pub mod sys;
 pub mod walk;

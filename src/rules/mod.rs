@@ -1,0 +1,233 @@
+//! Built-in detection rules: secret material found by its shape, not by a known value.
+//!
+//! The rule set is data ([`table::RULES`]): each [`RuleSpec`] names its literals, its
+//! regex, how far around a literal a match may reach, an extra [`Check`] and generated
+//! examples. [`Rules`] compiles it into one Aho-Corasick automaton over every rule's
+//! literals; a buffer is searched once for those literals, and a rule's regex runs only on
+//! the window around each of its literal hits, so a buffer without any literal costs one
+//! prefilter pass. A match must then pass the rule's [`Check`] and must not be a
+//! well-known placeholder ([`check::is_placeholder`]).
+//!
+//! Buffers are streamed like the matcher's: consecutive buffers of a file overlap by
+//! [`Rules::overlap`] bytes, and each literal hit is handled in exactly one buffer — the
+//! first whose window around it is complete (or the file's last).
+
+pub mod check;
+pub mod examples;
+pub mod jwt;
+pub mod table;
+
+use crate::finding::Severity;
+use aho_corasick::{AhoCorasick, Input, MatchKind};
+use regex::bytes::Regex;
+use std::ops::Range;
+
+/// One detection rule, as data.
+#[derive(Debug)]
+pub struct RuleSpec {
+    /// Stable id, e.g. `pem-private-key`; reports and baselines name rules by it.
+    pub id: &'static str,
+    /// One line for `kresidue rules`.
+    pub description: &'static str,
+    /// Severity of the material itself (see the severity model in the README).
+    pub severity: Severity,
+    /// Case-sensitive literals, at least one of which every match contains. No literal
+    /// of the whole table may be a prefix of another (a test checks).
+    pub literals: &'static [&'static str],
+    /// The regex (`regex` crate syntax, on bytes). A group named `secret`, when present,
+    /// is the secret part: previews and finding ids use it, checks test it.
+    pub pattern: &'static str,
+    /// How many bytes before the start of a literal hit a match may begin.
+    pub before: usize,
+    /// How many bytes after the start of a literal hit a match may end.
+    pub after: usize,
+    /// The test a match's secret must pass besides the regex.
+    pub check: Check,
+    /// Example templates that must match (see [`examples`] for the template syntax).
+    pub positive: &'static [&'static str],
+    /// Example templates that must not match.
+    pub negative: &'static [&'static str],
+}
+
+/// A test beyond the regex, applied to the secret part of a match.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Check {
+    /// Nothing more.
+    None,
+    /// Shannon entropy of at least this many bits per byte.
+    Entropy(f64),
+    /// The CRC-32 checksum GitHub puts in the last 6 characters of its tokens.
+    GithubChecksum,
+    /// Decodes as a JWT (header and payload are base64url JSON objects) of this kind; the
+    /// decoded claims set the finding's severity (see [`jwt`]).
+    Jwt(jwt::Kind),
+}
+
+/// A rule match in a buffer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuleHit {
+    /// Absolute offset of the first byte of the match.
+    pub offset: u64,
+    /// Length of the match.
+    pub len: u32,
+    /// Index of the rule in [`Rules::specs`].
+    pub rule: usize,
+    /// The secret part, relative to the start of the match.
+    pub secret: Range<u32>,
+    /// The material's severity: the rule's, or the decoded token's.
+    pub severity: Severity,
+    /// What a decoded JWT says about itself.
+    pub token: Option<jwt::Insight>,
+}
+
+struct Compiled {
+    spec: &'static RuleSpec,
+    regex: Regex,
+    secret_group: Option<usize>,
+}
+
+/// The compiled rule set of a scan. Read-only and shared by every worker.
+pub struct Rules {
+    rules: Vec<Compiled>,
+    prefilter: Option<AhoCorasick>,
+    /// For each prefilter pattern, the rules it belongs to.
+    pattern_rules: Vec<Vec<usize>>,
+    overlap: usize,
+    /// Seconds since the epoch, for JWT expiry.
+    now: i64,
+}
+
+impl Rules {
+    /// Compiles `specs`; `now` (seconds since the epoch) decides whether a token expired.
+    pub fn new(specs: &'static [RuleSpec], now: i64) -> anyhow::Result<Rules> {
+        let mut rules = Vec::with_capacity(specs.len());
+        let mut literals: Vec<&'static str> = Vec::new();
+        let mut pattern_rules: Vec<Vec<usize>> = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            let regex = Regex::new(spec.pattern)
+                .map_err(|e| anyhow::anyhow!("rule {}: bad pattern: {e}", spec.id))?;
+            let secret_group = regex.capture_names().position(|n| n == Some("secret"));
+            rules.push(Compiled { spec, regex, secret_group });
+            for &lit in spec.literals {
+                match literals.iter().position(|&l| l == lit) {
+                    Some(p) => pattern_rules[p].push(i),
+                    None => {
+                        literals.push(lit);
+                        pattern_rules.push(vec![i]);
+                    }
+                }
+            }
+        }
+        let prefilter = if literals.is_empty() {
+            None
+        } else {
+            Some(AhoCorasick::builder().match_kind(MatchKind::LeftmostFirst).build(&literals)?)
+        };
+        let overlap = specs.iter().map(|s| s.before + s.after).max().unwrap_or(0);
+        Ok(Rules { rules, prefilter, pattern_rules, overlap, now })
+    }
+
+    /// The built-in rule set.
+    pub fn builtin(now: i64) -> Rules {
+        Rules::new(table::RULES, now).expect("the built-in rules compile (tested)")
+    }
+
+    /// No rules at all.
+    pub fn none() -> Rules {
+        Rules::new(&[], 0).expect("an empty rule set compiles")
+    }
+
+    /// True when there is no rule.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The rules, in table order.
+    pub fn specs(&self) -> impl Iterator<Item = &'static RuleSpec> + '_ {
+        self.rules.iter().map(|r| r.spec)
+    }
+
+    /// The rule at `index`.
+    pub fn spec(&self, index: usize) -> &'static RuleSpec {
+        self.rules[index].spec
+    }
+
+    /// Bytes consecutive buffers of a stream must share so that every match is whole in
+    /// some buffer.
+    pub fn overlap(&self) -> usize {
+        self.overlap
+    }
+
+    /// Finds rule matches in `buf` (starting at absolute offset `base`). Literal hits whose
+    /// window ends within `buf[..done]` were handled by the previous buffer and are
+    /// skipped; hits whose window runs past the end of `buf` are left to the next buffer,
+    /// unless `last` (the file ends with `buf`). Appends to `hits`, unsorted.
+    pub fn find(&self, buf: &[u8], base: u64, done: usize, last: bool, hits: &mut Vec<RuleHit>) {
+        let Some(ac) = &self.prefilter else { return };
+        let mut at = 0;
+        while at < buf.len() {
+            let Some(m) = ac.find(Input::new(buf).span(at..buf.len())) else { break };
+            at = m.start() + 1;
+            for &ri in &self.pattern_rules[m.pattern().as_usize()] {
+                let rule = &self.rules[ri];
+                let q = m.start();
+                let reach = q + rule.spec.after;
+                if reach <= done || (reach > buf.len() && !last) {
+                    continue;
+                }
+                let lo = q.saturating_sub(rule.spec.before);
+                let hi = reach.min(buf.len());
+                self.run_rule(ri, &buf[lo..hi], base + lo as u64, q - lo, hits);
+            }
+        }
+    }
+
+    /// Runs rule `ri` on `window` (at absolute `wbase`); keeps matches that contain the
+    /// literal hit at `q` (relative to the window), so overlapping windows of neighbouring
+    /// hits do not report a match twice.
+    fn run_rule(&self, ri: usize, window: &[u8], wbase: u64, q: usize, hits: &mut Vec<RuleHit>) {
+        let rule = &self.rules[ri];
+        for caps in rule.regex.captures_iter(window) {
+            let whole = caps.get(0).expect("group 0 always participates");
+            if !(whole.start() <= q && q < whole.end()) {
+                continue;
+            }
+            let secret = rule
+                .secret_group
+                .and_then(|g| caps.get(g))
+                .map_or(whole.range(), |s| s.range());
+            let value = &window[secret.clone()];
+            if check::is_placeholder(value) {
+                continue;
+            }
+            let (severity, token) = match rule.spec.check {
+                Check::Jwt(kind) => match jwt::decode(value, self.now) {
+                    Some(insight) if insight.kind == kind => (insight.severity(), Some(insight)),
+                    _ => continue,
+                },
+                c => {
+                    if !check::passes(c, value) {
+                        continue;
+                    }
+                    (rule.spec.severity, None)
+                }
+            };
+            hits.push(RuleHit {
+                offset: wbase + whole.start() as u64,
+                len: whole.len() as u32,
+                rule: ri,
+                secret: (secret.start - whole.start()) as u32..(secret.end - whole.start()) as u32,
+                severity,
+                token,
+            });
+        }
+    }
+}
+
+/// Convenience for tests and benches: every rule hit in `data` searched as one buffer.
+pub fn find_all(rules: &Rules, data: &[u8]) -> Vec<RuleHit> {
+    let mut hits = Vec::new();
+    rules.find(data, 0, 0, true, &mut hits);
+    hits.sort_by_key(|h| (h.offset, h.rule));
+    hits
+}
