@@ -9,14 +9,16 @@ Exit codes:
   0  nothing found at or above --fail-on
   1  findings at or above --fail-on
   2  the job could not be done (bad arguments, unreadable root, bad fingerprint file,
-     malformed kubectl JSON)";
+     malformed kubectl JSON, malformed baseline)";
 
 /// Find Kubernetes Secret residue on a node's disks.
 ///
 /// kresidue looks for Secret values that are still on a node after the pods that used
 /// them are gone (orphaned kubelet pod volumes, stale subPath copies, stale atomic-writer
 /// copies) or that leaked where they never belonged. Known values are matched by
-/// fingerprints that hold no plaintext; no secret value is ever printed.
+/// fingerprints that hold no plaintext; secret material nobody handed over (private keys,
+/// tokens, cloud keys, kubeconfigs with credentials) is found by built-in rules. No
+/// secret value is ever printed.
 #[derive(Debug, Parser)]
 #[command(name = "kresidue", version, after_help = EXIT_CODES, max_term_width = 100, disable_help_subcommand = true)]
 pub struct Cli {
@@ -38,6 +40,20 @@ pub enum Command {
     /// bytes are skipped and counted on stderr.
     #[command(after_help = EXIT_CODES)]
     Fingerprint(FingerprintArgs),
+    /// List the built-in detection rules: id, severity, description.
+    ///
+    /// Rules find secret material by its shape (private keys, tokens, cloud keys,
+    /// kubeconfigs with credentials, …) without knowing any value; `scan` runs them unless
+    /// given --no-rules.
+    Rules(RulesArgs),
+}
+
+/// Arguments of `kresidue rules`.
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
+    pub format: FormatArg,
 }
 
 /// Arguments of `kresidue scan`.
@@ -56,6 +72,14 @@ pub struct ScanArgs {
     /// values in memory only; nothing is written.
     #[arg(long, value_name = "FILE|-")]
     pub secrets: Option<PathBuf>,
+
+    /// Do not run the built-in detection rules (only fingerprints are searched).
+    #[arg(long)]
+    pub no_rules: bool,
+
+    /// Leave out the findings of an earlier JSON report (matched by finding id).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
 
     /// Label given to the values read with --secrets.
     #[arg(long, value_name = "LABEL", default_value = "current")]
@@ -147,7 +171,8 @@ Findings at or above \fB\-\-fail\-on\fR.
 .TP
 \fB2\fR
 The job could not be done: bad arguments, a missing or unreadable root, a corrupt
-fingerprint file, malformed kubectl JSON. One line on stderr says why.
+fingerprint file, malformed kubectl JSON, a baseline that is not a kresidue report.
+One line on stderr says why.
 Unreadable files during a scan do not change the exit status; they are listed in the
 report's \fBerrors\fR.
 .SH SITES
@@ -160,6 +185,26 @@ and the rest of the pod dir (other).
 Atomic\-writer volumes are reported under the names a pod sees; a superseded
 timestamped directory or a leftover \fB..data_tmp\fR target is reported at its real
 path and marked stale.
+.SH RULES
+\fBkresidue rules\fR lists the built\-in detection rules. One literal prefilter pass
+per buffer finds every rule's literals; a rule's regex runs only around its literal
+hits, in the same read as the fingerprints. Placeholders (documentation example keys,
+\fB${VAR}\fR, \fB<...>\fR) and matches failing a rule's entropy or checksum test are
+dropped. A matched JWT is decoded, never verified, and reported with its issuer,
+subject, audience and expiry.
+.SH SEVERITY
+severity = place + (material \- high) + (1 if the label is \fBrevoked\fR), clamped to
+info..critical.
+Place: \fBnon\-tmpfs\-volume\fR critical, \fBorphaned\-volume\fR high,
+\fBstale\-subpath\fR medium, \fBother\fR high while liveness is unknown; stale copies
+one step lower.
+Material: a fingerprinted value high; a rule match its rule's severity; a
+service\-account token critical without expiry, high before and low after it.
+The same material several times in a file is one finding with a \fBcount\fR.
+.SH BASELINES
+\fB\-\-baseline\fR \fIFILE\fR leaves out the findings whose \fBid\fR an earlier JSON
+report lists. An id is a truncated SHA\-256 of the site, path, match kind and what
+matched (for a rule, a digest of the matched secret); it holds no value and no offset.
 .SH SECURITY
 No secret value is ever printed: previews show at most four leading characters.
 A fingerprint file holds no plaintext, no base64 of a value and no hash of a short
@@ -172,6 +217,8 @@ Values shorter than 16 bytes are not fingerprinted.
 kubectl get secrets \-A \-o json | kresidue fingerprint \-o cluster.fp
 sudo kresidue scan \-\-fingerprints cluster.fp
 kresidue scan \-\-root /mnt/node \-\-secrets secrets.json \-\-format json \-o report.json
+kresidue scan \-\-root /mnt/image \-\-no\-cri \-\-baseline last.json \-\-format json
+kresidue rules \-\-format json
 .fi
 "#;
 
@@ -188,7 +235,7 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     man.render_subcommands_section(&mut top).expect("in-memory write");
     top.extend_from_slice(MAN_EXTRA.as_bytes());
     top.extend_from_slice(
-        b".SH SEE ALSO\n\\fBkresidue\\-scan\\fR(1), \\fBkresidue\\-fingerprint\\fR(1)\n",
+        b".SH SEE ALSO\n\\fBkresidue\\-scan\\fR(1), \\fBkresidue\\-fingerprint\\fR(1), \\fBkresidue\\-rules\\fR(1)\n",
     );
     man.render_version_section(&mut top).expect("in-memory write");
     pages.push(("kresidue.1".to_owned(), top));

@@ -10,6 +10,7 @@ use crate::report::Format;
 use crate::scan::{ScanSettings, DEFAULT_CHUNK};
 use crate::sys::RootDir;
 use anyhow::{bail, Context, Result};
+use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,10 @@ pub struct ScanConfig {
     pub sets: Vec<FingerprintSet>,
     /// What `--secrets` left out.
     pub secrets_stats: Option<BuildStats>,
+    /// Whether the built-in rules run.
+    pub rules: bool,
+    /// Finding ids of the `--baseline` report, to leave out.
+    pub baseline: HashSet<String>,
     /// Report format.
     pub format: Format,
     /// Report file, or stdout.
@@ -68,9 +73,13 @@ impl ScanConfig {
             sets.push(set);
             secrets_stats = Some(stats);
         }
-        if sets.is_empty() {
-            bail!("nothing to look for: give --fingerprints FILE or --secrets FILE");
+        if sets.is_empty() && args.no_rules {
+            bail!("nothing to look for: --no-rules without --fingerprints FILE or --secrets FILE");
         }
+        let baseline = match &args.baseline {
+            Some(path) => read_baseline(path)?,
+            None => HashSet::new(),
+        };
         let kubelet_dir_explicit = args.kubelet_dir.is_some();
         let kubelet_dir =
             node_path(args.kubelet_dir.as_deref().unwrap_or(Path::new(DEFAULT_KUBELET_DIR)));
@@ -85,6 +94,8 @@ impl ScanConfig {
             settings: ScanSettings { layout, threads, chunk },
             sets,
             secrets_stats,
+            rules: !args.no_rules,
+            baseline,
             format: match args.format {
                 FormatArg::Table => Format::Table,
                 FormatArg::Json => Format::Json,
@@ -100,6 +111,32 @@ impl ScanConfig {
             },
         })
     }
+}
+
+/// The finding ids of an earlier `kresidue/report/v1` JSON report. Errors name the
+/// position of a syntax error, never the file's content.
+fn read_baseline(path: &Path) -> Result<HashSet<String>> {
+    #[derive(serde::Deserialize)]
+    struct Baseline {
+        schema: String,
+        findings: Vec<BaselineFinding>,
+    }
+    #[derive(serde::Deserialize)]
+    struct BaselineFinding {
+        id: String,
+    }
+    let ctx = || format!("baseline {}", path.display());
+    let bytes = std::fs::read(path).with_context(ctx)?;
+    let parsed: Baseline = serde_json::from_slice(&bytes)
+        .map_err(|e| {
+            anyhow::anyhow!("not a kresidue JSON report (line {}, column {})", e.line(), e.column())
+        })
+        .with_context(ctx)?;
+    if parsed.schema != crate::finding::Report::SCHEMA {
+        return Err(anyhow::anyhow!("not a {} report", crate::finding::Report::SCHEMA))
+            .with_context(ctx);
+    }
+    Ok(parsed.findings.into_iter().map(|f| f.id).collect())
 }
 
 /// A node path is absolute; a relative one is taken from the node's `/`.

@@ -210,7 +210,7 @@ impl Preview {
 /// One place where secret material was found. Owned, small, and free of secret values.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// Stable id: a digest of path, offset and what matched.
+    /// Stable id (see [`Finding::make_id`]).
     pub id: String,
     /// How bad it is.
     pub severity: Severity,
@@ -220,10 +220,12 @@ pub struct Finding {
     pub site: SiteId,
     /// The node path a person sees (user-visible name for atomic-writer volumes).
     pub path: String,
-    /// Byte offset of the match in the file.
+    /// Byte offset of the (first) match in the file.
     pub offset: u64,
     /// Length of the match in bytes.
     pub length: u64,
+    /// How many times the same material occurs in this file (one finding for all).
+    pub count: u64,
     /// True for a superseded copy (old atomic-writer dir, leftover `..data_tmp`).
     pub stale: bool,
     /// The owning pod, when the site has one.
@@ -235,32 +237,73 @@ pub struct Finding {
     pub matched: MatchInfo,
     /// Redacted preview.
     pub preview: Preview,
+    /// What a matched JWT says about itself (issuer, subject, audience, expiry).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<crate::rules::jwt::Insight>,
 }
 
+/// Domain separation of finding ids.
+const ID_CONTEXT: &[u8] = b"kresidue/finding-id/v1";
+/// Domain separation of the digest of a rule match's secret inside a finding id.
+const RULE_VALUE_CONTEXT: &[u8] = b"kresidue/rule-value/v1";
+
 impl Finding {
-    /// Computes the stable id from what identifies a finding across runs.
-    pub fn make_id(path: &str, offset: u64, m: &MatchInfo) -> String {
+    /// The stable id of a finding: the first 16 hex digits of `SHA-256` over, each
+    /// followed by a zero byte, a context string, the site, the path, the match kind, and
+    /// for a fingerprint the Secret, key, label and encoding, for a rule the rule id and
+    /// `SHA-256("kresidue/rule-value/v1" ‖ secret part)`. The offset is not part of it, so
+    /// an id survives edits elsewhere in the file; the same material twice in a file is
+    /// one finding with a count. `rule_secret` is the secret part of a rule match (unused
+    /// for fingerprints, whose Secret and key already name the value).
+    pub fn make_id(site: SiteId, path: &str, m: &MatchInfo, rule_secret: &[u8]) -> String {
         let mut h = Sha256::new();
+        h.update(ID_CONTEXT);
+        h.update([0]);
+        let value = match m.kind {
+            MatchKind::Fingerprint => String::new(),
+            MatchKind::Rule => {
+                let d = Sha256::new().chain_update(RULE_VALUE_CONTEXT).chain_update(rule_secret);
+                hex(&d.finalize())
+            }
+        };
         for part in [
+            site.as_str(),
             path,
-            &offset.to_string(),
+            match m.kind {
+                MatchKind::Fingerprint => "fingerprint",
+                MatchKind::Rule => "rule",
+            },
             m.secret.as_deref().unwrap_or(""),
             m.key.as_deref().unwrap_or(""),
-            m.rule.as_deref().unwrap_or(""),
             m.label.as_deref().unwrap_or(""),
             m.encoding.as_str(),
+            m.rule.as_deref().unwrap_or(""),
+            &value,
         ] {
             h.update(part.as_bytes());
             h.update([0]);
         }
-        let d = h.finalize();
-        d[..8].iter().map(|b| format!("{b:02x}")).collect()
+        hex(&h.finalize()[..8])
     }
 
     /// The order of findings in every report: by path, then offset, then id.
     pub fn sort_key(&self) -> (&str, u64, &str) {
         (&self.path, self.offset, &self.id)
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The severity of a finding, from the severity of where it sits (`place`: category and
+/// liveness, see `scan::assess`), of what it is (`material`: `high` for a known Secret
+/// value, the rule's or decoded token's severity for a rule match) and its label: the
+/// material shifts the place's rank up or down by its distance from `high`, a `revoked`
+/// value ranks one step higher, and the result is clamped to `info..=critical`.
+pub fn rank(place: Severity, material: Severity, revoked: bool) -> Severity {
+    let level = place as i32 + (material as i32 - Severity::High as i32) + i32::from(revoked);
+    Severity::ALL[level.clamp(0, 4) as usize]
 }
 
 /// A path the scan could not read, and why (never containing a value).
@@ -304,6 +347,8 @@ pub struct Summary {
     pub bytes: u64,
     /// Number of findings.
     pub findings: u64,
+    /// Findings left out because `--baseline` already had them.
+    pub baselined: u64,
     /// Wall time of the scan.
     pub duration_ms: u64,
 }

@@ -22,7 +22,7 @@ pub mod sys;
 pub mod walk;
 
 use anyhow::Result;
-use cli::{Cli, Command, FingerprintArgs, ScanArgs};
+use cli::{Cli, Command, FingerprintArgs, RulesArgs, ScanArgs};
 use finding::{CriInfo, CriStatus, ExitStatus, Report, Summary};
 use fingerprint::{BuildStats, FingerprintSet, MAX_FORM_LEN, MIN_VALUE_LEN};
 use std::io::{Read, Write};
@@ -43,6 +43,7 @@ pub fn run(cli: Cli, stdout: &mut dyn Write) -> Result<Outcome> {
     match cli.command {
         Command::Scan(args) => run_scan(&args, stdout),
         Command::Fingerprint(args) => run_fingerprint(&args, stdout),
+        Command::Rules(args) => run_rules(&args, stdout),
     }
 }
 
@@ -50,7 +51,12 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let started = Instant::now();
     let cfg = config::ScanConfig::from_args(args)?;
     let matcher = matcher::Matcher::new(cfg.sets);
-    let result = scan::scan(&cfg.root, &cfg.settings, &matcher)?;
+    let rules = if cfg.rules { rules::Rules::builtin(unix_now()) } else { rules::Rules::none() };
+    let searchers = scan::Searchers { matcher: &matcher, rules: &rules };
+    let mut result = scan::scan(&cfg.root, &cfg.settings, &searchers)?;
+    let before = result.findings.len();
+    result.findings.retain(|f| !cfg.baseline.contains(&f.id));
+    let baselined = (before - result.findings.len()) as u64;
     let report = Report {
         schema: Report::SCHEMA,
         root: report::display_path(cfg.root_arg.as_os_str()),
@@ -60,6 +66,7 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
             files: result.files,
             bytes: result.bytes,
             findings: result.findings.len() as u64,
+            baselined,
             duration_ms: started.elapsed().as_millis() as u64,
         },
         findings: result.findings,
@@ -98,6 +105,48 @@ fn run_fingerprint(args: &FingerprintArgs, stdout: &mut dyn Write) -> Result<Out
         ));
     }
     Ok(Outcome { status: ExitStatus::Clean, notes })
+}
+
+fn run_rules(args: &RulesArgs, stdout: &mut dyn Write) -> Result<Outcome> {
+    let rules = rules::Rules::builtin(unix_now());
+    match args.format {
+        cli::FormatArg::Json => {
+            let list: Vec<_> = rules
+                .specs()
+                .map(|r| {
+                    serde_json::json!({
+                        "id": r.id,
+                        "severity": r.severity,
+                        "description": r.description,
+                        "literals": r.literals,
+                    })
+                })
+                .collect();
+            let doc = serde_json::json!({ "schema": "kresidue/rules/v1", "rules": list });
+            serde_json::to_writer_pretty(&mut *stdout, &doc)?;
+            writeln!(stdout)?;
+        }
+        cli::FormatArg::Table => {
+            let width = rules.specs().map(|r| r.id.len()).max().unwrap_or(0);
+            for r in rules.specs() {
+                writeln!(
+                    stdout,
+                    "{:<width$}  {:<8}  {}",
+                    r.id,
+                    r.severity.as_str(),
+                    r.description
+                )?;
+            }
+        }
+    }
+    Ok(Outcome { status: ExitStatus::Clean, notes: Vec::new() })
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 fn skip_note(stats: &BuildStats) -> Option<String> {

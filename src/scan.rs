@@ -9,10 +9,12 @@
 //! so a binary value that begins or ends with zeros is still found at a hole's edge.
 
 use crate::finding::{
-    Category, Finding, MatchInfo, MatchKind, PodRef, Preview, ScanError, Severity, SiteId,
+    rank, Category, Encoding, Finding, MatchInfo, MatchKind, PodRef, Preview, ScanError, Severity,
+    SiteId,
 };
 use crate::matcher::{Hit, Matcher};
 use crate::node::{self, io_message, Layout};
+use crate::rules::{RuleHit, Rules};
 use crate::sys::{self, RootDir};
 use crate::walk::{self, FileJob, WalkItem};
 use rayon::prelude::*;
@@ -49,11 +51,26 @@ pub struct ScanResult {
     pub bytes: u64,
 }
 
+/// What to look for: known values and rules. Both are read-only and shared by workers.
+pub struct Searchers<'a> {
+    /// Compiled fingerprints.
+    pub matcher: &'a Matcher,
+    /// Compiled rules.
+    pub rules: &'a Rules,
+}
+
+impl Searchers<'_> {
+    /// Bytes consecutive buffers of a file must share.
+    fn overlap(&self) -> usize {
+        self.matcher.max_len().saturating_sub(1).max(self.rules.overlap())
+    }
+}
+
 /// Scans everything `settings` names under `root`.
 pub fn scan(
     root: &RootDir,
     settings: &ScanSettings,
-    matcher: &Matcher,
+    searchers: &Searchers<'_>,
 ) -> anyhow::Result<ScanResult> {
     let mut errors = Vec::new();
     let scopes = node::discover(root, &settings.layout, &mut errors);
@@ -66,10 +83,10 @@ pub fn scan(
     let root_abs = root.path().to_path_buf();
     pool.install(|| {
         scopes.into_iter().flat_map(|s| walk::walk_scope(&root_abs, s)).par_bridge().for_each_init(
-            || Worker::new(settings.chunk, matcher.max_len()),
+            || Worker::new(settings.chunk, searchers.overlap()),
             |w, item| match item {
                 WalkItem::Error(e) => errors.lock().expect("lock").push(e),
-                WalkItem::File(job) => match w.scan_file(root, &job, matcher, &seen) {
+                WalkItem::File(job) => match w.scan_file(root, &job, searchers, &seen) {
                     Ok(Some((n, mut found))) => {
                         files.fetch_add(1, Ordering::Relaxed);
                         bytes.fetch_add(n, Ordering::Relaxed);
@@ -88,8 +105,6 @@ pub fn scan(
     });
     let mut findings = findings.into_inner().expect("lock");
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-    // The same value given twice (a fingerprint file and --secrets) is one finding.
-    findings.dedup_by(|a, b| a.id == b.id);
     let mut errors = errors.into_inner().expect("lock");
     errors.sort();
     errors.dedup();
@@ -102,13 +117,19 @@ struct Worker {
     chunk: usize,
     overlap: usize,
     hits: Vec<Hit>,
+    rule_hits: Vec<RuleHit>,
 }
 
 impl Worker {
-    fn new(chunk: usize, max_len: usize) -> Worker {
-        let overlap = max_len.saturating_sub(1);
+    fn new(chunk: usize, overlap: usize) -> Worker {
         // The carry plus either a chunk or the zeros standing for a hole.
-        Worker { buf: vec![0; chunk.max(overlap) + overlap], chunk, overlap, hits: Vec::new() }
+        Worker {
+            buf: vec![0; chunk.max(overlap) + overlap],
+            chunk,
+            overlap,
+            hits: Vec::new(),
+            rule_hits: Vec::new(),
+        }
     }
 
     /// Reads one file and returns (bytes read, findings); `None` if the file was already
@@ -118,7 +139,7 @@ impl Worker {
         &mut self,
         root: &RootDir,
         job: &FileJob,
-        matcher: &Matcher,
+        searchers: &Searchers<'_>,
         seen: &Mutex<HashSet<(u64, u64)>>,
     ) -> Result<Option<(u64, Vec<Finding>)>, String> {
         let mut f = root.open_file(&job.rel).map_err(|e| io_message(&e))?;
@@ -148,7 +169,8 @@ impl Worker {
                 // the carry (all zeros) stands for the hole's last bytes.
                 let z = (data - pos).min(self.overlap as u64) as usize;
                 self.buf[carry..carry + z].fill(0);
-                self.search(job, matcher, on_tmpfs, carry, carry + z, pos, &mut findings);
+                let at = Span { carry, len: carry + z, pos, last: false };
+                self.search(job, searchers, on_tmpfs, at, &mut findings);
                 carry = self.keep(carry + z);
                 pos = data;
             }
@@ -160,34 +182,85 @@ impl Worker {
             if n == 0 {
                 break;
             }
-            self.search(job, matcher, on_tmpfs, carry, carry + n, pos, &mut findings);
+            let at = Span { carry, len: carry + n, pos, last: false };
+            self.search(job, searchers, on_tmpfs, at, &mut findings);
             pos += n as u64;
             total += n as u64;
             carry = self.keep(carry + n);
         }
-        Ok(Some((total, findings)))
+        // Rule hits whose window ran past the last buffer's end were left for a next
+        // buffer; the file ended, so they are taken from the carry, clipped at the end.
+        let at = Span { carry, len: carry, pos, last: true };
+        self.search(job, searchers, on_tmpfs, at, &mut findings);
+        Ok(Some((total, aggregate(findings))))
     }
 }
 
+/// Where a buffer sits in its file: `buf[..len]` holds the file from `pos - carry`; the
+/// first `carry` bytes were searched with the previous buffer; `last` when nothing
+/// follows.
+#[derive(Clone, Copy)]
+struct Span {
+    carry: usize,
+    len: usize,
+    pos: u64,
+    last: bool,
+}
+
+/// One finding per (file, material): occurrences of the same id become a count, at the
+/// first offset. The same occurrence found twice (one value in a fingerprint file and in
+/// `--secrets`) counts once.
+fn aggregate(mut raw: Vec<Finding>) -> Vec<Finding> {
+    raw.sort_by(|a, b| (&a.id, a.offset).cmp(&(&b.id, b.offset)));
+    let mut out: Vec<Finding> = Vec::new();
+    let mut last_offset = 0;
+    for f in raw {
+        match out.last_mut() {
+            Some(prev) if prev.id == f.id => {
+                if f.offset != last_offset {
+                    prev.count += 1;
+                    last_offset = f.offset;
+                }
+            }
+            _ => {
+                last_offset = f.offset;
+                out.push(f);
+            }
+        }
+    }
+    out
+}
+
 impl Worker {
-    /// Searches `buf[..len]`, whose new bytes start at `carry` and at absolute `pos`.
-    #[allow(clippy::too_many_arguments)]
+    /// Searches one buffer with fingerprints and rules, in one pass over its bytes.
     fn search(
         &mut self,
         job: &FileJob,
-        matcher: &Matcher,
+        searchers: &Searchers<'_>,
         on_tmpfs: bool,
-        carry: usize,
-        len: usize,
-        pos: u64,
+        at: Span,
         findings: &mut Vec<Finding>,
     ) {
+        let Span { carry, len, pos, last } = at;
         let base = pos - carry as u64;
+        let buf = &self.buf[..len];
+        // Liveness comes with the CRI cross-check; until then it is unknown.
+        let place = assess(job.site, on_tmpfs, job.stale, None);
         self.hits.clear();
-        matcher.find(&self.buf[..len], base, carry, &mut self.hits);
+        if !last {
+            searchers.matcher.find(buf, base, carry, &mut self.hits);
+        }
         for h in &self.hits {
             let at = (h.offset - base) as usize;
-            findings.push(lift(job, matcher, h, on_tmpfs, &self.buf[at..at + h.len as usize]));
+            let matched = &buf[at..at + h.len as usize];
+            findings.push(lift(job, searchers.matcher, h, place, matched));
+        }
+        self.rule_hits.clear();
+        searchers.rules.find(buf, base, carry, last, &mut self.rule_hits);
+        for h in self.rule_hits.drain(..) {
+            let at = (h.offset - base) as usize;
+            let secret = &buf[at + h.secret.start as usize..at + h.secret.end as usize];
+            findings.push(lift_rule(job, searchers.rules, h, place, secret));
         }
     }
 
@@ -213,9 +286,19 @@ fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
+/// The label that ranks a fingerprinted value one step higher: a rotated-out value that
+/// is still on disk.
+const REVOKED: &str = "revoked";
+
 /// Lifts a matcher hit to a finding. `matched` is the matched bytes, used only for the
 /// redacted preview.
-fn lift(job: &FileJob, matcher: &Matcher, h: &Hit, on_tmpfs: bool, matched: &[u8]) -> Finding {
+fn lift(
+    job: &FileJob,
+    matcher: &Matcher,
+    h: &Hit,
+    place: (Category, Severity),
+    matched: &[u8],
+) -> Finding {
     let (entry, form) = matcher.describe(h);
     let m = MatchInfo {
         kind: MatchKind::Fingerprint,
@@ -225,15 +308,56 @@ fn lift(job: &FileJob, matcher: &Matcher, h: &Hit, on_tmpfs: bool, matched: &[u8
         rule: None,
         encoding: form.encoding,
     };
-    let (category, severity) = assess(job.site, on_tmpfs, job.stale);
+    let severity = rank(place.1, Severity::High, entry.label == REVOKED);
+    let id = Finding::make_id(job.site, &job.node_path, &m, &[]);
+    finding(job, id, severity, place.0, h.offset, h.len as u64, m, Preview::redact(matched))
+}
+
+/// Lifts a rule hit to a finding. `secret` is the secret part of the match, used only for
+/// the redacted preview and the id's digest.
+fn lift_rule(
+    job: &FileJob,
+    rules: &Rules,
+    h: RuleHit,
+    place: (Category, Severity),
+    secret: &[u8],
+) -> Finding {
+    let m = MatchInfo {
+        kind: MatchKind::Rule,
+        secret: None,
+        key: None,
+        label: None,
+        rule: Some(rules.spec(h.rule).id.to_owned()),
+        encoding: Encoding::Raw,
+    };
+    let severity = rank(place.1, h.severity, false);
+    let id = Finding::make_id(job.site, &job.node_path, &m, secret);
+    let mut f =
+        finding(job, id, severity, place.0, h.offset, h.len as u64, m, Preview::redact(secret));
+    f.token = h.token;
+    f
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finding(
+    job: &FileJob,
+    id: String,
+    severity: Severity,
+    category: Category,
+    offset: u64,
+    length: u64,
+    matched: MatchInfo,
+    preview: Preview,
+) -> Finding {
     Finding {
-        id: Finding::make_id(&job.node_path, h.offset, &m),
+        id,
         severity,
         category,
         site: job.site,
         path: job.node_path.clone(),
-        offset: h.offset,
-        length: h.len as u64,
+        offset,
+        length,
+        count: 1,
         stale: job.stale,
         pod: job.pod.as_ref().map(|uid| PodRef {
             uid: uid.to_string(),
@@ -242,31 +366,35 @@ fn lift(job: &FileJob, matcher: &Matcher, h: &Hit, on_tmpfs: bool, matched: &[u8
             live: None,
         }),
         container: None,
-        matched: m,
-        preview: Preview::redact(matched),
+        matched,
+        preview,
+        token: None,
     }
 }
 
-/// Category and severity while liveness is unknown (`live: null`): a secret volume's
-/// data on disk instead of tmpfs is critical (it outlives the pod and the reboot); on
-/// tmpfs it may be an orphaned mount; subPath copies are pinned at container start and
-/// go stale; a stale atomic-writer copy is one step less severe than its volume.
-fn assess(site: SiteId, on_tmpfs: bool, stale: bool) -> (Category, Severity) {
-    let (category, severity) = match site {
+/// Category and severity of the place (the README's severity model). `live` is whether
+/// the owning pod is alive (`None`: the runtime was not asked). A secret volume's data on
+/// disk instead of tmpfs outlives the pod and a reboot; on tmpfs it is an orphaned mount
+/// unless its pod lives; subPath copies are pinned at container start and go stale; a
+/// stale atomic-writer copy is one step less severe than its place.
+fn assess(site: SiteId, on_tmpfs: bool, stale: bool, live: Option<bool>) -> (Category, Severity) {
+    use Severity::{Critical, High, Info, Medium};
+    let (category, [unknown, dead, alive]) = match site {
         SiteId::KubeletSecretVolume | SiteId::KubeletProjectedVolume | SiteId::KubeletCsiVolume => {
             if on_tmpfs {
-                (Category::OrphanedVolume, Severity::High)
+                (Category::OrphanedVolume, [High, Critical, Info])
             } else {
-                (Category::NonTmpfsVolume, Severity::Critical)
+                (Category::NonTmpfsVolume, [Critical, Critical, High])
             }
         }
-        SiteId::KubeletSubpath => (Category::StaleSubpath, Severity::Medium),
-        _ => (Category::Other, Severity::High),
+        SiteId::KubeletSubpath => (Category::StaleSubpath, [Medium, High, Medium]),
+        _ => (Category::Other, [High, High, Medium]),
     };
-    let severity = match (stale, severity) {
-        (true, Severity::Critical) => Severity::High,
-        (true, Severity::High) => Severity::Medium,
-        (_, s) => s,
+    let severity = match live {
+        None => unknown,
+        Some(false) => dead,
+        Some(true) => alive,
     };
+    let severity = if stale { rank(severity, Medium, false) } else { severity };
     (category, severity)
 }

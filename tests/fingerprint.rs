@@ -321,6 +321,7 @@ fn type_aware_key_selection() {
             }
             f.key = dk.into();
         }
+        let findings = merge_same_keys(findings);
         assert_findings(&findings, &expected, &format!("type-aware selection, {}", mode[0]));
     }
 }

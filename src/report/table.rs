@@ -9,7 +9,7 @@ use std::io::{self, Write};
 pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let rows: Vec<[String; 7]> = report.findings.iter().map(row).collect();
     let header =
-        ["SEVERITY", "CATEGORY", "POD", "SECRET", "LABEL", "PREVIEW", "PATH"].map(String::from);
+        ["SEVERITY", "CATEGORY", "POD", "MATCH", "LABEL", "PREVIEW", "PATH"].map(String::from);
     let mut widths = header.clone().map(|h| h.len());
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -39,8 +39,8 @@ pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
 fn row(f: &Finding) -> [String; 7] {
     let m = &f.matched;
     let what = match (&m.secret, &m.key, &m.rule) {
-        (Some(s), Some(k), _) => format!("{s}:{k}"),
-        (_, _, Some(r)) => r.clone(),
+        (Some(s), Some(k), _) => format!("{s}:{k} [{}]", m.encoding.as_str()),
+        (_, _, Some(r)) => format!("rule {r}{}", token_note(f)),
         _ => "-".to_owned(),
     };
     let mut category = serde_plain(&f.category);
@@ -51,12 +51,30 @@ fn row(f: &Finding) -> [String; 7] {
         f.severity.to_string(),
         category,
         f.pod.as_ref().map_or("-".to_owned(), |p| p.uid.clone()),
-        format!("{what} [{}]", m.encoding.as_str()),
+        what,
         m.label.clone().unwrap_or_else(|| "-".to_owned()),
         f.preview.as_str().to_owned(),
-        format!("{}:{}", f.path, f.offset),
+        if f.count > 1 {
+            format!("{}:{} ({} times)", f.path, f.offset, f.count)
+        } else {
+            format!("{}:{}", f.path, f.offset)
+        },
     ]
     .map(|c| terminal_safe(&c))
+}
+
+/// ` (subject, expired)` for a decoded token, else nothing.
+fn token_note(f: &Finding) -> String {
+    let Some(t) = &f.token else { return String::new() };
+    let expiry = match t.expired {
+        Some(true) => "expired",
+        Some(false) => "not expired",
+        None => "never expires",
+    };
+    match &t.subject {
+        Some(sub) => format!(" ({sub}, {expiry})"),
+        None => format!(" ({expiry})"),
+    }
 }
 
 fn serde_plain<T: serde::Serialize>(v: &T) -> String {

@@ -192,10 +192,8 @@ impl Rules {
             if !(whole.start() <= q && q < whole.end()) {
                 continue;
             }
-            let secret = rule
-                .secret_group
-                .and_then(|g| caps.get(g))
-                .map_or(whole.range(), |s| s.range());
+            let secret =
+                rule.secret_group.and_then(|g| caps.get(g)).map_or(whole.range(), |s| s.range());
             let value = &window[secret.clone()];
             if check::is_placeholder(value) {
                 continue;

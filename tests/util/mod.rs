@@ -12,7 +12,7 @@
 //! and `work/` (kubectl JSON, fingerprint files, reports; not part of the digest).
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::fs;
@@ -1235,11 +1235,30 @@ pub fn naive_matches(files: &[(String, Vec<u8>)], planted: &[Planted]) -> BTreeS
     out
 }
 
-/// Panics, listing what is missing and what is unexpected, unless the findings' keys are
-/// exactly `expected` (each once).
+/// Panics, listing what is missing and what is unexpected, unless the fingerprint
+/// findings are exactly `expected` (every occurrence a naive search finds) aggregated the
+/// way reports aggregate them: one finding per (path, secret, key, encoding), at the first
+/// offset, with `count` the number of occurrences. Rule findings are not compared here.
 pub fn assert_findings(actual: &[Finding], expected: &BTreeSet<Key>, context: &str) {
-    let keys: Vec<Key> = actual.iter().map(Finding::key).collect();
-    let got: BTreeSet<Key> = keys.iter().cloned().collect();
+    let mut grouped: BTreeMap<(String, String, String, String), (u64, u64)> = BTreeMap::new();
+    for (path, offset, secret, key, enc) in expected {
+        let e = grouped.entry((path.clone(), secret.clone(), key.clone(), enc.clone()));
+        let slot = e.or_insert((*offset, 0));
+        slot.0 = slot.0.min(*offset);
+        slot.1 += 1;
+    }
+    let expected: BTreeSet<(Key, u64)> = grouped
+        .into_iter()
+        .map(|((path, secret, key, enc), (offset, count))| {
+            ((path, offset, secret, key, enc), count)
+        })
+        .collect();
+    let keys: Vec<(Key, u64)> = actual
+        .iter()
+        .filter(|f| f.raw["match"]["kind"] == "fingerprint")
+        .map(|f| (f.key(), f.raw["count"].as_u64().unwrap_or(0)))
+        .collect();
+    let got: BTreeSet<(Key, u64)> = keys.iter().cloned().collect();
     let mut msg = String::new();
     if got.len() != keys.len() {
         let _ =
@@ -1248,7 +1267,7 @@ pub fn assert_findings(actual: &[Finding], expected: &BTreeSet<Key>, context: &s
     for k in expected.difference(&got).take(20) {
         let _ = writeln!(msg, "  missing:    {k:?}");
     }
-    for k in got.difference(expected).take(20) {
+    for k in got.difference(&expected).take(20) {
         let _ = writeln!(msg, "  unexpected: {k:?}");
     }
     if !msg.is_empty() {
@@ -1258,9 +1277,30 @@ pub fn assert_findings(actual: &[Finding], expected: &BTreeSet<Key>, context: &s
             expected.len(),
             keys.len(),
             expected.difference(&got).count(),
-            got.difference(expected).count()
+            got.difference(&expected).count()
         );
     }
+}
+
+/// Merges findings that became equal (path, secret, key, encoding) after a test rewrote
+/// their keys: one finding at the first offset with the summed `count`.
+pub fn merge_same_keys(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    for f in findings {
+        let same = |g: &&mut Finding| {
+            (&g.path, &g.secret, &g.key, &g.encoding, &g.raw["match"]["kind"])
+                == (&f.path, &f.secret, &f.key, &f.encoding, &f.raw["match"]["kind"])
+        };
+        match out.iter_mut().find(|g| same(g)) {
+            Some(g) => {
+                let count = g.raw["count"].as_u64().unwrap_or(0) + f.raw["count"].as_u64().unwrap_or(0);
+                g.raw["count"] = count.into();
+                g.offset = g.offset.min(f.offset);
+            }
+            None => out.push(f),
+        }
+    }
+    out
 }
 
 /// Findings as comparable JSON with `id` (and nothing else) removed.
