@@ -8,11 +8,15 @@
 //! - `fingerprint`: the fingerprint file (no leak, labels, type-aware selection, short
 //!   values) and the property that fingerprint and `--secrets` modes agree.
 //! - `report`: JSON schema, table output, `-o`, exit codes.
+//! - `rules`: the built-in rules end to end: every rule on its own examples in realistic
+//!   files, ordinary files of this machine (no rule may fire), JWT insight and severities,
+//!   `--baseline`, counts, `kresidue rules`, `--no-rules`, matches straddling buffers.
 //! - `safety`: FIFOs, sockets, symlinks out of the root, loops, deep trees, a 1 GiB sparse
 //!   file with bounded memory, nothing written by `--secrets`.
 
 mod fingerprint;
 mod report;
+mod rules;
 mod safety;
 mod scan;
 mod util;

@@ -5,10 +5,17 @@
 //! functions of those bytes. The placeholder filter is deliberately narrow: it names the
 //! shapes that documentation, templates and masked logs use (`AKIAIOSFODNN7EXAMPLE`,
 //! `${DB_PASSWORD}`, `<token>`, `****`, `changeme`) and nothing a random secret could
-//! plausibly contain, because a real key that is dropped here is never reported.
+//! plausibly contain, because a real key that is dropped here is never reported. It also
+//! knows, by digest only, the few private keys that are public knowledge yet ship on
+//! every node (GnuTLS's self-test keys), which would otherwise be critical findings in
+//! each image layer.
 
-use super::examples::BASE62;
 use super::Check;
+use memchr::memmem;
+use sha2::{Digest, Sha256};
+
+/// The base62 alphabet of GitHub's checksum: digits, upper case, lower case.
+pub const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /// Documentation example values that are public and must never be reported.
 const KNOWN_EXAMPLES: &[&[u8]] = &[
@@ -21,6 +28,24 @@ const KNOWN_EXAMPLES: &[&[u8]] = &[
     b"gho_16C7e42F292c6912E7710c838347Ae178B4a",
     // kubeadm documentation's bootstrap token.
     b"abcdef.0123456789abcdef",
+    // PyJWT's documentation token (`{"some": "payload"}` signed with "secret"), shipped
+    // in its package metadata in every image that installs PyJWT.
+    b"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzb21lIjoicGF5bG9hZCJ9.4twFt5NiznN84AWoo1d7KO1T_yoc0Z6XOpOVswacPZg",
+    // The Azure Storage emulator's (Azurite's) fixed development account key.
+    b"Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
+];
+
+/// Private keys that are public knowledge, by the SHA-256 of their base64 body with line
+/// breaks removed ([`key_body_digest`]): the self-test keys GnuTLS compiles into
+/// `libgnutls.so.30` (`lib/crypto-selftests-pk.c`), which sits in every Debian-based image
+/// layer and would otherwise be reported as critical in each of them.
+const KNOWN_PUBLIC_KEYS: &[&str] = &[
+    "f287c70b1db074fe73f73bfb1f09a8b0231e0d951d5bfd30a742bcb9de9195ab", // RSA 2048
+    "9ab6db67523ba6071fdb948b3ce38349ec08fb726f359abbbca33a3a84238ba2", // DSA 2048
+    "24a2416c5abbb67327599619c25906553b849d79cbc413e2a061f12de6718838", // ECDSA P-256
+    "bf552d2ff30b20f0b0ee2bcc357a5ab68dbe899ae09a0071b097bee2d2434332", // GOST R 34.10-2012 512
+    "cadf1e62661d5d21a7fce2c80b3319022ee366137e4b302a7ea78b7f17d6f599", // GOST R 34.10-2012 256
+    "6d03bbf47115fad00d6f990593a6465ca693d0f6d797721cfc94b0190349b50d", // GOST R 34.10-2001
 ];
 
 /// Whole values (compared case-insensitively) that are placeholders, not secrets.
@@ -46,6 +71,8 @@ const PLACEHOLDER_VALUES: &[&str] = &[
     "undefined",
     "foo",
     "foobar",
+    // RabbitMQ's default user's password.
+    "guest",
 ];
 
 /// Substrings (case-insensitive, at least 8 letters so random text never holds them) that
@@ -57,10 +84,11 @@ const PLACEHOLDER_WORDS: &[&[u8]] = &[b"changeme", b"redacted", b"replaceme", b"
 pub fn is_placeholder(secret: &[u8]) -> bool {
     let lower = secret.to_ascii_lowercase();
     KNOWN_EXAMPLES.contains(&secret)
+        || is_known_public_key(secret)
         || PLACEHOLDER_VALUES.iter().any(|v| lower == v.as_bytes())
         || PLACEHOLDER_WORDS.iter().any(|w| contains(&lower, w))
-        || has_example_word(secret)
-        || has_dummy_word(secret)
+        || has_word(secret, &lower, b"example", true)
+        || has_word(secret, &lower, b"dummy", false)
         || is_your_here(&lower)
         || is_template_reference(secret)
         || is_mostly_filler(secret)
@@ -118,27 +146,58 @@ fn github_checksum_ok(token: &[u8]) -> bool {
         && github_checksum(&body[..30]) == body[30..]
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-/// `EXAMPLE` anywhere, or `example`/`Example` not glued to a preceding letter (so a
-/// password like `counterexample` is not a placeholder, but `my-example-key` is).
-fn has_example_word(s: &[u8]) -> bool {
-    if contains(s, b"EXAMPLE") {
-        return true;
+/// The SHA-256, in lower-case hex, of the base64 characters of a key body: whitespace and
+/// `\n`/`\r`/`\t` escapes (with any number of backslashes) left out, so a key reads the
+/// same in a PEM file, a YAML block or a JSON string.
+pub fn key_body_digest(body: &[u8]) -> String {
+    let mut h = Sha256::new();
+    let mut i = 0;
+    while i < body.len() {
+        let b = body[i];
+        if b == b'\\' {
+            while i < body.len() && body[i] == b'\\' {
+                i += 1;
+            }
+            if i < body.len() && matches!(body[i], b'n' | b'r' | b't') {
+                i += 1;
+            }
+            continue;
+        }
+        if b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=') {
+            h.update([b]);
+        }
+        i += 1;
     }
-    s.windows(7).enumerate().any(|(i, w)| {
-        (w == b"example" || w == b"Example") && (i == 0 || !s[i - 1].is_ascii_alphabetic())
-    })
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// `dummy`/`DUMMY`/`Dummy` as a word of its own (delimited by non-letters).
-fn has_dummy_word(s: &[u8]) -> bool {
-    s.windows(5).enumerate().any(|(i, w)| {
-        matches!(w, b"dummy" | b"DUMMY" | b"Dummy")
-            && (i == 0 || !s[i - 1].is_ascii_alphabetic())
-            && s.get(i + 5).map_or(true, |c| !c.is_ascii_alphabetic())
+/// A key body (long enough to be one) whose digest is in [`KNOWN_PUBLIC_KEYS`].
+fn is_known_public_key(secret: &[u8]) -> bool {
+    secret.len() >= 60 && {
+        let digest = key_body_digest(secret);
+        KNOWN_PUBLIC_KEYS.contains(&digest.as_str())
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    memmem::find(haystack, needle).is_some()
+}
+
+/// `word` (given in lower case) written all lower case, all upper case or capitalised,
+/// and not glued to a letter before it (so `counterexample` is no placeholder while
+/// `my-example-key` is); with `open_end` it may run on into letters (`EXAMPLEKEY`),
+/// otherwise it must end there too (`dummy-token`, not `Dummyx7Kq`).
+fn has_word(s: &[u8], lower: &[u8], word: &[u8], open_end: bool) -> bool {
+    let upper = word.to_ascii_uppercase();
+    let mut capital = word.to_vec();
+    capital[0] = capital[0].to_ascii_uppercase();
+    memmem::find_iter(lower, word).any(|i| {
+        let found = &s[i..i + word.len()];
+        let cased = found == word || found == upper.as_slice() || found == capital.as_slice();
+        let open = i == 0 || !s[i - 1].is_ascii_alphabetic();
+        let close = open_end || s.get(i + word.len()).map_or(true, |c| !c.is_ascii_alphabetic());
+        // All-caps `EXAMPLE` counts anywhere: `AKIAIOSFODNN7EXAMPLE`.
+        cased && ((close && open) || (open_end && found == upper.as_slice()))
     })
 }
 
@@ -163,17 +222,14 @@ fn is_template_reference(s: &[u8]) -> bool {
     let name_or_default = |b: &[u8]| name(b.split(|&c| c == b':').next().unwrap_or(b));
     let words = |b: &[u8]| {
         b.iter().any(u8::is_ascii_alphabetic)
-            && b.iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b' '))
+            && b.iter()
+                .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b' '))
     };
     let anything = |b: &[u8]| b.len() <= 256;
     let enclosed = |open: &[u8], close: &[u8], body_ok: &dyn Fn(&[u8]) -> bool| {
-        s.windows(open.len()).enumerate().any(|(i, w)| {
-            w == open && {
-                let rest = &s[i + open.len()..];
-                rest.windows(close.len())
-                    .position(|c| c == close)
-                    .is_some_and(|end| body_ok(&rest[..end]))
-            }
+        memmem::find_iter(s, open).any(|i| {
+            let rest = &s[i + open.len()..];
+            memmem::find(rest, close).is_some_and(|end| body_ok(&rest[..end]))
         })
     };
     (s.len() >= 3 && s[0] == b'<' && s[s.len() - 1] == b'>' && words(&s[1..s.len() - 1]))
@@ -243,6 +299,25 @@ mod tests {
         ] {
             assert!(is_placeholder(v.as_bytes()), "{v}");
         }
+    }
+
+    #[test]
+    fn key_bodies_digest_the_same_in_every_encoding() {
+        let body = render("{pembody:600}", 3);
+        let text = String::from_utf8(body.clone()).unwrap();
+        let digest = key_body_digest(&body);
+        assert_eq!(digest.len(), 64);
+        for variant in [
+            text.replace('\n', "\\n"),
+            text.replace('\n', "\\\\n"),
+            text.replace('\n', "\r\n    "),
+            text.replace('\n', ""),
+        ] {
+            assert_eq!(key_body_digest(variant.as_bytes()), digest);
+        }
+        assert_ne!(key_body_digest(&render("{pembody:600}", 4)), digest);
+        // Random keys are not in the list of public ones.
+        assert!(!is_placeholder(&body));
     }
 
     #[test]

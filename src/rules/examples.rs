@@ -42,6 +42,7 @@
 //! Everything is a function of the template and the seed, except `{now…}`, which reads the
 //! system clock (JWT expiry examples need real time).
 
+use super::check::BASE62;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 
@@ -50,11 +51,10 @@ const LOWER: &[u8] = b"abcdefghijklmnopqrstuvwxyz";
 const DIGITS: &[u8] = b"0123456789";
 const HEX_LOWER: &[u8] = b"0123456789abcdef";
 const HEX_UPPER: &[u8] = b"0123456789ABCDEF";
-/// The base62 alphabet in GitHub's checksum order: digits, upper, lower.
-pub(crate) const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const BASE64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 const BASE64URL: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-const PRINTABLE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&()*+,-.;<=>?[]^_{|}~";
+const PRINTABLE: &[u8] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&()*+,-.;<=>?[]^_{|}~";
 
 /// Renders an example template into bytes, deterministically for a given `seed` (see the
 /// module docs for the syntax). Panics on a malformed template.
@@ -273,7 +273,7 @@ impl Renderer {
                     "u" => UPPER,
                     "l" => LOWER,
                     "d" => DIGITS,
-                    "a" => &BASE62[..],
+                    "a" => BASE62,
                     "x" => HEX_LOWER,
                     "X" => HEX_UPPER,
                     "b" => BASE64,

@@ -35,7 +35,9 @@ pub struct RuleSpec {
     /// of the whole table may be a prefix of another (a test checks).
     pub literals: &'static [&'static str],
     /// The regex (`regex` crate syntax, on bytes). A group named `secret`, when present,
-    /// is the secret part: previews and finding ids use it, checks test it.
+    /// is the secret part: previews and finding ids use it, checks test it. A group named
+    /// `span`, when present, is what the finding's offset and length cover (so a
+    /// delimiter the regex must consume, having no look-behind, is left out).
     pub pattern: &'static str,
     /// How many bytes before the start of a literal hit a match may begin.
     pub before: usize,
@@ -84,6 +86,7 @@ struct Compiled {
     spec: &'static RuleSpec,
     regex: Regex,
     secret_group: Option<usize>,
+    span_group: Option<usize>,
 }
 
 /// The compiled rule set of a scan. Read-only and shared by every worker.
@@ -93,6 +96,8 @@ pub struct Rules {
     /// For each prefilter pattern, the rules it belongs to.
     pattern_rules: Vec<Vec<usize>>,
     overlap: usize,
+    /// The largest `after` of any rule.
+    max_after: usize,
     /// Seconds since the epoch, for JWT expiry.
     now: i64,
 }
@@ -106,8 +111,9 @@ impl Rules {
         for (i, spec) in specs.iter().enumerate() {
             let regex = Regex::new(spec.pattern)
                 .map_err(|e| anyhow::anyhow!("rule {}: bad pattern: {e}", spec.id))?;
-            let secret_group = regex.capture_names().position(|n| n == Some("secret"));
-            rules.push(Compiled { spec, regex, secret_group });
+            let group = |name| regex.capture_names().position(|n| n == Some(name));
+            let (secret_group, span_group) = (group("secret"), group("span"));
+            rules.push(Compiled { spec, regex, secret_group, span_group });
             for &lit in spec.literals {
                 match literals.iter().position(|&l| l == lit) {
                     Some(p) => pattern_rules[p].push(i),
@@ -124,7 +130,8 @@ impl Rules {
             Some(AhoCorasick::builder().match_kind(MatchKind::LeftmostFirst).build(&literals)?)
         };
         let overlap = specs.iter().map(|s| s.before + s.after).max().unwrap_or(0);
-        Ok(Rules { rules, prefilter, pattern_rules, overlap, now })
+        let max_after = specs.iter().map(|s| s.after).max().unwrap_or(0);
+        Ok(Rules { rules, prefilter, pattern_rules, overlap, max_after, now })
     }
 
     /// The built-in rule set.
@@ -164,7 +171,9 @@ impl Rules {
     /// unless `last` (the file ends with `buf`). Appends to `hits`, unsorted.
     pub fn find(&self, buf: &[u8], base: u64, done: usize, last: bool, hits: &mut Vec<RuleHit>) {
         let Some(ac) = &self.prefilter else { return };
-        let mut at = 0;
+        let first_new = hits.len();
+        // A hit this far back had its whole window in the previous buffer, for every rule.
+        let mut at = done.saturating_sub(self.max_after);
         while at < buf.len() {
             let Some(m) = ac.find(Input::new(buf).span(at..buf.len())) else { break };
             at = m.start() + 1;
@@ -180,6 +189,12 @@ impl Rules {
                 self.run_rule(ri, &buf[lo..hi], base + lo as u64, q - lo, hits);
             }
         }
+        // One secret found from two literals of a rule (`mysql+pymysql://` holds
+        // `mysql://` twice over) is one hit: the earliest, longest match.
+        let mut new = hits.split_off(first_new);
+        new.sort_by_key(|h| (h.rule, h.offset + u64::from(h.secret.start), h.offset));
+        new.dedup_by_key(|h| (h.rule, h.offset + u64::from(h.secret.start)));
+        hits.append(&mut new);
     }
 
     /// Runs rule `ri` on `window` (at absolute `wbase`); keeps matches that contain the
@@ -188,12 +203,17 @@ impl Rules {
     fn run_rule(&self, ri: usize, window: &[u8], wbase: u64, q: usize, hits: &mut Vec<RuleHit>) {
         let rule = &self.rules[ri];
         for caps in rule.regex.captures_iter(window) {
-            let whole = caps.get(0).expect("group 0 always participates");
-            if !(whole.start() <= q && q < whole.end()) {
+            let all = caps.get(0).expect("group 0 always participates");
+            if !(all.start() <= q && q < all.end()) {
                 continue;
             }
-            let secret =
-                rule.secret_group.and_then(|g| caps.get(g)).map_or(whole.range(), |s| s.range());
+            let whole = rule.span_group.and_then(|g| caps.get(g)).unwrap_or(all);
+            let secret = rule
+                .secret_group
+                .and_then(|g| caps.get(g))
+                .map(|s| s.range())
+                .filter(|s| whole.start() <= s.start && s.end <= whole.end())
+                .unwrap_or(whole.range());
             let value = &window[secret.clone()];
             if check::is_placeholder(value) {
                 continue;
@@ -227,5 +247,114 @@ pub fn find_all(rules: &Rules, data: &[u8]) -> Vec<RuleHit> {
     let mut hits = Vec::new();
     rules.find(data, 0, 0, true, &mut hits);
     hits.sort_by_key(|h| (h.offset, h.rule));
+    // A match holding two literals (a block's BEGIN and END) is found from both.
+    hits.dedup();
     hits
+}
+
+/// Searches `data` the way the scanner streams a file: buffers of `chunk` new bytes, each
+/// carrying the last [`Rules::overlap`] bytes of the one before, then a last call on the
+/// carry alone. For tests: the result must equal [`find_all`].
+pub fn find_chunked(rules: &Rules, data: &[u8], chunk: usize) -> Vec<RuleHit> {
+    let overlap = rules.overlap();
+    let mut hits = Vec::new();
+    let mut pos = 0usize;
+    let mut carry = 0usize;
+    while pos < data.len() {
+        let end = (pos + chunk).min(data.len());
+        rules.find(&data[pos - carry..end], (pos - carry) as u64, carry, false, &mut hits);
+        carry = overlap.min(end);
+        pos = end;
+    }
+    rules.find(&data[pos - carry..pos], (pos - carry) as u64, carry, true, &mut hits);
+    hits.sort_by_key(|h| (h.offset, h.rule));
+    hits.dedup();
+    hits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    static TEST_RULES: &[RuleSpec] = &[
+        RuleSpec {
+            id: "test-token",
+            description: "a token",
+            severity: Severity::High,
+            literals: &["tok_"],
+            pattern: r"tok_(?P<secret>[a-z0-9]{12})\b",
+            before: 0,
+            after: 20,
+            check: Check::None,
+            positive: &[],
+            negative: &[],
+        },
+        RuleSpec {
+            id: "test-block",
+            description: "a block with an end line",
+            severity: Severity::Critical,
+            literals: &["BEGIN-", "-END"],
+            pattern: r"BEGIN-[a-z]{4,200}-END",
+            before: 210,
+            after: 210,
+            check: Check::None,
+            positive: &[],
+            negative: &[],
+        },
+    ];
+
+    /// Inserts each text at its position in `filler`, highest first, so that no text
+    /// lands inside another.
+    fn plant(filler: &[u8], plants: &[(usize, Vec<u8>)]) -> Vec<u8> {
+        let mut data = filler.to_vec();
+        let mut plants = plants.to_vec();
+        plants.sort_by_key(|p| std::cmp::Reverse(p.0));
+        for (at, text) in &plants {
+            let at = (*at).min(filler.len());
+            data.splice(at..at, text.iter().copied());
+        }
+        data
+    }
+
+    fn sample() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            "[a-z0-9]{12}".prop_map(|s| format!(" tok_{s} ").into_bytes()),
+            "[a-z]{4,150}".prop_map(|s| format!("BEGIN-{s}-END").into_bytes()),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        /// Streaming in buffers of any size finds exactly what one whole-buffer search
+        /// finds: every match once, none cut short at a buffer edge.
+        #[test]
+        fn chunked_equals_whole(
+            filler in prop::collection::vec(prop::sample::select(b" .-abtokBEGIN_END\n".to_vec()), 0..800),
+            plants in prop::collection::vec((0usize..800, sample()), 0..6),
+            chunk in 1usize..400,
+        ) {
+            let rules = Rules::new(TEST_RULES, 0).unwrap();
+            let data = plant(&filler, &plants);
+            let whole = find_all(&rules, &data);
+            prop_assert_eq!(find_chunked(&rules, &data, chunk), whole.clone());
+            for (_, text) in &plants {
+                let found = whole.iter().any(|h| {
+                    data[h.offset as usize..][..h.len as usize] == text.trim_ascii()[..]
+                });
+                prop_assert!(found, "planted sample not found whole");
+            }
+        }
+    }
+
+    #[test]
+    fn secret_group_and_literal_containment() {
+        let rules = Rules::new(TEST_RULES, 0).unwrap();
+        let data = b"x tok_abcdefghijkl y";
+        let hits = find_all(&rules, data);
+        assert_eq!(hits.len(), 1);
+        let h = &hits[0];
+        assert_eq!((h.offset, h.len), (2, 16));
+        assert_eq!(&data[2 + h.secret.start as usize..2 + h.secret.end as usize], b"abcdefghijkl");
+    }
 }

@@ -1293,7 +1293,8 @@ pub fn merge_same_keys(findings: Vec<Finding>) -> Vec<Finding> {
         };
         match out.iter_mut().find(|g| same(g)) {
             Some(g) => {
-                let count = g.raw["count"].as_u64().unwrap_or(0) + f.raw["count"].as_u64().unwrap_or(0);
+                let count =
+                    g.raw["count"].as_u64().unwrap_or(0) + f.raw["count"].as_u64().unwrap_or(0);
                 g.raw["count"] = count.into();
                 g.offset = g.offset.min(f.offset);
             }
