@@ -59,7 +59,12 @@ const SA_SUBJECT_PREFIX: &str = "system:serviceaccount:";
 /// base64url, with or without canonical padding.
 const BASE64URL: GeneralPurpose = GeneralPurpose::new(
     &alphabet::URL_SAFE,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        // A scanner takes what a lenient verifier would: non-zero bits after the last
+        // whole byte (a hand-made or truncated-then-padded signature) do not make a token
+        // harmless.
+        .with_decode_allow_trailing_bits(true),
 );
 
 /// What kind of token a JWT is.
@@ -287,6 +292,22 @@ fn is_unsafe_char(c: char) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    /// A signature whose last character carries non-zero spare bits (hand-made, or
+    /// re-padded) is still a token: the decoder is as lenient as a lenient verifier.
+    #[test]
+    fn signature_with_trailing_bits_still_decodes() {
+        let b64 = |v: &str| URL_SAFE_NO_PAD.encode(v);
+        let token = format!(
+            "{}.{}.{}",
+            b64(r#"{"alg":"RS256"}"#),
+            b64(r#"{"sub":"system:serviceaccount:a:b","exp":10}"#),
+            "AB" // 12 bits, the last 4 of which are not zero
+        );
+        let insight = decode(token.as_bytes(), 100).expect("decodes");
+        assert_eq!(insight.kind, Kind::BoundServiceAccount);
+        assert_eq!(insight.expired, Some(true));
+    }
     use super::*;
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use proptest::prelude::*;
