@@ -93,6 +93,12 @@ pub fn scan(
                         if !found.is_empty() {
                             findings.lock().expect("lock").append(&mut found);
                         }
+                        if std::mem::take(&mut w.rules_incomplete) {
+                            errors.lock().expect("lock").push(ScanError {
+                                path: job.node_path.clone(),
+                                error: RULES_INCOMPLETE.to_owned(),
+                            });
+                        }
                     }
                     Ok(None) => {}
                     Err(error) => errors
@@ -111,6 +117,10 @@ pub fn scan(
     Ok(ScanResult { findings, errors, files: files.into_inner(), bytes: bytes.into_inner() })
 }
 
+/// The `errors` entry of a file in which a rule ran out of its work budget.
+const RULES_INCOMPLETE: &str = "too many candidate matches for a rule (a flood of its \
+    literal); parts of the file were not checked by that rule";
+
 /// Per-thread state: the read buffer and hit scratch.
 struct Worker {
     buf: Vec<u8>,
@@ -118,6 +128,8 @@ struct Worker {
     overlap: usize,
     hits: Vec<Hit>,
     rule_hits: Vec<RuleHit>,
+    /// Set when a rule skipped literal hits in the current file.
+    rules_incomplete: bool,
 }
 
 impl Worker {
@@ -129,6 +141,7 @@ impl Worker {
             overlap,
             hits: Vec::new(),
             rule_hits: Vec::new(),
+            rules_incomplete: false,
         }
     }
 
@@ -142,6 +155,7 @@ impl Worker {
         searchers: &Searchers<'_>,
         seen: &Mutex<HashSet<(u64, u64)>>,
     ) -> Result<Option<(u64, Vec<Finding>)>, String> {
+        self.rules_incomplete = false;
         let mut f = root.open_file(&job.rel).map_err(|e| io_message(&e))?;
         let md = f.metadata().map_err(|e| io_message(&e))?;
         if !md.is_file() {
@@ -256,7 +270,9 @@ impl Worker {
             findings.push(lift(job, searchers.matcher, h, place, matched));
         }
         self.rule_hits.clear();
-        searchers.rules.find(buf, base, carry, last, &mut self.rule_hits);
+        if !searchers.rules.find(buf, base, carry, last, &mut self.rule_hits) {
+            self.rules_incomplete = true;
+        }
         for h in self.rule_hits.drain(..) {
             let at = (h.offset - base) as usize;
             let secret = &buf[at + h.secret.start as usize..at + h.secret.end as usize];

@@ -1267,3 +1267,47 @@ fn rule_matches_straddling_buffers_are_found_once() {
         assert_eq!(r, &runs[0].1, "{label} and {} disagree", runs[0].0);
     }
 }
+
+/// A file packed with one rule's literal (a hostile or broken file: `users:` kubeconfig
+/// headers or JWT header prefixes over and over) is scanned in bounded work: the scan
+/// ends (the harness fails a hung run), the file gets an `errors` entry saying a rule
+/// skipped part of it, the exit status is unchanged, and a token before the flood is
+/// still found. An ordinary file with many certificates gets no such entry.
+#[test]
+fn literal_flood_is_bounded_and_reported() {
+    let t = now();
+    let tree = NodeTree::new();
+    let rules = Rules::builtin(t);
+    let tok = make_jwt(&bound_claims("ops", "deployer", t + 3600, 7001), 7001);
+    guard_sample(&tree, &rules, &tok);
+    let mut flood = [b"token: ".as_slice(), &tok, b"\n"].concat();
+    for _ in 0..(1 << 20) / 15 {
+        flood.extend_from_slice(b"users:\n- name:\n");
+    }
+    let flooded = tree.write("/srv/data/flood.yaml", &flood);
+    let certs: Vec<u8> =
+        (0..400u64).flat_map(|i| render("{pem:CERTIFICATE:500}\n", 7100 + i)).collect();
+    let bundle = tree.write("/srv/data/bundle.pem", &certs);
+
+    let out = tree.scan(&["--path", "/srv/data", "--format", "json"]);
+    out.assert_code(1);
+    let report = out.json();
+    let errors = report["errors"].as_array().expect("errors");
+    assert!(
+        errors.iter().any(|e| e["path"] == flooded.as_str()
+            && e["error"].as_str().unwrap_or("").contains("not checked by that rule")),
+        "no errors entry for the flooded file: {errors:?}"
+    );
+    assert!(
+        !errors.iter().any(|e| e["path"] == bundle.as_str()),
+        "a certificate bundle was reported as a flood: {errors:?}"
+    );
+    let findings = out.findings();
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.path == flooded
+                && f.raw["match"]["rule"] == "kubernetes-service-account-token"),
+        "the token before the flood was not found: {findings:?}"
+    );
+}

@@ -65,6 +65,17 @@ pub enum Check {
     Jwt(jwt::Kind),
 }
 
+/// How many bytes of regex work a rule may spend per byte of a buffer (plus
+/// [`WORK_ALLOWANCE`]); a search costs up to the end of its match, or its whole window
+/// when it finds none. Ordinary data stays far below it (a CA bundle of small
+/// certificates, each a PEM-literal hit whose key regexes fail, costs ~25× its size); a
+/// file packed with one rule's literal (`users:` or `eyJhbGci` over and over) would
+/// otherwise cost a window per literal — quadratic work that turns a scan into hours.
+pub const WORK_FACTOR: usize = 64;
+/// Window bytes every rule may search in any buffer, so a small file is always searched
+/// whole.
+pub const WORK_ALLOWANCE: usize = 256 * 1024;
+
 /// A rule match in a buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RuleHit {
@@ -169,9 +180,22 @@ impl Rules {
     /// window ends within `buf[..done]` were handled by the previous buffer and are
     /// skipped; hits whose window runs past the end of `buf` are left to the next buffer,
     /// unless `last` (the file ends with `buf`). Appends to `hits`, unsorted.
-    pub fn find(&self, buf: &[u8], base: u64, done: usize, last: bool, hits: &mut Vec<RuleHit>) {
-        let Some(ac) = &self.prefilter else { return };
+    ///
+    /// Returns false when a rule ran out of its work budget in this buffer (see
+    /// [`WORK_FACTOR`]) and skipped some of its literal hits: the caller says so.
+    pub fn find(
+        &self,
+        buf: &[u8],
+        base: u64,
+        done: usize,
+        last: bool,
+        hits: &mut Vec<RuleHit>,
+    ) -> bool {
+        let Some(ac) = &self.prefilter else { return true };
         let first_new = hits.len();
+        let budget = WORK_FACTOR * buf.len() + WORK_ALLOWANCE;
+        let mut spent = vec![0usize; self.rules.len()];
+        let mut complete = true;
         // A hit this far back had its whole window in the previous buffer, for every rule.
         let mut at = done.saturating_sub(self.max_after);
         while at < buf.len() {
@@ -186,7 +210,11 @@ impl Rules {
                 }
                 let lo = q.saturating_sub(rule.spec.before);
                 let hi = reach.min(buf.len());
-                self.run_rule(ri, &buf[lo..hi], base + lo as u64, q - lo, hits);
+                if spent[ri] > budget {
+                    complete = false;
+                    continue;
+                }
+                spent[ri] += self.run_rule(ri, &buf[lo..hi], base + lo as u64, q - lo, hits);
             }
         }
         // One secret found from two literals of a rule (`mysql+pymysql://` holds
@@ -195,18 +223,29 @@ impl Rules {
         new.sort_by_key(|h| (h.rule, h.offset + u64::from(h.secret.start), h.offset));
         new.dedup_by_key(|h| (h.rule, h.offset + u64::from(h.secret.start)));
         hits.append(&mut new);
+        complete
     }
 
     /// Runs rule `ri` on `window` (at absolute `wbase`); keeps matches that contain the
     /// literal hit at `q` (relative to the window), so overlapping windows of neighbouring
-    /// hits do not report a match twice.
-    fn run_rule(&self, ri: usize, window: &[u8], wbase: u64, q: usize, hits: &mut Vec<RuleHit>) {
+    /// hits do not report a match twice. Returns the work it cost, in window bytes: up to
+    /// the end of the match found, or the whole window when none was.
+    fn run_rule(
+        &self,
+        ri: usize,
+        window: &[u8],
+        wbase: u64,
+        q: usize,
+        hits: &mut Vec<RuleHit>,
+    ) -> usize {
         let rule = &self.rules[ri];
+        let mut work = window.len();
         for caps in rule.regex.captures_iter(window) {
             let all = caps.get(0).expect("group 0 always participates");
             if !(all.start() <= q && q < all.end()) {
                 continue;
             }
+            work = all.end();
             let whole = rule.span_group.and_then(|g| caps.get(g)).unwrap_or(all);
             let secret = rule
                 .secret_group
@@ -239,13 +278,14 @@ impl Rules {
                 token,
             });
         }
+        work
     }
 }
 
 /// Convenience for tests and benches: every rule hit in `data` searched as one buffer.
 pub fn find_all(rules: &Rules, data: &[u8]) -> Vec<RuleHit> {
     let mut hits = Vec::new();
-    rules.find(data, 0, 0, true, &mut hits);
+    let _complete = rules.find(data, 0, 0, true, &mut hits);
     hits.sort_by_key(|h| (h.offset, h.rule));
     // A match holding two literals (a block's BEGIN and END) is found from both.
     hits.dedup();
@@ -262,11 +302,13 @@ pub fn find_chunked(rules: &Rules, data: &[u8], chunk: usize) -> Vec<RuleHit> {
     let mut carry = 0usize;
     while pos < data.len() {
         let end = (pos + chunk).min(data.len());
-        rules.find(&data[pos - carry..end], (pos - carry) as u64, carry, false, &mut hits);
+        let base = (pos - carry) as u64;
+        let _complete = rules.find(&data[pos - carry..end], base, carry, false, &mut hits);
         carry = overlap.min(end);
         pos = end;
     }
-    rules.find(&data[pos - carry..pos], (pos - carry) as u64, carry, true, &mut hits);
+    let _complete =
+        rules.find(&data[pos - carry..pos], (pos - carry) as u64, carry, true, &mut hits);
     hits.sort_by_key(|h| (h.offset, h.rule));
     hits.dedup();
     hits
