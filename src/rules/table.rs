@@ -12,7 +12,11 @@
 //! - a rule whose match starts at its literal has `before: 0` and its pattern is anchored
 //!   with `^`: the engine's window then starts exactly at the literal hit, so the regex
 //!   tries one position instead of scanning the whole window for every hit (unanchored,
-//!   a dense literal such as `eyJ` in a base64 blob cost a 16 KiB regex scan per hit);
+//!   a dense literal such as `eyJ` in a base64 blob cost a 16 KiB regex scan per hit).
+//!   Where a match's first bytes are common in text (`postgres`, `client-`, `token-`)
+//!   the literal starts a fixed number of bytes into the match (`tgres://`, `-key-data`,
+//!   `n-secret`), `before` is that number and the pattern stays anchored: the prefilter's
+//!   SIMD search gets fewer false candidates from common leading bytes;
 //! - small repetitions are bounded (`{20,300}`); long spans (key bodies, the lines
 //!   between a kubeconfig's `users:` and a token) are left open (`{400,}`, `*?`) and
 //!   bounded by the rule's window (`before`/`after`) instead: the window is what bounds
@@ -377,9 +381,9 @@ pub static RULES: &[RuleSpec] = &[
         id: "kubeconfig-client-key",
         description: "kubeconfig user with an embedded client private key (client-key-data)",
         severity: Severity::Critical,
-        literals: &["client-key-data"],
+        literals: &["-key-data"],
         pattern: r#"(?-u)^client-key-data"?[ \t]*:[ \t]*["']?(?P<secret>LS0tLS1CRUdJTi[A-Za-z0-9+/]{80,}={0,2})"#,
-        before: 0,
+        before: 6,
         after: 16384,
         check: Check::Entropy(4.5),
         positive: &[
@@ -463,9 +467,9 @@ pub static RULES: &[RuleSpec] = &[
         id: "kubernetes-bootstrap-token-secret",
         description: "Kubernetes bootstrap-token Secret's token-secret (YAML, JSON or etcd protobuf)",
         severity: Severity::High,
-        literals: &["token-secret"],
+        literals: &["n-secret"],
         pattern: r#"(?-u)^token-secret(?:"?[ \t]*:[ \t]*["']?|\x12\x10)(?P<secret>[a-z0-9]{16}\b|[A-Za-z0-9+/]{22}==)"#,
-        before: 0,
+        before: 4,
         after: 64,
         check: Check::None,
         positive: &[
@@ -920,9 +924,9 @@ pub static RULES: &[RuleSpec] = &[
         id: "postgres-url-with-password",
         description: "PostgreSQL connection URL with an inline password",
         severity: Severity::High,
-        literals: &["postgres://", "postgresql://", "postgresql+"],
+        literals: &["tgres://", "tgresql://", "tgresql+"],
         pattern: concat!(r"(?-u)^postgres(?:ql)?", url_credentials!()),
-        before: 0,
+        before: 3,
         after: 720,
         check: Check::None,
         positive: &[
@@ -963,9 +967,9 @@ pub static RULES: &[RuleSpec] = &[
         id: "mongodb-url-with-password",
         description: "MongoDB connection URL with an inline password",
         severity: Severity::High,
-        literals: &["mongodb://", "mongodb+srv://"],
+        literals: &["ngodb://", "ngodb+srv://"],
         pattern: concat!(r"(?-u)^mongodb", url_credentials!()),
-        before: 0,
+        before: 2,
         after: 720,
         check: Check::None,
         positive: &[
@@ -1001,9 +1005,9 @@ pub static RULES: &[RuleSpec] = &[
         id: "amqp-url-with-password",
         description: "AMQP (RabbitMQ) connection URL with an inline password",
         severity: Severity::High,
-        literals: &["amqp://", "amqps://"],
+        literals: &["mqp://", "mqps://"],
         pattern: concat!(r"(?-u)^amqps?", url_credentials!()),
-        before: 0,
+        before: 1,
         after: 720,
         check: Check::None,
         positive: &[
@@ -1382,13 +1386,16 @@ mod tests {
             assert!(!rule.literals.is_empty(), "{}: no literal", rule.id);
             assert!(!rule.description.is_empty(), "{}: no description", rule.id);
             assert!(rule.pattern.starts_with("(?-u)"), "{}: patterns work on bytes", rule.id);
-            // Anchored exactly when the window starts at the literal hit.
-            assert_eq!(
-                rule.pattern.starts_with("(?-u)^"),
-                rule.before == 0,
-                "{}: a rule with before = 0 is anchored with ^, and only such a rule",
-                rule.id
-            );
+            // A window that starts at the literal hit is searched anchored. (An anchored
+            // rule may also start `before` bytes ahead of a literal that always sits that
+            // far into its match; the positive examples prove the offset.)
+            if rule.before == 0 {
+                assert!(
+                    rule.pattern.starts_with("(?-u)^"),
+                    "{}: a rule with before = 0 is anchored with ^",
+                    rule.id
+                );
+            }
             for lit in rule.literals {
                 assert!(lit.len() >= 3, "{}: literal {lit:?} too short for a prefilter", rule.id);
             }
