@@ -28,6 +28,9 @@ use std::hint::black_box;
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{ms, values, words, Rng, B64_CHARS};
+
 /// Size of the scanned buffer.
 const DATA_LEN: usize = 256 << 20;
 /// Chunk size of the stream (the scanner's default).
@@ -42,89 +45,6 @@ const ROUNDS: usize = 11;
 const TARGET_GIBS: f64 = 1.0;
 const TARGET_X_VS_10: f64 = 1.3;
 
-/// xorshift64* — tiny, deterministic, good enough for synthetic data.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform-ish in `lo..hi`.
-    fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next() % (hi - lo) as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.range(0, xs.len())]
-    }
-    fn fill(&mut self, out: &mut Vec<u8>, n: usize) {
-        let mut left = n;
-        while left > 0 {
-            let w = self.next().to_le_bytes();
-            let k = left.min(8);
-            out.extend_from_slice(&w[..k]);
-            left -= k;
-        }
-    }
-}
-
-const TOKEN_CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-const B64_CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-fn token(rng: &mut Rng, len: usize) -> Vec<u8> {
-    (0..len).map(|_| *rng.pick(TOKEN_CHARS)).collect()
-}
-
-/// A PEM-looking blob of `~len` bytes of base64-ish lines. Not a key of any kind.
-fn fake_pem(rng: &mut Rng, len: usize) -> Vec<u8> {
-    let mut v = b"-----BEGIN FAKE KEY-----\n".to_vec();
-    let body = len.saturating_sub(v.len() + 23);
-    let mut written = 0;
-    while written < body {
-        let n = 64.min(body - written);
-        v.extend((0..n).map(|_| *rng.pick(B64_CHARS)));
-        v.push(b'\n');
-        written += n;
-    }
-    v.extend_from_slice(b"-----END FAKE KEY-----\n");
-    v
-}
-
-/// Value `i`: kinds in a fixed 6:3:1 pattern (so every prefix of 10 has the full mix),
-/// lengths drawn at random.
-fn values(n: usize) -> Vec<SecretValue> {
-    let mut rng = Rng::new(0x6b72_6573_6964_7565);
-    (0..n)
-        .map(|i| {
-            let value = match i % 10 {
-                0..=5 => {
-                    let len = rng.range(16, 41);
-                    token(&mut rng, len)
-                }
-                6..=8 => {
-                    let len = rng.range(40, 121);
-                    token(&mut rng, len)
-                }
-                _ => {
-                    let len = rng.range(1024, 3 * 1024 + 1);
-                    fake_pem(&mut rng, len)
-                }
-            };
-            SecretValue {
-                namespace: format!("ns{}", i % 37),
-                name: format!("secret-{i}"),
-                key: "data".into(),
-                value,
-            }
-        })
-        .collect()
-}
-
 #[rustfmt::skip]
 const WORDS: &[&str] = &[
     "kubelet", "pod", "container", "sandbox", "volume", "mount", "image", "pull", "sync",
@@ -132,15 +52,6 @@ const WORDS: &[&str] = &[
     "snapshot", "default", "kube-system", "coredns", "etcd", "proxy", "lease", "probe",
     "liveness", "readiness", "restart", "backoff", "started",
 ];
-
-fn words(rng: &mut Rng, out: &mut Vec<u8>, n: usize) {
-    for k in 0..n {
-        if k > 0 {
-            out.push(b' ');
-        }
-        out.extend_from_slice(rng.pick(WORDS).as_bytes());
-    }
-}
 
 /// Appends one block of about `len` bytes of a randomly chosen kind.
 fn block(rng: &mut Rng, out: &mut Vec<u8>, len: usize) {
@@ -167,7 +78,7 @@ fn block(rng: &mut Rng, out: &mut Vec<u8>, len: usize) {
                     _ => {
                         let _ = write!(out, "{}: ", rng.pick(WORDS));
                         let n = rng.range(1, 4);
-                        words(rng, out, n);
+                        words(rng, out, n, WORDS);
                     }
                 }
                 out.push(b'\n');
@@ -189,7 +100,7 @@ fn block(rng: &mut Rng, out: &mut Vec<u8>, len: usize) {
                     rng.range(10, 2000)
                 );
                 let n = rng.range(3, 12);
-                words(rng, out, n);
+                words(rng, out, n, WORDS);
                 let _ = writeln!(
                     out,
                     "\" pod=\"{}/{}-{:x}\"",
@@ -274,10 +185,6 @@ fn touch_sum(data: &[u8]) -> u64 {
 
 fn gibs(d: Duration) -> f64 {
     DATA_LEN as f64 / (1u64 << 30) as f64 / d.as_secs_f64()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn main() {

@@ -51,6 +51,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod common;
+use common::{ms, values, words, Rng, B64_CHARS, TOKEN_CHARS};
+use kresidue::rules::examples::render;
+
 /// Default size of the generated tree.
 const DEFAULT_MIB: usize = 256;
 /// Fingerprinted values.
@@ -69,57 +73,6 @@ const POD_LOGS: &str = "/var/log/pods";
 // ---------------------------------------------------------------------------------------
 // Generated data
 
-/// xorshift64* — tiny, deterministic, good enough for synthetic data.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform-ish in `lo..hi`.
-    fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next() % (hi - lo) as u64) as usize
-    }
-    /// True with probability `pct` percent.
-    fn chance(&mut self, pct: usize) -> bool {
-        self.range(0, 100) < pct
-    }
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.range(0, xs.len())]
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(n + 8);
-        while out.len() < n {
-            out.extend_from_slice(&self.next().to_le_bytes());
-        }
-        out.truncate(n);
-        out
-    }
-    fn chars(&mut self, set: &[u8], n: usize) -> String {
-        (0..n).map(|_| *self.pick(set) as char).collect()
-    }
-    fn hex(&mut self, n: usize) -> String {
-        self.chars(b"0123456789abcdef", n)
-    }
-    fn uuid(&mut self) -> String {
-        format!("{}-{}-{}-{}-{}", self.hex(8), self.hex(4), self.hex(4), self.hex(4), self.hex(12))
-    }
-    /// Log-uniform in `lo..hi`.
-    fn log_range(&mut self, lo: usize, hi: usize) -> usize {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        (lo as f64 * (hi as f64 / lo as f64).powf(u)) as usize
-    }
-}
-
-const TOKEN_CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-const B64_CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const LOWER: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 /// First bytes of binary files: an executable, a rotated gzip'd log, a database.
 const MAGIC: &[&[u8]] =
@@ -296,15 +249,6 @@ impl Clock {
     }
 }
 
-fn words(rng: &mut Rng, out: &mut Vec<u8>, n: usize) {
-    for k in 0..n {
-        if k > 0 {
-            out.push(b' ');
-        }
-        out.extend_from_slice(rng.pick(WORDS).as_bytes());
-    }
-}
-
 fn url(rng: &mut Rng) -> String {
     let scheme = if rng.chance(70) { "https" } else { "http" };
     let mut u = format!("{scheme}://{}{}", rng.pick(HOSTS), rng.pick(URL_PATHS));
@@ -326,7 +270,7 @@ fn log_line(rng: &mut Rng, clock: &mut Clock, out: &mut Vec<u8>) {
                 rng.range(10, 2000)
             );
             let n = rng.range(2, 8);
-            words(rng, out, n);
+            words(rng, out, n, WORDS);
             let _ = writeln!(
                 out,
                 "\" pod=\"{}/{}-{}\" duration=\"{}.{}ms\"",
@@ -348,7 +292,7 @@ fn log_line(rng: &mut Rng, clock: &mut Clock, out: &mut Vec<u8>) {
                 rng.range(10, 900)
             );
             let n = rng.range(2, 6);
-            words(rng, out, n);
+            words(rng, out, n, WORDS);
             let _ = writeln!(
                 out,
                 "\",\"method\":\"{}\",\"url\":\"{}\",\"status\":{},\"duration_ms\":{}.{},\"trace_id\":\"{}\"}}",
@@ -499,7 +443,7 @@ fn yaml_section(rng: &mut Rng, out: &mut Vec<u8>) {
         _ => {
             let _ = write!(out, "# {}: ", rng.pick(WORDS));
             let n = rng.range(3, 10);
-            words(rng, out, n);
+            words(rng, out, n, WORDS);
             let _ = writeln!(
                 out,
                 "\nfeature.{}.{}.enabled: {}",
@@ -734,17 +678,10 @@ fn private_key(rng: &mut Rng) -> Vec<u8> {
     }
 }
 
-/// A GitHub personal access token in the current format: `ghp_`, 30 random base62
-/// characters, then their CRC-32 in 6 base62 digits.
+/// A GitHub personal access token with a valid checksum, from the rule examples
+/// generator.
 fn github_token(rng: &mut Rng) -> Vec<u8> {
-    let body = rng.chars(BASE62, 30);
-    let mut crc = crc32fast::hash(body.as_bytes());
-    let mut check = [b'0'; 6];
-    for c in check.iter_mut().rev() {
-        *c = BASE62[(crc % 62) as usize];
-        crc /= 62;
-    }
-    format!("ghp_{body}{}", std::str::from_utf8(&check).expect("ascii")).into_bytes()
+    render("{ghtoken:ghp}", rng.next())
 }
 
 /// A service-account JWT: bound (projected, with `exp`, possibly expired) or legacy
@@ -820,42 +757,6 @@ fn docker_config(rng: &mut Rng) -> Vec<u8> {
 fn aws_keys(rng: &mut Rng) -> (String, String) {
     let id = format!("AKIA{}", rng.chars(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16));
     (id, rng.chars(B64_CHARS, 40))
-}
-
-/// The fingerprinted values: kinds in a fixed 6:3:1 pattern (short tokens, long tokens,
-/// PEM-looking "FAKE KEY" blocks whose JSON-escaped form differs), as in the matcher bench.
-fn values(n: usize) -> Vec<SecretValue> {
-    let mut rng = Rng::new(0x6b72_6573_6964_7565);
-    (0..n)
-        .map(|i| {
-            let value = match i % 10 {
-                0..=5 => {
-                    let len = rng.range(16, 41);
-                    rng.chars(TOKEN_CHARS, len).into_bytes()
-                }
-                6..=8 => {
-                    let len = rng.range(40, 121);
-                    rng.chars(TOKEN_CHARS, len).into_bytes()
-                }
-                _ => {
-                    let len = rng.range(1024, 3 * 1024 + 1);
-                    let mut v = b"-----BEGIN FAKE KEY-----\n".to_vec();
-                    while v.len() < len {
-                        v.extend(rng.chars(B64_CHARS, 64).bytes());
-                        v.push(b'\n');
-                    }
-                    v.extend_from_slice(b"-----END FAKE KEY-----\n");
-                    v
-                }
-            };
-            SecretValue {
-                namespace: format!("ns{}", i % 37),
-                name: format!("secret-{i}"),
-                key: "data".into(),
-                value,
-            }
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1429,10 +1330,6 @@ fn read_all(root: &Path, buf: &mut Vec<u8>) -> std::io::Result<(u64, u64)> {
 
 fn gibs(bytes: u64, d: Duration) -> f64 {
     bytes as f64 / (1u64 << 30) as f64 / d.as_secs_f64()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {

@@ -110,11 +110,9 @@ impl WindowKeys {
         self.hash_parts(a, b)
     }
 
-    /// The truncated hash of a window.
+    /// The truncated hash of the first `WINDOW` bytes of `w`.
     pub fn hash(&self, w: &[u8]) -> u32 {
-        let a = u64::from_le_bytes(w[..8].try_into().expect("window is 12 bytes"));
-        let b = u32::from_le_bytes(w[8..WINDOW].try_into().expect("window is 12 bytes"));
-        self.hash_parts(a, b)
+        self.hash_window(w[..WINDOW].try_into().expect("window is 12 bytes"))
     }
 }
 

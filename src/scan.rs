@@ -167,7 +167,8 @@ impl Worker {
         if !seen.lock().expect("lock").insert((md.dev(), md.ino())) {
             return Ok(None);
         }
-        let on_tmpfs = sys::is_tmpfs(&f);
+        // Liveness comes with the CRI cross-check; until then it is unknown.
+        let place = assess(job.site, sys::is_tmpfs(&f), job.stale, None);
         let size = md.len();
         let mut findings = Vec::new();
         let mut carry = 0usize;
@@ -184,7 +185,7 @@ impl Worker {
                 let z = (data - pos).min(self.overlap as u64) as usize;
                 self.buf[carry..carry + z].fill(0);
                 let at = Span { carry, len: carry + z, pos, last: false };
-                self.search(job, searchers, on_tmpfs, at, &mut findings);
+                self.search(job, searchers, place, at, &mut findings);
                 carry = self.keep(carry + z);
                 pos = data;
             }
@@ -197,7 +198,7 @@ impl Worker {
                 break;
             }
             let at = Span { carry, len: carry + n, pos, last: false };
-            self.search(job, searchers, on_tmpfs, at, &mut findings);
+            self.search(job, searchers, place, at, &mut findings);
             pos += n as u64;
             total += n as u64;
             carry = self.keep(carry + n);
@@ -205,7 +206,7 @@ impl Worker {
         // Rule hits whose window ran past the last buffer's end were left for a next
         // buffer; the file ended, so they are taken from the carry, clipped at the end.
         let at = Span { carry, len: carry, pos, last: true };
-        self.search(job, searchers, on_tmpfs, at, &mut findings);
+        self.search(job, searchers, place, at, &mut findings);
         Ok(Some((total, aggregate(findings))))
     }
 }
@@ -251,15 +252,13 @@ impl Worker {
         &mut self,
         job: &FileJob,
         searchers: &Searchers<'_>,
-        on_tmpfs: bool,
+        place: (Category, Severity),
         at: Span,
         findings: &mut Vec<Finding>,
     ) {
         let Span { carry, len, pos, last } = at;
         let base = pos - carry as u64;
         let buf = &self.buf[..len];
-        // Liveness comes with the CRI cross-check; until then it is unknown.
-        let place = assess(job.site, on_tmpfs, job.stale, None);
         self.hits.clear();
         if !last {
             searchers.matcher.find(buf, base, carry, &mut self.hits);
