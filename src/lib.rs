@@ -118,7 +118,7 @@ fn run_rules(args: &RulesArgs, stdout: &mut dyn Write) -> Result<Outcome> {
                         "id": r.id,
                         "severity": r.severity,
                         "description": r.description,
-                        "literals": r.literals,
+                        "literals": r.literals.iter().map(|l| l.text).collect::<Vec<_>>(),
                     })
                 })
                 .collect();

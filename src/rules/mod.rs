@@ -15,10 +15,11 @@
 pub mod check;
 pub mod examples;
 pub mod jwt;
+pub mod prefilter;
 pub mod table;
 
 use crate::finding::Severity;
-use aho_corasick::{AhoCorasick, Input, MatchKind};
+use prefilter::Prefilter;
 use regex::bytes::Regex;
 use std::ops::Range;
 
@@ -31,17 +32,18 @@ pub struct RuleSpec {
     pub description: &'static str,
     /// Severity of the material itself (see the severity model in the README).
     pub severity: Severity,
-    /// Case-sensitive literals, at least one of which every match contains. No literal
-    /// of the whole table may be a prefix of another (a test checks).
-    pub literals: &'static [&'static str],
+    /// Case-sensitive literals, at least one of which every match starts with (or, with
+    /// `before > 0`, contains). No literal's key may be a prefix of another's in the whole
+    /// table (a test checks).
+    pub literals: &'static [Literal],
     /// The regex (`regex` crate syntax, on bytes). A group named `secret`, when present,
     /// is the secret part: previews and finding ids use it, checks test it. A group named
     /// `span`, when present, is what the finding's offset and length cover (so a
     /// delimiter the regex must consume, having no look-behind, is left out).
     pub pattern: &'static str,
-    /// How many bytes before the start of a literal hit a match may begin.
+    /// How many bytes before the start of a literal a match may begin.
     pub before: usize,
-    /// How many bytes after the start of a literal hit a match may end.
+    /// How many bytes after the start of a literal a match may end.
     pub after: usize,
     /// The test a match's secret must pass besides the regex.
     pub check: Check,
@@ -49,6 +51,34 @@ pub struct RuleSpec {
     pub positive: &'static [&'static str],
     /// Example templates that must not match.
     pub negative: &'static [&'static str],
+}
+
+/// A literal of a rule, and the part of it the prefilter searches for: its *key*,
+/// `text[key..]`. Leading bytes that ordinary text is full of (`post` of `postgres://`)
+/// are left out of the key and compared when the key is found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Literal {
+    /// The literal.
+    pub text: &'static str,
+    /// Where in `text` the key starts.
+    pub key: usize,
+}
+
+impl Literal {
+    /// The part of the literal the prefilter searches for.
+    pub fn key_text(&self) -> &'static str {
+        &self.text[self.key..]
+    }
+}
+
+/// A literal searched for whole.
+pub const fn lit(text: &'static str) -> Literal {
+    Literal { text, key: 0 }
+}
+
+/// A literal searched for by `text[key..]`.
+pub const fn lit_at(text: &'static str, key: usize) -> Literal {
+    Literal { text, key }
 }
 
 /// A test beyond the regex, applied to the secret part of a match.
@@ -103,9 +133,7 @@ struct Compiled {
 /// The compiled rule set of a scan. Read-only and shared by every worker.
 pub struct Rules {
     rules: Vec<Compiled>,
-    prefilter: Option<AhoCorasick>,
-    /// For each prefilter pattern, the rules it belongs to.
-    pattern_rules: Vec<Vec<usize>>,
+    prefilter: Option<Prefilter>,
     overlap: usize,
     /// The largest `after` of any rule.
     max_after: usize,
@@ -117,8 +145,7 @@ impl Rules {
     /// Compiles `specs`; `now` (seconds since the epoch) decides whether a token expired.
     pub fn new(specs: &'static [RuleSpec], now: i64) -> anyhow::Result<Rules> {
         let mut rules = Vec::with_capacity(specs.len());
-        let mut literals: Vec<&'static str> = Vec::new();
-        let mut pattern_rules: Vec<Vec<usize>> = Vec::new();
+        let mut literals: Vec<(Literal, usize)> = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
             let regex = Regex::new(spec.pattern)
                 .map_err(|e| anyhow::anyhow!("rule {}: bad pattern: {e}", spec.id))?;
@@ -126,23 +153,16 @@ impl Rules {
             let (secret_group, span_group) = (group("secret"), group("span"));
             rules.push(Compiled { spec, regex, secret_group, span_group });
             for &lit in spec.literals {
-                match literals.iter().position(|&l| l == lit) {
-                    Some(p) => pattern_rules[p].push(i),
-                    None => {
-                        literals.push(lit);
-                        pattern_rules.push(vec![i]);
-                    }
+                if lit.key > lit.text.len() || !lit.text.is_char_boundary(lit.key) {
+                    anyhow::bail!("rule {}: literal key starts outside the literal", spec.id);
                 }
+                literals.push((lit, i));
             }
         }
-        let prefilter = if literals.is_empty() {
-            None
-        } else {
-            Some(AhoCorasick::builder().match_kind(MatchKind::LeftmostFirst).build(&literals)?)
-        };
+        let prefilter = Prefilter::new(&literals)?;
         let overlap = specs.iter().map(|s| s.before + s.after).max().unwrap_or(0);
         let max_after = specs.iter().map(|s| s.after).max().unwrap_or(0);
-        Ok(Rules { rules, prefilter, pattern_rules, overlap, max_after, now })
+        Ok(Rules { rules, prefilter, overlap, max_after, now })
     }
 
     /// The built-in rule set.
@@ -191,7 +211,7 @@ impl Rules {
         last: bool,
         hits: &mut Vec<RuleHit>,
     ) -> bool {
-        let Some(ac) = &self.prefilter else { return true };
+        let Some(prefilter) = &self.prefilter else { return true };
         let first_new = hits.len();
         let budget = WORK_FACTOR * buf.len() + WORK_ALLOWANCE;
         let mut spent = vec![0usize; self.rules.len()];
@@ -199,22 +219,29 @@ impl Rules {
         // A hit this far back had its whole window in the previous buffer, for every rule.
         let mut at = done.saturating_sub(self.max_after);
         while at < buf.len() {
-            let Some(m) = ac.find(Input::new(buf).span(at..buf.len())) else { break };
-            at = m.start() + 1;
-            for &ri in &self.pattern_rules[m.pattern().as_usize()] {
-                let rule = &self.rules[ri];
-                let q = m.start();
-                let reach = q + rule.spec.after;
-                if reach <= done || (reach > buf.len() && !last) {
+            let Some((targets, key_at)) = prefilter.find(buf, at) else { break };
+            at = key_at + 1;
+            for target in targets {
+                // The literal starts before its key; a literal cut by the end of `buf`
+                // has its window cut too, and is handled with the next buffer.
+                let Some(q) = key_at.checked_sub(target.skip) else { continue };
+                if buf.get(q..q + target.text.len()) != Some(target.text) {
                     continue;
                 }
-                let lo = q.saturating_sub(rule.spec.before);
-                let hi = reach.min(buf.len());
-                if spent[ri] > budget {
-                    complete = false;
-                    continue;
+                for &ri in &target.rules {
+                    let rule = &self.rules[ri];
+                    let reach = q + rule.spec.after;
+                    if reach <= done || (reach > buf.len() && !last) {
+                        continue;
+                    }
+                    let lo = q.saturating_sub(rule.spec.before);
+                    let hi = reach.min(buf.len());
+                    if spent[ri] > budget {
+                        complete = false;
+                        continue;
+                    }
+                    spent[ri] += self.run_rule(ri, &buf[lo..hi], base + lo as u64, q - lo, hits);
                 }
-                spent[ri] += self.run_rule(ri, &buf[lo..hi], base + lo as u64, q - lo, hits);
             }
         }
         // One secret found from two literals of a rule (`mysql+pymysql://` holds
@@ -324,7 +351,7 @@ mod tests {
             id: "test-token",
             description: "a token",
             severity: Severity::High,
-            literals: &["tok_"],
+            literals: &[lit("tok_")],
             pattern: r"tok_(?P<secret>[a-z0-9]{12})\b",
             before: 0,
             after: 20,
@@ -336,7 +363,7 @@ mod tests {
             id: "test-block",
             description: "a block with an end line",
             severity: Severity::Critical,
-            literals: &["BEGIN-", "-END"],
+            literals: &[lit("BEGIN-"), lit_at("-END", 1)],
             pattern: r"BEGIN-[a-z]{4,200}-END",
             before: 210,
             after: 210,

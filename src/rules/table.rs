@@ -4,19 +4,20 @@
 //!
 //! Conventions every rule follows, checked by the tests at the bottom:
 //! - ids are kebab-case and stable: reports, SARIF and baselines name rules by them;
-//! - literals are case-sensitive, distinctive (a literal that ordinary logs and configs
-//!   contain would make the prefilter useless), every match contains one, and no literal
-//!   is a prefix of another (the prefilter reports one literal per position);
+//! - literals are case-sensitive and distinctive (a literal that ordinary logs and configs
+//!   contain would make the prefilter useless); every match contains one;
+//! - the prefilter searches for a literal's *key* ([`Literal::key`]), which leaves out
+//!   leading bytes that ordinary text is full of (`post` of `postgres://`, `client` of
+//!   `client-key-data`, `Acco` of `AccountKey=`): the SIMD search then stops at few
+//!   false candidates. Keys are at least 4 bytes (the bytes Teddy matches), no key is a
+//!   prefix of another (the prefilter reports one key per position), and every key is in
+//!   [`super::prefilter::BUCKETS`];
 //! - patterns start with `(?-u)`: they work on bytes, `\s`/`\b` are ASCII and `[^…]`
 //!   matches any byte, so binary files (etcd, `meta.db`) are searched like text;
 //! - a rule whose match starts at its literal has `before: 0` and its pattern is anchored
 //!   with `^`: the engine's window then starts exactly at the literal hit, so the regex
 //!   tries one position instead of scanning the whole window for every hit (unanchored,
-//!   a dense literal such as `eyJ` in a base64 blob cost a 16 KiB regex scan per hit).
-//!   Where a match's first bytes are common in text (`postgres`, `client-`, `token-`)
-//!   the literal starts a fixed number of bytes into the match (`tgres://`, `-key-data`,
-//!   `n-secret`), `before` is that number and the pattern stays anchored: the prefilter's
-//!   SIMD search gets fewer false candidates from common leading bytes;
+//!   a dense literal such as `eyJ` in a base64 blob cost a 16 KiB regex scan per hit);
 //! - small repetitions are bounded (`{20,300}`); long spans (key bodies, the lines
 //!   between a kubeconfig's `users:` and a token) are left open (`{400,}`, `*?`) and
 //!   bounded by the rule's window (`before`/`after`) instead: the window is what bounds
@@ -30,7 +31,7 @@
 //! credentials and database passwords high; narrower or protected material lower. For
 //! JWT rules it is only a default: the decoded token decides ([`super::jwt`]).
 
-use super::{jwt, Check, RuleSpec};
+use super::{jwt, lit, lit_at, Check, Literal, RuleSpec};
 use crate::finding::Severity;
 
 /// Separator between PEM lines: whitespace, or `\n`/`\r` escaped once to three times (a
@@ -42,10 +43,10 @@ macro_rules! pem_sep {
 }
 
 /// A PEM block with label `$label` and a base64 body of at least `$min` characters.
-/// The literal every PEM block shares: one prefilter pattern for every PEM rule (the
-/// rules' anchored regexes tell the kinds apart), which keeps the prefilter's pattern
-/// count low enough for its SIMD search.
-const PEM_BEGIN: &str = "-----BEGIN ";
+/// The literal every PEM block shares: one prefilter key for every PEM rule (the rules'
+/// anchored regexes tell the kinds apart). Its key leaves out the dashes, which rulers
+/// and banners in logs are made of.
+const PEM_BEGIN: Literal = lit_at("-----BEGIN ", 4);
 
 macro_rules! pem_key {
     ($label:literal, $min:literal) => {
@@ -80,7 +81,7 @@ macro_rules! url_credentials {
 /// `{"kid"`, which is how the headers of Kubernetes (go-jose), OIDC providers and the
 /// common JWT libraries begin. Narrower than `eyJ` (any JSON object in base64), so the
 /// prefilter ignores base64 JSON that is not a token and never fires on a token's payload.
-const JWT_LITERALS: &[&str] = &["eyJhbGci", "eyJ0eXAi", "eyJraWQi"];
+const JWT_LITERALS: &[Literal] = &[lit("eyJhbGci"), lit("eyJ0eXAi"), lit("eyJraWQi")];
 
 /// The shape of a JWT: `header.payload.signature`, both JSON objects (base64url starting
 /// `eyJ`), `=` padding tolerated, the signature empty for `alg: none`. The header is
@@ -269,7 +270,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "putty-private-key",
         description: "PuTTY private key file (.ppk), unencrypted",
         severity: Severity::Critical,
-        literals: &["PuTTY-User-Key-File-"],
+        literals: &[lit("PuTTY-User-Key-File-")],
         pattern: concat!(
             r"(?-u)^PuTTY-User-Key-File-[23]: ?[a-z0-9@.-]{3,64}\r?\nEncryption: none\r?\n",
             r"(?s:.)*?Private-Lines: ?[0-9]{1,3}\r?\n",
@@ -293,7 +294,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "putty-encrypted-private-key",
         description: "PuTTY private key file (.ppk), passphrase-encrypted",
         severity: Severity::High,
-        literals: &["PuTTY-User-Key-File-"],
+        literals: &[lit("PuTTY-User-Key-File-")],
         pattern: concat!(
             r"(?-u)^PuTTY-User-Key-File-[23]: ?[a-z0-9@.-]{3,64}\r?\nEncryption: aes[a-z0-9-]{3,32}\r?\n",
             r"(?s:.)*?Private-Lines: ?[0-9]{1,3}\r?\n",
@@ -381,9 +382,9 @@ pub static RULES: &[RuleSpec] = &[
         id: "kubeconfig-client-key",
         description: "kubeconfig user with an embedded client private key (client-key-data)",
         severity: Severity::Critical,
-        literals: &["-key-data"],
+        literals: &[lit_at("client-key-data", 9)],
         pattern: r#"(?-u)^client-key-data"?[ \t]*:[ \t]*["']?(?P<secret>LS0tLS1CRUdJTi[A-Za-z0-9+/]{80,}={0,2})"#,
-        before: 6,
+        before: 0,
         after: 16384,
         check: Check::Entropy(4.5),
         positive: &[
@@ -401,7 +402,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "kubeconfig-user-token",
         description: "kubeconfig user with an embedded bearer token",
         severity: Severity::Critical,
-        literals: &["users:\n"],
+        literals: &[lit("users:\n")],
         pattern: r#"(?-u)^users:\n(?:  )?- (?:name|user):(?s:.)*?\n[ \t]{4,24}token:[ \t]*["']?(?P<secret>[A-Za-z0-9._~+/=-]{16,})"#,
         before: 0,
         after: 16384,
@@ -422,7 +423,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "kubeconfig-user-password",
         description: "kubeconfig user with an embedded basic-auth password",
         severity: Severity::Critical,
-        literals: &["users:\n"],
+        literals: &[lit("users:\n")],
         pattern: r#"(?-u)^users:\n(?:  )?- (?:name|user):(?s:.)*?\n[ \t]{4,24}password:[ \t]*["']?(?P<secret>[^\s"']{6,256})"#,
         before: 0,
         after: 16384,
@@ -441,7 +442,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "kubernetes-bootstrap-token",
         description: "Kubernetes bootstrap token in a kubeadm config or command line",
         severity: Severity::High,
-        literals: &["--token", "bootstrapTokens:", "bootstrapToken:", "tlsBootstrapToken:"],
+        literals: &[lit("--token"), lit_at("bootstrapToken", 7), lit_at("tlsBootstrapToken", 10)],
         pattern: concat!(
             r#"(?-u)^(?:--token(?:=|[ \t]{1,4})|bootstrapTokens?:(?s:.)*?[ \t-]token:[ \t]*|tlsBootstrapToken:[ \t]*)["']?"#,
             r"(?P<secret>[a-z0-9]{6}\.[a-z0-9]{16})\b"
@@ -467,9 +468,9 @@ pub static RULES: &[RuleSpec] = &[
         id: "kubernetes-bootstrap-token-secret",
         description: "Kubernetes bootstrap-token Secret's token-secret (YAML, JSON or etcd protobuf)",
         severity: Severity::High,
-        literals: &["n-secret"],
+        literals: &[lit_at("token-secret", 4)],
         pattern: r#"(?-u)^token-secret(?:"?[ \t]*:[ \t]*["']?|\x12\x10)(?P<secret>[a-z0-9]{16}\b|[A-Za-z0-9+/]{22}==)"#,
-        before: 4,
+        before: 0,
         after: 64,
         check: Check::None,
         positive: &[
@@ -488,7 +489,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "docker-config-auth",
         description: "Docker/OCI registry credentials in a config.json or .dockerconfigjson (auths)",
         severity: Severity::High,
-        literals: &["\"auths\""],
+        literals: &[lit_at("\"auths\"", 2)],
         pattern: concat!(
             r#"(?-u)^"auths"\s*:\s*\{(?:[^{}]*\{[^{}]*\})*?[^{}]*\{[^{}]*?"#,
             r#""(?:auth|password|identitytoken|registrytoken)"\s*:\s*"(?P<secret>[^"\\\s]{4,})""#
@@ -512,7 +513,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "kubernetes-encryption-config-key",
         description: "Kubernetes EncryptionConfiguration key (aescbc/aesgcm/secretbox): decrypts etcd",
         severity: Severity::Critical,
-        literals: &["aescbc:", "aesgcm:", "secretbox:"],
+        literals: &[lit("aescbc:"), lit("aesgcm:"), lit_at("secretbox:", 4)],
         pattern: concat!(
             r#"(?-u)^(?:aescbc|aesgcm|secretbox):\s{1,32}keys:(?s:.){0,256}?secret:[ \t]*["']?"#,
             r"(?P<secret>[A-Za-z0-9+/]{43}=|[A-Za-z0-9+/]{22}==|[A-Za-z0-9+/]{32})(?:[^A-Za-z0-9+/=]|$)"
@@ -537,7 +538,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "aws-access-key",
         description: "AWS access key id with its secret access key after it",
         severity: Severity::Critical,
-        literals: &["AKIA", "ASIA"],
+        literals: &[lit("AKIA"), lit("ASIA")],
         pattern: concat!(
             r"(?-u)^(?P<span>(?:AKIA|ASIA)[A-Z2-7]{16}\b(?s:.){0,300}?[^A-Za-z0-9+/]",
             r"(?P<secret>[A-Za-z0-9+/]{40}))(?:[^A-Za-z0-9+/=]|$)"
@@ -565,7 +566,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "aws-access-key-secret-first",
         description: "AWS secret access key with its access key id after it",
         severity: Severity::Critical,
-        literals: &["AKIA", "ASIA"],
+        literals: &[lit("AKIA"), lit("ASIA")],
         pattern: concat!(
             r"(?-u)(?:^|[^A-Za-z0-9+/])(?P<span>(?P<secret>[A-Za-z0-9+/]{40})[^A-Za-z0-9+/=]",
             r"(?s:.){0,300}?(?:AKIA|ASIA)[A-Z2-7]{16})\b"
@@ -589,7 +590,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "gcp-service-account-key",
         description: "Google Cloud service-account JSON key",
         severity: Severity::Critical,
-        literals: &["\"service_account\""],
+        literals: &[lit_at("\"service_account\"", 8)],
         // `type` before or after the key, within one JSON object (`[^{}]`): both parts
         // are optional here, but the engine keeps only matches that contain the literal,
         // so one of them is always there.
@@ -617,7 +618,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "azure-storage-connection-string",
         description: "Azure Storage connection string with an account key",
         severity: Severity::Critical,
-        literals: &["AccountKey="],
+        literals: &[lit_at("AccountKey=", 5)],
         pattern: concat!(
             r"(?-u)(?P<span>(?:DefaultEndpointsProtocol=https?;)?AccountName=[a-z0-9]{3,24};",
             r"AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==))(?:[^A-Za-z0-9+/=]|$)"
@@ -643,7 +644,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "github-personal-access-token",
         description: "GitHub personal access token (classic)",
         severity: Severity::High,
-        literals: &["ghp_"],
+        literals: &[lit("ghp_")],
         pattern: r"(?-u)^(?P<secret>ghp_[A-Za-z0-9]{36})\b",
         before: 0,
         after: 48,
@@ -664,7 +665,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "github-oauth-token",
         description: "GitHub OAuth access token",
         severity: Severity::High,
-        literals: &["gho_"],
+        literals: &[lit("gho_")],
         pattern: r"(?-u)^(?P<secret>gho_[A-Za-z0-9]{36})\b",
         before: 0,
         after: 48,
@@ -680,7 +681,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "github-app-token",
         description: "GitHub App user-to-server or installation (server-to-server) token",
         severity: Severity::High,
-        literals: &["ghu_", "ghs_"],
+        literals: &[lit("ghu_"), lit("ghs_")],
         pattern: r"(?-u)^(?P<secret>gh[us]_[A-Za-z0-9]{36})\b",
         before: 0,
         after: 48,
@@ -695,7 +696,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "github-refresh-token",
         description: "GitHub App refresh token",
         severity: Severity::High,
-        literals: &["ghr_"],
+        literals: &[lit("ghr_")],
         pattern: r"(?-u)^(?P<secret>ghr_[A-Za-z0-9]{36})\b",
         before: 0,
         after: 48,
@@ -707,7 +708,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "github-fine-grained-pat",
         description: "GitHub fine-grained personal access token",
         severity: Severity::High,
-        literals: &["github_pat_"],
+        literals: &[lit_at("github_pat_", 5)],
         pattern: r"(?-u)^(?P<secret>github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59})\b",
         before: 0,
         after: 96,
@@ -723,7 +724,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "gitlab-personal-access-token",
         description: "GitLab personal, project or group access token",
         severity: Severity::High,
-        literals: &["glpat-"],
+        literals: &[lit("glpat-")],
         pattern: r"(?-u)^(?P<secret>glpat-[A-Za-z0-9_-]{20,300}(?:\.[0-9a-z]{2}\.[0-9a-z]{7,9})?)",
         before: 0,
         after: 330,
@@ -743,7 +744,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "gitlab-deploy-token",
         description: "GitLab deploy token",
         severity: Severity::High,
-        literals: &["gldt-"],
+        literals: &[lit("gldt-")],
         pattern: r"(?-u)^(?P<secret>gldt-[A-Za-z0-9_-]{20,300}(?:\.[0-9a-z]{2}\.[0-9a-z]{7,9})?)",
         before: 0,
         after: 330,
@@ -758,7 +759,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "gitlab-runner-token",
         description: "GitLab runner authentication token",
         severity: Severity::High,
-        literals: &["glrt-"],
+        literals: &[lit("glrt-")],
         pattern: r"(?-u)^(?P<secret>glrt-[A-Za-z0-9_-]{20,300}(?:\.[0-9a-z]{2}\.[0-9a-z]{7,9})?)",
         before: 0,
         after: 330,
@@ -773,7 +774,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "gitlab-pipeline-trigger-token",
         description: "GitLab pipeline trigger token",
         severity: Severity::High,
-        literals: &["glptt-"],
+        literals: &[lit("glptt-")],
         pattern: r"(?-u)^(?P<secret>glptt-[0-9a-f]{40})\b",
         before: 0,
         after: 64,
@@ -788,7 +789,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "slack-bot-token",
         description: "Slack bot token",
         severity: Severity::High,
-        literals: &["xoxb-"],
+        literals: &[lit("xoxb-")],
         pattern: r"(?-u)^(?P<secret>xoxb-[0-9]{8,14}-[0-9]{8,14}-[A-Za-z0-9]{20,40}|xoxb-[0-9]-[A-Za-z0-9]{140,180})\b",
         before: 0,
         after: 256,
@@ -808,7 +809,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "slack-user-token",
         description: "Slack user token",
         severity: Severity::High,
-        literals: &["xoxp-"],
+        literals: &[lit("xoxp-")],
         pattern: r"(?-u)^(?P<secret>xoxp-[0-9]{8,14}-[0-9]{8,14}-[0-9]{8,14}-[a-f0-9]{32}|xoxp-[0-9]-[A-Za-z0-9]{140,180})\b",
         before: 0,
         after: 256,
@@ -826,7 +827,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "slack-token",
         description: "Slack workspace, refresh or configuration token",
         severity: Severity::High,
-        literals: &["xoxa-", "xoxr-", "xoxe-"],
+        literals: &[lit("xoxa-"), lit("xoxr-"), lit("xoxe-")],
         pattern: r"(?-u)^(?P<secret>xox[are]-(?:[0-9]{1,2}-)?[A-Za-z0-9-]{20,250})",
         before: 0,
         after: 280,
@@ -842,7 +843,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "slack-webhook-url",
         description: "Slack incoming-webhook or workflow URL (posts to one channel)",
         severity: Severity::Medium,
-        literals: &["hooks.slack.com/services/", "hooks.slack.com/workflows/"],
+        literals: &[lit_at("hooks.slack.com/", 3)],
         pattern: concat!(
             r"(?-u)^hooks\.slack\.com/(?:services/T[A-Z0-9]{8,12}/B[A-Z0-9]{8,12}/(?P<secret>[A-Za-z0-9]{24})",
             r"|workflows/T[A-Z0-9]{8,12}/A[A-Z0-9]{8,12}/[0-9]{17,19}/[A-Za-z0-9]{32})\b"
@@ -863,7 +864,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "stripe-live-secret-key",
         description: "Stripe live-mode secret or restricted key",
         severity: Severity::High,
-        literals: &["sk_live_", "rk_live_"],
+        literals: &[lit("sk_live_"), lit("rk_live_")],
         pattern: r"(?-u)^(?P<secret>[sr]k_live_[A-Za-z0-9]{24,247})\b",
         before: 0,
         after: 264,
@@ -879,7 +880,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "stripe-test-secret-key",
         description: "Stripe test-mode secret or restricted key (no real money, still an account key)",
         severity: Severity::Low,
-        literals: &["sk_test_", "rk_test_"],
+        literals: &[lit("sk_test_"), lit("rk_test_")],
         pattern: r"(?-u)^(?P<secret>[sr]k_test_[A-Za-z0-9]{24,247})\b",
         before: 0,
         after: 264,
@@ -891,7 +892,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "stripe-webhook-secret",
         description: "Stripe webhook signing secret",
         severity: Severity::Medium,
-        literals: &["whsec_"],
+        literals: &[lit("whsec_")],
         pattern: r"(?-u)^(?P<secret>whsec_[A-Za-z0-9+/]{32,88})\b",
         before: 0,
         after: 100,
@@ -903,7 +904,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "vault-token",
         description: "HashiCorp Vault service, batch or recovery token",
         severity: Severity::High,
-        literals: &["hvs.", "hvb.", "hvr."],
+        literals: &[lit("hvs."), lit("hvb."), lit("hvr.")],
         pattern: r"(?-u)^(?P<secret>hv[sbr]\.[A-Za-z0-9_-]{24,512})",
         before: 0,
         after: 520,
@@ -924,9 +925,9 @@ pub static RULES: &[RuleSpec] = &[
         id: "postgres-url-with-password",
         description: "PostgreSQL connection URL with an inline password",
         severity: Severity::High,
-        literals: &["tgres://", "tgresql://", "tgresql+"],
+        literals: &[lit_at("postgres://", 6), lit_at("postgresql://", 6), lit_at("postgresql+", 6)],
         pattern: concat!(r"(?-u)^postgres(?:ql)?", url_credentials!()),
-        before: 3,
+        before: 0,
         after: 720,
         check: Check::None,
         positive: &[
@@ -947,7 +948,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "mysql-url-with-password",
         description: "MySQL or MariaDB connection URL with an inline password",
         severity: Severity::High,
-        literals: &["mysql://", "mysql+", "mariadb://", "mariadb+"],
+        literals: &[lit_at("mysql://", 2), lit_at("mysql+", 2), lit_at("mariadb://", 2), lit_at("mariadb+", 2)],
         pattern: concat!(r"(?-u)^(?:mysql|mariadb)", url_credentials!()),
         before: 0,
         after: 720,
@@ -967,9 +968,9 @@ pub static RULES: &[RuleSpec] = &[
         id: "mongodb-url-with-password",
         description: "MongoDB connection URL with an inline password",
         severity: Severity::High,
-        literals: &["ngodb://", "ngodb+srv://"],
+        literals: &[lit_at("mongodb://", 2), lit_at("mongodb+srv://", 2)],
         pattern: concat!(r"(?-u)^mongodb", url_credentials!()),
-        before: 2,
+        before: 0,
         after: 720,
         check: Check::None,
         positive: &[
@@ -986,7 +987,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "redis-url-with-password",
         description: "Redis connection URL with an inline password",
         severity: Severity::High,
-        literals: &["redis://", "rediss://"],
+        literals: &[lit_at("redis://", 3), lit_at("rediss://", 3)],
         pattern: concat!(r"(?-u)^rediss?", url_credentials!()),
         before: 0,
         after: 720,
@@ -1005,9 +1006,9 @@ pub static RULES: &[RuleSpec] = &[
         id: "amqp-url-with-password",
         description: "AMQP (RabbitMQ) connection URL with an inline password",
         severity: Severity::High,
-        literals: &["mqp://", "mqps://"],
+        literals: &[lit_at("amqp://", 1), lit_at("amqps://", 1)],
         pattern: concat!(r"(?-u)^amqps?", url_credentials!()),
-        before: 1,
+        before: 0,
         after: 720,
         check: Check::None,
         positive: &[
@@ -1024,7 +1025,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "sqlserver-url-with-password",
         description: "SQL Server connection URL with an inline password",
         severity: Severity::High,
-        literals: &["mssql://", "mssql+", "sqlserver://"],
+        literals: &[lit_at("mssql://", 2), lit_at("mssql+", 2), lit_at("sqlserver://", 2)],
         pattern: concat!(r"(?-u)^(?:mssql|sqlserver)", url_credentials!()),
         before: 0,
         after: 720,
@@ -1142,7 +1143,7 @@ mod tests {
                     let ex = render(template, seed);
                     let what = format!("positive {template:?} seed {seed}");
                     assert!(
-                        rule.literals.iter().any(|l| contains(&ex, l.as_bytes())),
+                        rule.literals.iter().any(|l| contains(&ex, l.text.as_bytes())),
                         "rule {}: {what} contains none of its literals",
                         rule.id
                     );
@@ -1386,9 +1387,9 @@ mod tests {
             assert!(!rule.literals.is_empty(), "{}: no literal", rule.id);
             assert!(!rule.description.is_empty(), "{}: no description", rule.id);
             assert!(rule.pattern.starts_with("(?-u)"), "{}: patterns work on bytes", rule.id);
-            // A window that starts at the literal hit is searched anchored. (An anchored
-            // rule may also start `before` bytes ahead of a literal that always sits that
-            // far into its match; the positive examples prove the offset.)
+            // A window that starts at the literal is searched anchored. (An anchored rule
+            // may also start `before` bytes ahead of a literal that always sits that far
+            // into its match; the positive examples prove the offset.)
             if rule.before == 0 {
                 assert!(
                     rule.pattern.starts_with("(?-u)^"),
@@ -1397,22 +1398,28 @@ mod tests {
                 );
             }
             for lit in rule.literals {
-                assert!(lit.len() >= 3, "{}: literal {lit:?} too short for a prefilter", rule.id);
+                assert!(
+                    lit.key_text().len() >= 4,
+                    "{}: key of {lit:?} shorter than the 4 bytes Teddy matches",
+                    rule.id
+                );
+                assert!(rule.after >= lit.text.len(), "{}: window shorter than {lit:?}", rule.id);
             }
         }
     }
 
     #[test]
-    fn no_literal_is_a_prefix_of_another() {
-        let mut literals: Vec<&str> =
-            RULES.iter().flat_map(|r| r.literals.iter().copied()).collect();
-        literals.sort_unstable();
-        literals.dedup();
-        for a in &literals {
-            for b in &literals {
-                assert!(a == b || !b.starts_with(a), "literal {a:?} is a prefix of {b:?}");
+    fn no_key_is_a_prefix_of_another() {
+        let mut keys: Vec<&str> =
+            RULES.iter().flat_map(|r| r.literals.iter().map(|l| l.key_text())).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for a in &keys {
+            for b in &keys {
+                assert!(a == b || !b.starts_with(a), "key {a:?} is a prefix of {b:?}");
             }
         }
+        assert!(keys.len() <= 64, "Teddy takes at most 64 keys");
     }
 
     #[test]
