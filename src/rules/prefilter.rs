@@ -17,11 +17,11 @@
 //! Teddy puts the first key of each distinct (low-nibble) prefix in bucket
 //! `7 - id % 8`, where `id` is the key's position in the list it is built from, and
 //! later keys with a seen prefix in that prefix's bucket. [`BUCKETS`] is the assignment
-//! tuned for the built-in keys (by [`tune`], on the scan benchmark's generated node tree
-//! and a Debian host's `/usr` and `/etc`); [`Prefilter::new`] deals the keys in the
-//! order that reproduces it. A key set it does not cover (a custom rule set) gets
-//! aho-corasick's own choice. Either way the matches are the same; only the speed
-//! differs, which `cargo bench --bench scan` measures.
+//! tuned for the built-in keys (by the `tune` tool at the bottom of this file, on the
+//! scan benchmark's generated node tree and a Debian host's `/usr` and `/etc`); the
+//! prefilter deals the keys in the order that reproduces it. A key set it does not
+//! cover (a custom rule set) gets aho-corasick's own choice. Either way the matches are
+//! the same; only the speed differs, which `cargo bench --bench scan` measures.
 
 use super::Literal;
 use aho_corasick::{packed, AhoCorasick, Input, MatchKind, Span};
@@ -37,14 +37,14 @@ const TEDDY_MASK: usize = 4;
 /// larger ones first.
 #[rustfmt::skip]
 pub static BUCKETS: [&[&str]; TEDDY_BUCKETS] = [
-    &["rk_test_", "sk_live_", "riadb://", "ASIA", "AKIA", "rk_live_", "riadb+"],
-    &["xoxa-", "_account\"", "xoxb-", "uths\"", "xoxe-", "xoxp-", "xoxr-"],
-    &["gldt-", "glrt-", "hvb.", "mqps://", "mqp://", "hvs.", "hvr."],
-    &["b_pat_", "ngodb://", "gho_", "PuTTY-User-Key-File-", "ghp_", "apToken", "ngodb+srv://"],
-    &["aesgcm:", "aescbc:", "y-data", "etbox:", "ghr_", "--token"],
-    &["lserver://", "eyJraWQi", "ghu_", "eyJhbGci", "users:\n", "eyJ0eXAi", "ghs_"],
-    &["glpat-", "sk_test_", "ntKey=", "n-secret", "glptt-", "whsec_", "-BEGIN "],
-    &["iss://", "sql://", "esql://", "sql+", "ks.slack.com/", "es://", "is://", "esql+"],
+    &["aesgcm:", "ASIA", "aescbc:", "b_pat_", "glpat-", "AKIA"],
+    &["apToken", "ngodb+srv://", "ngodb://", "rk_test_", "PuTTY-User-Key-File-", "rk_live_", "y-data"],
+    &["riadb+", "riadb://", "eyJ0eXAi", "gho_", "eyJhbGci", "ghr_", "etbox:"],
+    &["ghs_", "glptt-", "gldt-", "ghp_", "glrt-", "uths\""],
+    &["es://", "lserver://", "esql+", "esql://", "is://", "eyJraWQi", "users:\n"],
+    &["sql+", "mqp://", "iss://", "hvb.", "hvr.", "hvs.", "sql://", "mqps://"],
+    &["ntKey=", "--token", "whsec_", "ks.slack.com/", "n-secret", "-BEGIN ", "ghu_"],
+    &["sk_test_", "xoxp-", "xoxa-", "sk_live_", "_account\"", "xoxb-", "xoxr-", "xoxe-"],
 ];
 
 /// A literal as the prefilter sees it: its text, where its key starts, and the rules
@@ -235,7 +235,7 @@ fn candidates(keys: &[&str], data: &[u8]) -> usize {
 }
 
 /// Re-tunes [`BUCKETS`]: `KRESIDUE_TUNE_CORPUS=a:b:… cargo test --release --lib
-/// rules::prefilter::tune -- --ignored --nocapture` reads up to 16 MiB from the given
+/// rules::prefilter::tune -- --ignored --nocapture` reads up to 8 MiB from the given
 /// files and directories (512 KiB slices spread over them) and prints the table. It
 /// starts from a round-robin deal of the keys' prefixes and swaps prefixes between
 /// buckets while that lowers the candidates counted on the sample; swaps keep bucket
@@ -247,7 +247,7 @@ fn candidates(keys: &[&str], data: &[u8]) -> usize {
 fn tune() {
     use std::io::{Read, Seek, SeekFrom};
     const SLICE: u64 = 512 * 1024;
-    const SAMPLE: usize = 16 << 20;
+    const SAMPLE: usize = 8 << 20;
     let corpus = std::env::var("KRESIDUE_TUNE_CORPUS").expect("KRESIDUE_TUNE_CORPUS is set");
     let mut files: Vec<(std::path::PathBuf, u64)> = Vec::new();
     for root in corpus.split(':') {
@@ -286,8 +286,9 @@ fn tune() {
         }
     }
     let mut slots: Vec<Vec<usize>> = vec![Vec::new(); TEDDY_BUCKETS];
+    // As Teddy deals them: the first group to bucket 7, the next to 6, …
     for g in 0..groups.len() {
-        slots[g % TEDDY_BUCKETS].push(g);
+        slots[TEDDY_BUCKETS - 1 - g % TEDDY_BUCKETS].push(g);
     }
     let flat = |s: &[usize]| -> Vec<&str> { s.iter().flat_map(|&g| groups[g].clone()).collect() };
     let mut cost: Vec<usize> = slots.iter().map(|s| candidates(&flat(s), &sample)).collect();
