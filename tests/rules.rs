@@ -992,6 +992,21 @@ fn baseline_that_is_not_a_report_exits_2() {
 /// The same generated token five times in a file is one rule finding with `count: 5` at
 /// the first occurrence; the same fingerprinted value three times is one finding with
 /// `count: 3` at the first offset; a private key twice gives `count: 2`.
+/// `n` copies of `value`, each after `len` bytes of filler (seeds `seed`, `seed + 1`, …)
+/// and `prefix`, each followed by a newline; and where each copy starts.
+fn repeated(value: &[u8], prefix: &[u8], n: u64, seed: u64, len: usize) -> (Vec<u8>, Vec<usize>) {
+    let mut out = Vec::new();
+    let mut starts = Vec::new();
+    for i in 0..n {
+        out.extend(filler(seed + i, len));
+        out.extend_from_slice(prefix);
+        starts.push(out.len());
+        out.extend_from_slice(value);
+        out.push(b'\n');
+    }
+    (out, starts)
+}
+
 #[test]
 fn repeated_material_is_one_finding_with_count() {
     let t = now();
@@ -1000,28 +1015,12 @@ fn repeated_material_is_one_finding_with_count() {
     let pod = tree.pod(UID);
     let tok = make_jwt(&bound_claims("jobs", "runner", t + 3600, 5001), 5001);
     guard_sample(&tree, &rules, &tok);
-    let mut log = Vec::new();
-    let mut starts = Vec::new();
-    for i in 0..5 {
-        log.extend(filler(5002 + i, 300));
-        log.extend_from_slice(b"\ncalling api with Authorization: Bearer ");
-        starts.push(log.len());
-        log.extend_from_slice(&tok);
-        log.push(b'\n');
-    }
+    let (log, starts) = repeated(&tok, b"\ncalling api with Authorization: Bearer ", 5, 5002, 300);
     let log_path = pod.file("containers/runner/0f0f0f0f", &log);
 
     let v = fake_secret_len(5010, 36);
     let secrets = tree.secrets_file("s.json", &[Secret::opaque("jobs", "db", &[("password", &v)])]);
-    let mut cfg = Vec::new();
-    let mut v_starts = Vec::new();
-    for i in 0..3 {
-        cfg.extend(filler(5020 + i, 200));
-        cfg.extend_from_slice(b"\npassword=");
-        v_starts.push(cfg.len());
-        cfg.extend_from_slice(&v);
-        cfg.push(b'\n');
-    }
+    let (cfg, v_starts) = repeated(&v, b"\npassword=", 3, 5020, 200);
     let cfg_path = pod.file("volumes/kubernetes.io~empty-dir/conf/db.env", &cfg);
 
     let pem = pem_key(5030);

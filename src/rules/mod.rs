@@ -153,7 +153,7 @@ impl Rules {
             let (secret_group, span_group) = (group("secret"), group("span"));
             rules.push(Compiled { spec, regex, secret_group, span_group });
             for &lit in spec.literals {
-                if lit.key > lit.text.len() || !lit.text.is_char_boundary(lit.key) {
+                if !lit.text.is_char_boundary(lit.key) {
                     anyhow::bail!("rule {}: literal key starts outside the literal", spec.id);
                 }
                 literals.push((lit, i));

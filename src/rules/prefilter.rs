@@ -106,8 +106,7 @@ impl Prefilter {
                 .builder();
             builder.extend(order.iter().map(|&k| keys[k]));
             if let Some(teddy) = builder.build() {
-                let mut by_id: Vec<Option<Vec<Target>>> = targets.into_iter().map(Some).collect();
-                let targets = order.iter().map(|&k| by_id[k].take().unwrap_or_default()).collect();
+                let targets = order.iter().map(|&k| std::mem::take(&mut targets[k])).collect();
                 return Ok(Some(Prefilter { search: Search::Teddy(teddy), targets }));
             }
         }
@@ -181,6 +180,16 @@ fn deal(keys: &[&str], buckets: &[&[&str]; TEDDY_BUCKETS]) -> Option<Vec<usize>>
         order.push(index(key)?);
     }
     Some(order)
+}
+
+/// The distinct keys of `specs`, sorted, for tests and the `tune` tool.
+#[cfg(test)]
+pub(super) fn keys_of(specs: &[super::RuleSpec]) -> Vec<&'static str> {
+    let mut keys: Vec<&str> =
+        specs.iter().flat_map(|r| r.literals.iter().map(|l| l.key_text())).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
 }
 
 /// Teddy's assignment of `keys`, in this order, to buckets (as aho-corasick 1.x does it),
@@ -272,11 +281,7 @@ fn tune() {
         }
         passed += len;
     }
-    let specs = super::table::RULES;
-    let mut keys: Vec<&str> =
-        specs.iter().flat_map(|r| r.literals.iter().map(|l| l.key_text())).collect();
-    keys.sort_unstable();
-    keys.dedup();
+    let keys = keys_of(super::table::RULES);
     // Groups of keys sharing a prefix move together.
     let mut groups: Vec<Vec<&str>> = Vec::new();
     for key in keys {
@@ -327,11 +332,7 @@ mod tests {
     use crate::rules::table::RULES;
 
     fn builtin_keys() -> Vec<&'static str> {
-        let mut keys: Vec<&str> =
-            RULES.iter().flat_map(|r| r.literals.iter().map(|l| l.key_text())).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        keys
+        keys_of(RULES)
     }
 
     #[test]

@@ -1410,10 +1410,7 @@ mod tests {
 
     #[test]
     fn no_key_is_a_prefix_of_another() {
-        let mut keys: Vec<&str> =
-            RULES.iter().flat_map(|r| r.literals.iter().map(|l| l.key_text())).collect();
-        keys.sort_unstable();
-        keys.dedup();
+        let keys = super::super::prefilter::keys_of(RULES);
         for a in &keys {
             for b in &keys {
                 assert!(a == b || !b.starts_with(a), "key {a:?} is a prefix of {b:?}");
