@@ -10,17 +10,20 @@
 //!   three bits in it. The filter is at most 256 KiB (16 bits per window up to ~131,000
 //!   windows, i.e. ~15,000 values), so it stays in a core's L2 cache next to the data
 //!   streaming through;
-//! * the windows sorted by filter word, with the start of each word's run, consulted only
-//!   when a sample passes the filter.
+//! * the windows sorted by hash, and an open-addressed index of the distinct hashes
+//!   (where each one's windows start), consulted only when a sample passes the filter.
 //!
 //! The hot loop takes 64 samples at a time (the 12 bytes at every absolute offset
 //! `≡ 0 (mod 4)`), hashes each with one multiply, tests two of the three filter bits, and
 //! gathers the outcomes into a bit mask without branching. Each sample that passes is
-//! tested against the third bit, then a small memo of recent false hits (text repeats, and
-//! a repeated window that fools the filter would otherwise cost a lookup per copy), then
-//! the window table. A hash found there names candidate spans; a span is checked against
-//! the form's other three window hashes and only then confirmed with the salted SHA-256
-//! digest (see `fingerprint` for why this finds every occurrence).
+//! tested against a small memo of recent false hits (text repeats, and a repeated window
+//! that fools the filter would otherwise cost a lookup per copy) and the third bit; the
+//! few that pass both have their index slot prefetched and are looked up one block later,
+//! when the slot has arrived: at 10,000 values the index is megabytes, and a lookup that
+//! waited for memory cost more than the whole filter. A hash found in the index names
+//! candidate spans; a span is checked against the form's other three window hashes and
+//! only then confirmed with the salted SHA-256 digest (see `fingerprint` for why this
+//! finds every occurrence).
 
 use crate::fingerprint::{Entry, FingerprintSet, Form, WindowKeys, HASH_BITS, STRIDE, WINDOW};
 use sha2::{Digest, Sha256};
@@ -118,16 +121,74 @@ impl Filter {
     }
 }
 
+/// The distinct window hashes of a set and where each one's candidates start, in an
+/// open-addressed table (linear probing, at most half full) whose slot for a hash is known
+/// from the hash alone, so it can be prefetched before it is needed.
+struct Index {
+    /// `(hash, first candidate)`; `EMPTY` hashes mark free slots.
+    slots: Vec<[u32; 2]>,
+    /// `slots.len() - 1`.
+    mask: usize,
+    /// `32 - log2(slots.len())`: a hash's home slot is the top bits of its mix.
+    shift: u32,
+}
+
+/// No window hash has more than `HASH_BITS` bits, so this is never one.
+const EMPTY: u32 = u32::MAX;
+
+impl Index {
+    /// Indexes `candidates`, which are sorted by hash.
+    fn new(candidates: &[Candidate]) -> Index {
+        let distinct = candidates.chunk_by(|a, b| a.hash == b.hash).count();
+        let len = (2 * distinct).next_power_of_two().max(8);
+        let shift = 32 - len.trailing_zeros();
+        let mut index = Index { slots: vec![[EMPTY, 0]; len], mask: len - 1, shift };
+        let mut first = 0;
+        for run in candidates.chunk_by(|a, b| a.hash == b.hash) {
+            let h = run[0].hash;
+            let mut at = index.home(h);
+            while index.slots[at][0] != EMPTY {
+                at = (at + 1) & index.mask;
+            }
+            index.slots[at] = [h, first as u32];
+            first += run.len();
+        }
+        index
+    }
+
+    /// The first slot probed for `h`.
+    #[inline(always)]
+    fn home(&self, h: u32) -> usize {
+        (h.wrapping_mul(0x9E37_79B1) >> self.shift) as usize
+    }
+
+    /// Starts loading the home slot of `h`.
+    #[inline(always)]
+    fn prefetch(&self, h: u32) {
+        crate::sys::prefetch(&self.slots[self.home(h)]);
+    }
+
+    /// The index of the first candidate with hash `h`, if any.
+    fn get(&self, h: u32) -> Option<usize> {
+        let mut at = self.home(h);
+        loop {
+            match self.slots[at] {
+                [x, first] if x == h => return Some(first as usize),
+                [EMPTY, _] => return None,
+                _ => at = (at + 1) & self.mask,
+            }
+        }
+    }
+}
+
 struct CompiledSet {
     keys: WindowKeys,
     salt: [u8; 32],
     filter: Filter,
-    /// Sorted by filter word, then hash.
+    /// Sorted by hash.
     candidates: Vec<Candidate>,
-    /// `hashes[i] == candidates[i].hash`: the compact array a filter hit searches.
-    hashes: Vec<u32>,
-    /// `starts[w]..starts[w + 1]` are the candidates whose hashes fall in filter word `w`.
-    starts: Vec<u32>,
+    /// Every distinct window hash, open-addressed (see [`Index`]).
+    index: Index,
     entries: Vec<Entry>,
 }
 
@@ -160,23 +221,14 @@ impl Matcher {
                     }
                 }
                 let filter = Filter::new(candidates.iter().map(|c| c.hash));
-                candidates.sort_by_key(|c| (filter.word(c.hash), c.hash));
-                let hashes: Vec<u32> = candidates.iter().map(|c| c.hash).collect();
-                let words = filter.index_mask + 1;
-                let mut starts = vec![0u32; words + 1];
-                for &h in &hashes {
-                    starts[filter.word(h) + 1] += 1;
-                }
-                for w in 0..words {
-                    starts[w + 1] += starts[w];
-                }
+                candidates.sort_by_key(|c| c.hash);
+                let index = Index::new(&candidates);
                 CompiledSet {
                     keys,
                     salt: set.salt,
                     filter,
                     candidates,
-                    hashes,
-                    starts,
+                    index,
                     entries: set.entries,
                 }
             })
@@ -243,12 +295,11 @@ impl CompiledSet {
         // Recent false filter hits (hashes stored nowhere), direct-mapped: text repeats, and
         // a repeated window that passes the filter costs one table lookup, not one per copy.
         let mut misses = [u32::MAX; MISS_MEMO];
-        let mut check = |pos: usize, h: u32, hits: &mut Vec<Hit>| {
-            let memo = &mut misses[h as usize % MISS_MEMO];
-            if *memo != h && filter.hit_third(h) && !self.confirm(ctx, pos, h, hits) {
-                *memo = h;
-            }
-        };
+        // Samples that passed the whole filter in the previous block and in this one: their
+        // index slots are prefetched when they pass and looked up a block later, by when
+        // the slot has arrived from memory (the index of 10,000 values is far larger than
+        // the caches).
+        let (mut ready, mut passed) = (Vec::new(), Vec::new());
         let mut i = first;
         // Blocks of 64 samples fill a bit mask without branching; the (rare) filter hits
         // are then confirmed one by one. The block is a fixed-size array, so the loop has
@@ -267,16 +318,38 @@ impl CompiledSet {
                 let k = found.trailing_zeros() as usize;
                 found &= found - 1;
                 let pos = i + k * STRIDE;
-                check(pos, keys.hash(&buf[pos..pos + WINDOW]), hits);
+                let h = keys.hash(&buf[pos..pos + WINDOW]);
+                if misses[h as usize % MISS_MEMO] != h && filter.hit_third(h) {
+                    self.index.prefetch(h);
+                    passed.push((pos, h));
+                }
             }
+            self.lookup(ctx, &mut ready, &mut misses, hits);
+            std::mem::swap(&mut ready, &mut passed);
             i += BLOCK_SAMPLES * STRIDE;
         }
         while let Some(w) = buf.get(i..i + WINDOW) {
             let h = keys.hash(w);
-            if filter.hit(h) {
-                check(i, h, hits);
+            if filter.hit(h) && misses[h as usize % MISS_MEMO] != h && filter.hit_third(h) {
+                ready.push((i, h));
             }
             i += STRIDE;
+        }
+        self.lookup(ctx, &mut ready, &mut misses, hits);
+    }
+
+    /// Looks up the samples in `pending`, remembering the false filter hits in `misses`.
+    fn lookup(
+        &self,
+        ctx: &Ctx<'_>,
+        pending: &mut Vec<(usize, u32)>,
+        misses: &mut [u32; MISS_MEMO],
+        hits: &mut Vec<Hit>,
+    ) {
+        for (pos, h) in pending.drain(..) {
+            if !self.confirm(ctx, pos, h, hits) {
+                misses[h as usize % MISS_MEMO] = h;
+            }
         }
     }
 
@@ -285,10 +358,8 @@ impl CompiledSet {
     #[cold]
     #[inline(never)]
     fn confirm(&self, ctx: &Ctx<'_>, pos: usize, h: u32, hits: &mut Vec<Hit>) -> bool {
-        let w = self.filter.word(h);
-        let (lo, hi) = (self.starts[w] as usize, self.starts[w + 1] as usize);
-        let Some(first) = self.hashes[lo..hi].iter().position(|&x| x == h) else { return false };
-        for c in self.candidates[lo + first..hi].iter().take_while(|c| c.hash == h) {
+        let Some(first) = self.index.get(h) else { return false };
+        for c in self.candidates[first..].iter().take_while(|c| c.hash == h) {
             let form = &self.entries[c.entry as usize].forms[c.form as usize];
             let Some(start) = pos.checked_sub(c.offset as usize) else { continue };
             let stop = start + form.len as usize;
