@@ -260,7 +260,11 @@ impl Matcher {
         if buf.len() < WINDOW {
             return;
         }
-        let first = ((STRIDE as u64 - base % STRIDE as u64) % STRIDE as u64) as usize;
+        // An occurrence that ends after `report_after` starts after `report_after - max_len`,
+        // and so do all its windows: the carried bytes before that are not sampled again.
+        let skip = (report_after + 1).saturating_sub(self.max_len);
+        let first = skip
+            + ((STRIDE as u64 - (base + skip as u64) % STRIDE as u64) % STRIDE as u64) as usize;
         for (si, set) in self.sets.iter().enumerate() {
             let ctx = Ctx { si: si as u32, buf, base, report_after };
             set.find(&ctx, first, hits);
@@ -407,7 +411,12 @@ pub fn find_all(m: &Matcher, buf: &[u8]) -> Vec<Hit> {
 /// Searches `data` the way a file is streamed: buffers of `chunk` new bytes, each carrying
 /// the last `max_len - 1` bytes of the one before.
 pub fn find_chunked(m: &Matcher, data: &[u8], chunk: usize) -> Vec<Hit> {
-    let overlap = m.max_len().saturating_sub(1);
+    find_streamed(m, data, chunk, m.max_len().saturating_sub(1))
+}
+
+/// As [`find_chunked`], with each buffer carrying `overlap` (at least `max_len - 1`) bytes
+/// of the one before, as the scanner's do when the rules need a longer overlap.
+pub fn find_streamed(m: &Matcher, data: &[u8], chunk: usize, overlap: usize) -> Vec<Hit> {
     let mut hits = Vec::new();
     let mut pos = 0usize; // absolute start of the new bytes
     while pos < data.len() {
@@ -477,6 +486,7 @@ mod tests {
             filler in prop::collection::vec(any::<u8>(), 0..700),
             plants in prop::collection::vec((0usize..3, 0usize..3, 0usize..700), 0..6),
             chunk in 1usize..300,
+            extra in 0usize..200,
         ) {
             let mut data = filler;
             for (vi, enc, at) in plants {
@@ -489,7 +499,9 @@ mod tests {
             let m = Matcher::new(vec![set_of(&values, 3)]);
             let expect = naive(&values, &data);
             prop_assert_eq!(summarise(&m, &find_all(&m, &data)), expect.clone());
-            prop_assert_eq!(summarise(&m, &find_chunked(&m, &data, chunk + WINDOW)), expect);
+            prop_assert_eq!(summarise(&m, &find_chunked(&m, &data, chunk + WINDOW)), expect.clone());
+            let overlap = m.max_len() - 1 + extra;
+            prop_assert_eq!(summarise(&m, &find_streamed(&m, &data, chunk + WINDOW, overlap)), expect);
         }
     }
 
