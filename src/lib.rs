@@ -5,9 +5,11 @@
 //! (validated settings) → [`scan`] (orchestration) → [`node`] (layout knowledge) and
 //! [`walk`] (confined walk) → [`matcher`] (compiled fingerprints) → [`fingerprint`] /
 //! [`kubectl`] (inputs) → [`finding`] (the model); [`report`] writers print a finished
-//! [`finding::Report`]; [`sys`] is the only home of system calls.
+//! [`finding::Report`]; [`sys`] is the only home of system calls. [`bbolt`] reads the
+//! runtime's metadata databases (containerd's `meta.db`, etcd's db) from bytes.
 #![deny(missing_docs)]
 
+pub mod bbolt;
 pub mod cli;
 pub mod config;
 pub mod finding;

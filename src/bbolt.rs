@@ -1,0 +1,748 @@
+//! A read-only reader of bbolt database files (containerd's `meta.db` and the snapshotters'
+//! `metadata.db`, etcd's `member/snap/db`), over bytes already read into memory.
+//!
+//! It never touches the file itself: the scanner reads a copy without taking bbolt's
+//! `flock`, so a live containerd is not disturbed, and hands the bytes here. Everything is
+//! bounds-checked: a truncated, corrupt or hostile file gives an [`Error`] (which names
+//! pages and offsets, never keys or values), never a panic.
+//!
+//! The format, as written by bbolt (`internal/common/page.go`, `meta.go`, `bucket.go`),
+//! all integers little-endian:
+//! * pages of `page_size` bytes; a page starts with a 16-byte header `id u64, flags u16,
+//!   count u16, overflow u32` and spans `overflow + 1` pages;
+//! * pages 0 and 1 are meta pages: after the header `magic u32 (0xED0CDAED), version u32
+//!   (2), page_size u32, flags u32, root u64, sequence u64, freelist u64, pgid u64, txid
+//!   u64, checksum u64`, the checksum being FNV-1a 64 of the 56 bytes before it. The valid
+//!   meta with the higher txid is current;
+//! * branch pages hold `count` 16-byte elements `pos u32, ksize u32, pgid u64`, leaf pages
+//!   `flags u32, pos u32, ksize u32, vsize u32`; `pos` is relative to the element itself;
+//! * a leaf element with flag 1 is a bucket: its value starts with `root u64, sequence
+//!   u64`; root 0 means the rest of the value is the bucket's single leaf page, inline.
+//!
+//! Pages that no live structure reaches (freed by a later transaction and not yet reused,
+//! or past the high-water mark) keep whatever was last written there: bbolt never zeroes
+//! them. [`Db::dead_ranges`] lists them, so that the scanner can search them for values of
+//! removed containers.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::ops::Range;
+
+/// The magic number of a meta page.
+pub const MAGIC: u32 = 0xED0C_DAED;
+/// The file format version bbolt writes.
+pub const VERSION: u32 = 2;
+
+const HEADER: usize = 16;
+const ELEMENT: usize = 16;
+const BRANCH: u16 = 0x01;
+const LEAF: u16 = 0x02;
+const FREELIST: u16 = 0x10;
+const BUCKET_FLAG: u32 = 0x01;
+/// `meta.freelist` when the freelist is not persisted (etcd's `NoFreelistSync`).
+const NO_FREELIST: u64 = u64::MAX;
+/// Nested pages (branches within a bucket) and nested buckets are each followed at most
+/// this deep; bbolt trees are a few levels deep.
+const MAX_DEPTH: usize = 64;
+/// Byte offset of the checksum in a meta page, and of the meta fields.
+const META_AT: usize = HEADER;
+const CHECKSUM_AT: usize = HEADER + 56;
+
+/// Why a file, or part of it, could not be read. The message names pages and offsets only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error(String);
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+fn err(msg: impl Into<String>) -> Error {
+    Error(msg.into())
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+}
+
+/// FNV-1a, 64 bits (Go's `hash/fnv.New64a`), the meta page checksum.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// The fields of a valid meta page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    /// Page size of the file.
+    pub page_size: u32,
+    /// Page of the root bucket's root.
+    pub root: u64,
+    /// Page of the freelist, or `u64::MAX` when it is not persisted.
+    pub freelist: u64,
+    /// The high-water mark: the first page never allocated.
+    pub pgid: u64,
+    /// The transaction that wrote this meta.
+    pub txid: u64,
+}
+
+/// Reads the meta page starting at `page[0]`; `None` unless its magic, version and
+/// checksum are right.
+fn read_meta(page: &[u8]) -> Option<Meta> {
+    let fields = page.get(META_AT..CHECKSUM_AT)?;
+    if u32_at(page, META_AT)? != MAGIC || u32_at(page, META_AT + 4)? != VERSION {
+        return None;
+    }
+    if fnv1a64(fields) != u64_at(page, CHECKSUM_AT)? {
+        return None;
+    }
+    Some(Meta {
+        page_size: u32_at(page, META_AT + 8)?,
+        root: u64_at(page, META_AT + 16)?,
+        freelist: u64_at(page, META_AT + 32)?,
+        pgid: u64_at(page, META_AT + 40)?,
+        txid: u64_at(page, META_AT + 48)?,
+    })
+}
+
+/// An opened bbolt file: its bytes and its current meta.
+#[derive(Clone, Copy, Debug)]
+pub struct Db<'a> {
+    data: &'a [u8],
+    page_size: usize,
+    meta: Meta,
+}
+
+/// A value in a bucket.
+#[derive(Clone, Copy, Debug)]
+pub enum Value<'a> {
+    /// Plain bytes.
+    Data(&'a [u8]),
+    /// A nested bucket.
+    Bucket(Bucket<'a>),
+}
+
+/// Where a bucket's entries are.
+#[derive(Clone, Copy, Debug)]
+enum Root<'a> {
+    Page(u64),
+    /// The page image of an inline bucket.
+    Inline(&'a [u8]),
+}
+
+/// A bucket of a [`Db`].
+#[derive(Clone, Copy, Debug)]
+pub struct Bucket<'a> {
+    db: Db<'a>,
+    root: Root<'a>,
+    depth: usize,
+}
+
+/// A leaf element: flags, key, value.
+type Element<'a> = (u32, &'a [u8], &'a [u8]);
+
+impl<'a> Db<'a> {
+    /// Opens the bytes of a bbolt file: finds the page size, validates both meta pages and
+    /// takes the current one.
+    pub fn open(data: &'a [u8]) -> Result<Db<'a>, Error> {
+        let first = read_meta(data);
+        // The page size comes from meta 0; when that is damaged, meta 1 is looked for at
+        // every power of two from 1 KiB to 16 MiB, as bbolt does.
+        let page_size = match first {
+            Some(m) => m.page_size as usize,
+            None => (0..15)
+                .map(|i| 1024usize << i)
+                .find(|&at| {
+                    data.get(at..).and_then(read_meta).is_some_and(|m| m.page_size as usize == at)
+                })
+                .ok_or_else(|| {
+                    if data.len() < CHECKSUM_AT + 8 {
+                        err(format!(
+                            "not a bbolt file: {} bytes, too short for a meta page",
+                            data.len()
+                        ))
+                    } else if u32_at(data, META_AT) != Some(MAGIC) {
+                        err("not a bbolt file: no bbolt magic number in the first meta page")
+                    } else {
+                        err("bbolt: both meta pages are invalid (bad checksum or version)")
+                    }
+                })?,
+        };
+        if !(512..=1 << 24).contains(&page_size) || !page_size.is_power_of_two() {
+            return Err(err(format!("bbolt: implausible page size {page_size}")));
+        }
+        let second = data.get(page_size..).and_then(read_meta);
+        let valid = |m: &Meta| m.page_size as usize == page_size && m.root >= 2 && m.root < m.pgid;
+        let meta = match (first.filter(valid), second.filter(valid)) {
+            (Some(a), Some(b)) => {
+                if b.txid > a.txid {
+                    b
+                } else {
+                    a
+                }
+            }
+            (Some(m), None) | (None, Some(m)) => m,
+            (None, None) => return Err(err("bbolt: no valid meta page")),
+        };
+        Ok(Db { data, page_size, meta })
+    }
+
+    /// The current meta page.
+    pub fn meta(&self) -> Meta {
+        self.meta
+    }
+
+    /// The page size.
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// The root bucket (its entries are the top-level buckets).
+    pub fn root(&self) -> Bucket<'a> {
+        Bucket { db: *self, root: Root::Page(self.meta.root), depth: 0 }
+    }
+
+    /// The bytes of page `id` (with its overflow pages), checked to be a page of the tree.
+    fn page(&self, id: u64) -> Result<&'a [u8], Error> {
+        if id < 2 || id >= self.meta.pgid {
+            return Err(err(format!("bbolt: page {id} is outside the file's pages")));
+        }
+        let start = usize::try_from(id).ok().and_then(|i| i.checked_mul(self.page_size));
+        let header = start.and_then(|s| self.data.get(s..s + HEADER));
+        let Some((start, header)) = start.zip(header) else {
+            return Err(err(format!("bbolt: page {id} is past the end of the file (truncated?)")));
+        };
+        if u64_at(header, 0) != Some(id) {
+            return Err(err(format!("bbolt: page {id} has the id of another page")));
+        }
+        let overflow = u32_at(header, 12).unwrap_or(0) as usize;
+        let len = (overflow + 1).checked_mul(self.page_size);
+        match len.and_then(|l| self.data.get(start..start.checked_add(l)?)) {
+            Some(page) => Ok(page),
+            None => {
+                Err(err(format!("bbolt: page {id} runs past the end of the file (truncated?)")))
+            }
+        }
+    }
+
+    /// Byte ranges of the file that no live structure uses: free pages, pages past the
+    /// high-water mark, a trailing partial page. Old data may linger there. Pages are
+    /// marked live by walking every bucket of the current tree and the freelist page; if
+    /// that walk fails somewhere, the pages it could not reach are counted dead too (the
+    /// error comes with them).
+    pub fn dead_ranges(&self) -> (Vec<Range<u64>>, Vec<Error>) {
+        let mut live: HashSet<u64> = HashSet::from([0, 1]);
+        let mut errors = Vec::new();
+        if self.meta.freelist != NO_FREELIST {
+            match self.page(self.meta.freelist) {
+                Ok(p) if u16_at(p, 8) == Some(FREELIST) => {
+                    live.extend(
+                        (0..(p.len() / self.page_size) as u64).map(|i| self.meta.freelist + i),
+                    );
+                }
+                Ok(_) => errors.push(err(format!(
+                    "bbolt: freelist page {} is not a freelist",
+                    self.meta.freelist
+                ))),
+                Err(e) => errors.push(e),
+            }
+        }
+        self.mark(self.root(), &mut live, &mut errors);
+        let ps = self.page_size as u64;
+        let len = self.data.len() as u64;
+        let mut out: Vec<Range<u64>> = Vec::new();
+        for id in 2..len.div_ceil(ps) {
+            if live.contains(&id) {
+                continue;
+            }
+            let r = id * ps..((id + 1) * ps).min(len);
+            match out.last_mut() {
+                Some(last) if last.end == r.start => last.end = r.end,
+                _ => out.push(r),
+            }
+        }
+        (out, errors)
+    }
+
+    /// Marks the pages of `bucket` and of every bucket under it as live.
+    fn mark(&self, bucket: Bucket<'a>, live: &mut HashSet<u64>, errors: &mut Vec<Error>) {
+        let mut pages = Vec::new();
+        let entries = match bucket.collect(&mut pages) {
+            Ok(e) => e,
+            Err(e) => {
+                errors.push(e);
+                Vec::new()
+            }
+        };
+        for (id, n) in pages {
+            live.extend((0..n).map(|i| id + i));
+        }
+        for (_, value) in entries {
+            if let Value::Bucket(b) = value {
+                if let Root::Page(id) = b.root {
+                    if live.contains(&id) {
+                        continue; // a loop, or a page shared by two buckets: not bbolt's doing
+                    }
+                }
+                if b.depth > MAX_DEPTH {
+                    errors.push(err("bbolt: buckets nested too deep"));
+                    continue;
+                }
+                self.mark(b, live, errors);
+            }
+        }
+    }
+}
+
+impl<'a> Bucket<'a> {
+    /// Every entry, in key order.
+    pub fn entries(&self) -> Result<Vec<(&'a [u8], Value<'a>)>, Error> {
+        self.collect(&mut Vec::new())
+    }
+
+    /// The plain value under `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<&'a [u8]>, Error> {
+        Ok(self.entries()?.into_iter().find_map(|(k, v)| match v {
+            Value::Data(d) if k == key => Some(d),
+            _ => None,
+        }))
+    }
+
+    /// The nested bucket under `key`.
+    pub fn bucket(&self, key: &[u8]) -> Result<Option<Bucket<'a>>, Error> {
+        Ok(self.entries()?.into_iter().find_map(|(k, v)| match v {
+            Value::Bucket(b) if k == key => Some(b),
+            _ => None,
+        }))
+    }
+
+    /// The entries, noting each page read (id, pages spanned) in `pages`.
+    fn collect(&self, pages: &mut Vec<(u64, u64)>) -> Result<Vec<(&'a [u8], Value<'a>)>, Error> {
+        let mut elements = Vec::new();
+        match self.root {
+            Root::Inline(page) => {
+                if u16_at(page, 8) != Some(LEAF) {
+                    return Err(err("bbolt: an inline bucket is not a leaf page"));
+                }
+                leaf(page, "an inline bucket", &mut elements)?;
+            }
+            Root::Page(id) => self.db.walk(id, 0, &mut HashSet::new(), pages, &mut elements)?,
+        }
+        elements
+            .into_iter()
+            .map(|(flags, key, value)| {
+                if flags & BUCKET_FLAG == 0 {
+                    return Ok((key, Value::Data(value)));
+                }
+                let root =
+                    u64_at(value, 0).ok_or_else(|| err("bbolt: a bucket value is too short"))?;
+                let root = match root {
+                    0 => Root::Inline(
+                        value
+                            .get(HEADER..)
+                            .ok_or_else(|| err("bbolt: a bucket value is too short"))?,
+                    ),
+                    id => Root::Page(id),
+                };
+                Ok((key, Value::Bucket(Bucket { db: self.db, root, depth: self.depth + 1 })))
+            })
+            .collect()
+    }
+}
+
+impl<'a> Db<'a> {
+    /// Appends the leaf elements under page `id` (a branch or leaf) to `out`.
+    fn walk(
+        &self,
+        id: u64,
+        depth: usize,
+        seen: &mut HashSet<u64>,
+        pages: &mut Vec<(u64, u64)>,
+        out: &mut Vec<Element<'a>>,
+    ) -> Result<(), Error> {
+        if depth > MAX_DEPTH || !seen.insert(id) {
+            return Err(err(format!("bbolt: page {id} is reached twice (a loop)")));
+        }
+        let page = self.page(id)?;
+        pages.push((id, (page.len() / self.page_size) as u64));
+        let what = format!("page {id}");
+        match u16_at(page, 8) {
+            Some(LEAF) => leaf(page, &what, out),
+            Some(BRANCH) => {
+                let count = usize::from(u16_at(page, 10).unwrap_or(0));
+                for i in 0..count {
+                    let e = HEADER + i * ELEMENT;
+                    let child = u64_at(page, e + 8).ok_or_else(|| {
+                        err(format!("bbolt: {what}: element {i} runs past the page"))
+                    })?;
+                    self.walk(child, depth + 1, seen, pages, out)?;
+                }
+                Ok(())
+            }
+            Some(flags) => {
+                Err(err(format!("bbolt: {what} is not a branch or leaf (flags {flags:#x})")))
+            }
+            None => Err(err(format!("bbolt: {what} is too short"))),
+        }
+    }
+}
+
+/// Appends the elements of the leaf page `page` to `out`.
+fn leaf<'a>(page: &'a [u8], what: &str, out: &mut Vec<Element<'a>>) -> Result<(), Error> {
+    let count = usize::from(u16_at(page, 10).unwrap_or(0));
+    for i in 0..count {
+        let e = HEADER + i * ELEMENT;
+        let bad = || err(format!("bbolt: {what}: element {i} runs past the page"));
+        let (flags, pos, ksize, vsize) = (|| {
+            Some((
+                u32_at(page, e)?,
+                u32_at(page, e + 4)?,
+                u32_at(page, e + 8)?,
+                u32_at(page, e + 12)?,
+            ))
+        })()
+        .ok_or_else(bad)?;
+        let k = e.checked_add(pos as usize).ok_or_else(bad)?;
+        let v = k.checked_add(ksize as usize).ok_or_else(bad)?;
+        let end = v.checked_add(vsize as usize).ok_or_else(bad)?;
+        let (Some(key), Some(value)) = (page.get(k..v), page.get(v..end)) else {
+            return Err(bad());
+        };
+        out.push((flags, key, value));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// A tree to write: keys in order.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    enum Node {
+        Data(Vec<u8>),
+        Bucket(BTreeMap<Vec<u8>, Node>),
+    }
+
+    /// Writes bbolt files the way bbolt lays them out: metas in pages 0 and 1, the freelist
+    /// in page 2, then the tree; buckets without sub-buckets inline when `inline`, leaves
+    /// of at most `leaf_max` elements under one branch page.
+    struct Writer {
+        ps: usize,
+        out: Vec<u8>,
+        inline: bool,
+        leaf_max: usize,
+    }
+
+    impl Writer {
+        fn new(ps: usize, inline: bool, leaf_max: usize) -> Writer {
+            Writer { ps, out: vec![0; 3 * ps], inline, leaf_max }
+        }
+
+        /// Places a page image, padded to whole pages; returns its id.
+        fn place(&mut self, mut image: Vec<u8>) -> u64 {
+            let id = (self.out.len() / self.ps) as u64;
+            let pages = image.len().div_ceil(self.ps).max(1);
+            image[0..8].copy_from_slice(&id.to_le_bytes());
+            image[12..16].copy_from_slice(&((pages - 1) as u32).to_le_bytes());
+            image.resize(pages * self.ps, 0);
+            self.out.extend_from_slice(&image);
+            id
+        }
+
+        fn leaf(elements: &[(u32, Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+            let mut page = vec![0u8; HEADER + elements.len() * ELEMENT];
+            page[8..10].copy_from_slice(&LEAF.to_le_bytes());
+            page[10..12].copy_from_slice(&(elements.len() as u16).to_le_bytes());
+            for (i, (flags, k, v)) in elements.iter().enumerate() {
+                let e = HEADER + i * ELEMENT;
+                let pos = (page.len() - e) as u32;
+                for (j, x) in [*flags, pos, k.len() as u32, v.len() as u32].into_iter().enumerate()
+                {
+                    page[e + 4 * j..e + 4 * j + 4].copy_from_slice(&x.to_le_bytes());
+                }
+                page.extend_from_slice(k);
+                page.extend_from_slice(v);
+            }
+            page
+        }
+
+        /// The value a parent stores for a bucket.
+        fn bucket(&mut self, entries: &BTreeMap<Vec<u8>, Node>) -> Vec<u8> {
+            let nested = entries.values().any(|n| matches!(n, Node::Bucket(_)));
+            let mut elements = Vec::new();
+            for (k, n) in entries {
+                elements.push(match n {
+                    Node::Data(v) => (0, k.clone(), v.clone()),
+                    Node::Bucket(b) => (BUCKET_FLAG, k.clone(), self.bucket(b)),
+                });
+            }
+            let mut value = vec![0u8; 16];
+            if self.inline && !nested && elements.len() <= self.leaf_max {
+                value.extend(Self::leaf(&elements));
+            } else {
+                let root = self.tree(&elements);
+                value[..8].copy_from_slice(&root.to_le_bytes());
+            }
+            value
+        }
+
+        fn tree(&mut self, elements: &[(u32, Vec<u8>, Vec<u8>)]) -> u64 {
+            if elements.len() <= self.leaf_max {
+                return self.place(Self::leaf(elements));
+            }
+            let children: Vec<(Vec<u8>, u64)> = elements
+                .chunks(self.leaf_max)
+                .map(|c| (c[0].1.clone(), self.place(Self::leaf(c))))
+                .collect();
+            let mut page = vec![0u8; HEADER + children.len() * ELEMENT];
+            page[8..10].copy_from_slice(&BRANCH.to_le_bytes());
+            page[10..12].copy_from_slice(&(children.len() as u16).to_le_bytes());
+            for (i, (k, id)) in children.iter().enumerate() {
+                let e = HEADER + i * ELEMENT;
+                let pos = (page.len() - e) as u32;
+                page[e..e + 4].copy_from_slice(&pos.to_le_bytes());
+                page[e + 4..e + 8].copy_from_slice(&(k.len() as u32).to_le_bytes());
+                page[e + 8..e + 16].copy_from_slice(&id.to_le_bytes());
+                page.extend_from_slice(k);
+            }
+            self.place(page)
+        }
+
+        fn meta(&mut self, page: usize, root: u64, pgid: u64, txid: u64) {
+            let at = page * self.ps;
+            let m = &mut self.out[at..at + self.ps];
+            m[..8].copy_from_slice(&(page as u64).to_le_bytes());
+            m[8..10].copy_from_slice(&4u16.to_le_bytes());
+            let fields: [(usize, u64, usize); 7] = [
+                (16, u64::from(MAGIC), 4),
+                (20, u64::from(VERSION), 4),
+                (24, self.ps as u64, 4),
+                (32, root, 8),
+                (48, 2, 8),
+                (56, pgid, 8),
+                (64, txid, 8),
+            ];
+            for (o, v, n) in fields {
+                m[o..o + n].copy_from_slice(&v.to_le_bytes()[..n]);
+            }
+            let sum = fnv1a64(&m[16..72]);
+            m[72..80].copy_from_slice(&sum.to_le_bytes());
+        }
+
+        /// Writes `root` as the whole database; `free` pages of stale bytes (e.g. an old
+        /// leaf) are placed after it and listed in the freelist; `spare` zero pages follow
+        /// the high-water mark.
+        fn finish(
+            mut self,
+            root: &BTreeMap<Vec<u8>, Node>,
+            free: &[Vec<u8>],
+            spare: usize,
+        ) -> Vec<u8> {
+            let mut elements = Vec::new();
+            for (k, n) in root {
+                if let Node::Bucket(b) = n {
+                    elements.push((BUCKET_FLAG, k.clone(), self.bucket(b)));
+                }
+            }
+            let root_id = self.tree(&elements);
+            let mut freed = Vec::new();
+            for f in free {
+                let id = (self.out.len() / self.ps) as u64;
+                let mut page = f.clone();
+                page.resize(self.ps, 0);
+                self.out.extend_from_slice(&page);
+                freed.push(id);
+            }
+            let pgid = (self.out.len() / self.ps) as u64;
+            let fl = 2 * self.ps;
+            self.out[fl..fl + 8].copy_from_slice(&2u64.to_le_bytes());
+            self.out[fl + 8..fl + 10].copy_from_slice(&FREELIST.to_le_bytes());
+            self.out[fl + 10..fl + 12].copy_from_slice(&(freed.len() as u16).to_le_bytes());
+            for (i, id) in freed.iter().enumerate() {
+                self.out[fl + 16 + 8 * i..fl + 24 + 8 * i].copy_from_slice(&id.to_le_bytes());
+            }
+            self.meta(0, root_id, pgid, 4);
+            self.meta(1, root_id, pgid, 5);
+            self.out.resize(self.out.len() + spare * self.ps, 0);
+            self.out
+        }
+    }
+
+    /// Reads a bucket back as a tree.
+    fn read(b: Bucket<'_>) -> Result<BTreeMap<Vec<u8>, Node>, Error> {
+        let mut out = BTreeMap::new();
+        for (k, v) in b.entries()? {
+            let node = match v {
+                Value::Data(d) => Node::Data(d.to_vec()),
+                Value::Bucket(b) => Node::Bucket(read(b)?),
+            };
+            out.insert(k.to_vec(), node);
+        }
+        Ok(out)
+    }
+
+    fn node() -> impl Strategy<Value = Node> {
+        let key = || prop::collection::vec(any::<u8>(), 1..12);
+        let data = prop::collection::vec(any::<u8>(), 0..300).prop_map(Node::Data);
+        data.prop_recursive(3, 40, 8, move |inner| {
+            prop::collection::btree_map(key(), inner, 0..8).prop_map(Node::Bucket)
+        })
+    }
+
+    fn tree() -> impl Strategy<Value = BTreeMap<Vec<u8>, Node>> {
+        prop::collection::btree_map(
+            prop::collection::vec(any::<u8>(), 1..12),
+            prop::collection::btree_map(prop::collection::vec(any::<u8>(), 1..12), node(), 0..10)
+                .prop_map(Node::Bucket),
+            1..4,
+        )
+    }
+
+    /// A sample database: `v1/k8s.io/containers/<id>/{spec, labels/…}`, a long value on
+    /// overflow pages, and a freed leaf holding a stale value.
+    fn sample(inline: bool, leaf_max: usize) -> (Vec<u8>, BTreeMap<Vec<u8>, Node>) {
+        let mut containers = BTreeMap::new();
+        for i in 0..5u8 {
+            let labels =
+                BTreeMap::from([(b"io.kubernetes.pod.uid".to_vec(), Node::Data(vec![b'u', i]))]);
+            containers.insert(
+                format!("{i:064x}").into_bytes(),
+                Node::Bucket(BTreeMap::from([
+                    (b"labels".to_vec(), Node::Bucket(labels)),
+                    (b"spec".to_vec(), Node::Data(vec![b'{'; 100 + 3000 * usize::from(i)])),
+                ])),
+            );
+        }
+        let ns = BTreeMap::from([(b"containers".to_vec(), Node::Bucket(containers))]);
+        let v1 = BTreeMap::from([
+            (b"k8s.io".to_vec(), Node::Bucket(ns)),
+            (b"version".to_vec(), Node::Data(vec![6])),
+        ]);
+        let root = BTreeMap::from([(b"v1".to_vec(), Node::Bucket(v1))]);
+        let stale = Writer::leaf(&[(0, b"spec".to_vec(), b"STALE-VALUE".to_vec())]);
+        (Writer::new(4096, inline, leaf_max).finish(&root, &[stale], 2), root)
+    }
+
+    #[test]
+    fn reads_back_what_was_written() {
+        for (inline, leaf_max) in [(true, 64), (false, 64), (true, 2), (false, 1)] {
+            let (file, root) = sample(inline, leaf_max);
+            let db = Db::open(&file).unwrap();
+            assert_eq!(db.meta().txid, 5, "the newer meta is current");
+            assert_eq!(read(db.root()).unwrap(), root, "inline {inline} leaf_max {leaf_max}");
+            let v1 = db.root().bucket(b"v1").unwrap().unwrap();
+            assert_eq!(v1.get(b"version").unwrap(), Some(&[6u8][..]));
+            assert!(v1.get(b"k8s.io").unwrap().is_none(), "a bucket is not a plain value");
+        }
+    }
+
+    #[test]
+    fn dead_ranges_are_the_freed_page_and_the_spare_pages() {
+        let (file, _) = sample(true, 64);
+        let db = Db::open(&file).unwrap();
+        let (dead, errors) = db.dead_ranges();
+        assert!(errors.is_empty(), "{errors:?}");
+        let pages = file.len() as u64 / 4096;
+        // The freed page is the last before the high-water mark, then two spare pages.
+        assert_eq!(dead, vec![(pages - 3) * 4096..pages * 4096]);
+        let stale = find(&file, b"STALE-VALUE").unwrap() as u64;
+        assert!(dead[0].contains(&stale));
+        // The live spec values are outside every dead range.
+        let live = find(&file, b"{{{{").unwrap() as u64;
+        assert!(dead.iter().all(|r| !r.contains(&live)));
+    }
+
+    fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+        hay.windows(needle.len()).position(|w| w == needle)
+    }
+
+    #[test]
+    fn meta_choice_and_damage() {
+        let (file, _) = sample(true, 64);
+        // Meta 1 (txid 5) damaged: meta 0 (txid 4) is used.
+        let mut f = file.clone();
+        f[4096 + 40] ^= 1;
+        assert_eq!(Db::open(&f).unwrap().meta().txid, 4);
+        // Meta 0 damaged: the page size is found from meta 1.
+        let mut f = file.clone();
+        f[20] ^= 1;
+        assert_eq!(Db::open(&f).unwrap().meta().txid, 5);
+        f[4096 + 40] ^= 1;
+        let e = Db::open(&f).unwrap_err().to_string();
+        assert!(e.contains("not a bbolt file") || e.contains("meta"), "{e}");
+        assert!(Db::open(b"hello").unwrap_err().to_string().contains("not a bbolt file"));
+        assert!(Db::open(&[0u8; 8192]).unwrap_err().to_string().contains("not a bbolt file"));
+    }
+
+    #[test]
+    fn truncated_file_gives_errors_not_panics() {
+        let (file, _) = sample(false, 2);
+        for len in (0..file.len()).step_by(512) {
+            let part = &file[..len];
+            let Ok(db) = Db::open(part) else { continue };
+            let r = read(db.root());
+            let (_, errors) = db.dead_ranges();
+            if len < file.len() - 3 * 4096 {
+                assert!(r.is_err() || !errors.is_empty(), "truncated at {len} goes unnoticed");
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_tree_round_trips(root in tree(), inline in any::<bool>(), leaf_max in 1usize..6) {
+            let file = Writer::new(4096, inline, leaf_max).finish(&root, &[], 0);
+            let db = Db::open(&file).unwrap();
+            prop_assert_eq!(read(db.root()).unwrap(), root);
+            let (dead, errors) = db.dead_ranges();
+            prop_assert!(errors.is_empty());
+            prop_assert!(dead.is_empty());
+        }
+
+        /// Damage anywhere: no panic, and no error message quotes file content.
+        #[test]
+        fn damaged_files_never_panic(
+            flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..20),
+            cut in any::<prop::sample::Index>(),
+            truncate in any::<bool>(),
+        ) {
+            let (mut file, _) = sample(true, 2);
+            for (at, x) in flips {
+                let i = at.index(file.len());
+                file[i] ^= x | 1;
+            }
+            if truncate {
+                file.truncate(cut.index(file.len()));
+            }
+            if let Ok(db) = Db::open(&file) {
+                let messages: Vec<String> = match read(db.root()) {
+                    Ok(_) => Vec::new(),
+                    Err(e) => vec![e.to_string()],
+                }
+                .into_iter()
+                .chain(db.dead_ranges().1.iter().map(|e| e.to_string()))
+                .collect();
+                for m in messages {
+                    prop_assert!(!m.contains("STALE") && !m.contains("io.kubernetes") && !m.contains("{{"), "{}", m);
+                }
+            }
+        }
+    }
+}
