@@ -1431,6 +1431,8 @@ fn run() -> anyhow::Result<bool> {
     let layout = Layout {
         kubelet_dir: PathBuf::from(DEFAULT_KUBELET_DIR),
         kubelet_dir_explicit: false,
+        containerd_root: PathBuf::from(kresidue::node::containerd::DEFAULT_ROOT),
+        containerd_root_explicit: false,
         extra: vec![PathBuf::from(POD_LOGS)],
     };
     let mut configs = Vec::new();

@@ -425,23 +425,27 @@ fn leaf<'a>(page: &'a [u8], what: &str, out: &mut Vec<Element<'a>>) -> Result<()
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
+/// A minimal bbolt writer, for tests and fixtures only: it lays out a tree the way bbolt
+/// does (metas in pages 0 and 1, the freelist in page 2, leaves and branch pages, inline
+/// buckets, overflow pages) so that the reader and the scanner can be tested on files of
+/// known content, including freed pages of stale data. It is not used by the scanner.
+pub mod write {
     use super::*;
-    use proptest::prelude::*;
     use std::collections::BTreeMap;
 
     /// A tree to write: keys in order.
     #[derive(Clone, Debug, PartialEq, Eq)]
-    enum Node {
+    pub enum Node {
+        /// A plain value.
         Data(Vec<u8>),
+        /// A bucket.
         Bucket(BTreeMap<Vec<u8>, Node>),
     }
 
     /// Writes bbolt files the way bbolt lays them out: metas in pages 0 and 1, the freelist
     /// in page 2, then the tree; buckets without sub-buckets inline when `inline`, leaves
     /// of at most `leaf_max` elements under one branch page.
-    struct Writer {
+    pub struct Writer {
         ps: usize,
         out: Vec<u8>,
         inline: bool,
@@ -449,7 +453,8 @@ mod tests {
     }
 
     impl Writer {
-        fn new(ps: usize, inline: bool, leaf_max: usize) -> Writer {
+        /// A writer of `ps`-byte pages.
+        pub fn new(ps: usize, inline: bool, leaf_max: usize) -> Writer {
             Writer { ps, out: vec![0; 3 * ps], inline, leaf_max }
         }
 
@@ -463,24 +468,26 @@ mod tests {
             self.out.extend_from_slice(&image);
             id
         }
+    }
 
-        fn leaf(elements: &[(u32, Vec<u8>, Vec<u8>)]) -> Vec<u8> {
-            let mut page = vec![0u8; HEADER + elements.len() * ELEMENT];
-            page[8..10].copy_from_slice(&LEAF.to_le_bytes());
-            page[10..12].copy_from_slice(&(elements.len() as u16).to_le_bytes());
-            for (i, (flags, k, v)) in elements.iter().enumerate() {
-                let e = HEADER + i * ELEMENT;
-                let pos = (page.len() - e) as u32;
-                for (j, x) in [*flags, pos, k.len() as u32, v.len() as u32].into_iter().enumerate()
-                {
-                    page[e + 4 * j..e + 4 * j + 4].copy_from_slice(&x.to_le_bytes());
-                }
-                page.extend_from_slice(k);
-                page.extend_from_slice(v);
+    /// The image of a leaf page holding `elements` (flags, key, value), id and overflow unset.
+    pub fn leaf(elements: &[(u32, Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+        let mut page = vec![0u8; HEADER + elements.len() * ELEMENT];
+        page[8..10].copy_from_slice(&LEAF.to_le_bytes());
+        page[10..12].copy_from_slice(&(elements.len() as u16).to_le_bytes());
+        for (i, (flags, k, v)) in elements.iter().enumerate() {
+            let e = HEADER + i * ELEMENT;
+            let pos = (page.len() - e) as u32;
+            for (j, x) in [*flags, pos, k.len() as u32, v.len() as u32].into_iter().enumerate() {
+                page[e + 4 * j..e + 4 * j + 4].copy_from_slice(&x.to_le_bytes());
             }
-            page
+            page.extend_from_slice(k);
+            page.extend_from_slice(v);
         }
+        page
+    }
 
+    impl Writer {
         /// The value a parent stores for a bucket.
         fn bucket(&mut self, entries: &BTreeMap<Vec<u8>, Node>) -> Vec<u8> {
             let nested = entries.values().any(|n| matches!(n, Node::Bucket(_)));
@@ -493,7 +500,7 @@ mod tests {
             }
             let mut value = vec![0u8; 16];
             if self.inline && !nested && elements.len() <= self.leaf_max {
-                value.extend(Self::leaf(&elements));
+                value.extend(leaf(&elements));
             } else {
                 let root = self.tree(&elements);
                 value[..8].copy_from_slice(&root.to_le_bytes());
@@ -503,11 +510,11 @@ mod tests {
 
         fn tree(&mut self, elements: &[(u32, Vec<u8>, Vec<u8>)]) -> u64 {
             if elements.len() <= self.leaf_max {
-                return self.place(Self::leaf(elements));
+                return self.place(leaf(elements));
             }
             let children: Vec<(Vec<u8>, u64)> = elements
                 .chunks(self.leaf_max)
-                .map(|c| (c[0].1.clone(), self.place(Self::leaf(c))))
+                .map(|c| (c[0].1.clone(), self.place(leaf(c))))
                 .collect();
             let mut page = vec![0u8; HEADER + children.len() * ELEMENT];
             page[8..10].copy_from_slice(&BRANCH.to_le_bytes());
@@ -547,7 +554,7 @@ mod tests {
         /// Writes `root` as the whole database; `free` pages of stale bytes (e.g. an old
         /// leaf) are placed after it and listed in the freelist; `spare` zero pages follow
         /// the high-water mark.
-        fn finish(
+        pub fn finish(
             mut self,
             root: &BTreeMap<Vec<u8>, Node>,
             free: &[Vec<u8>],
@@ -582,6 +589,14 @@ mod tests {
             self.out
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write::{leaf, Node, Writer};
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
 
     /// Reads a bucket back as a tree.
     fn read(b: Bucket<'_>) -> Result<BTreeMap<Vec<u8>, Node>, Error> {
@@ -634,7 +649,7 @@ mod tests {
             (b"version".to_vec(), Node::Data(vec![6])),
         ]);
         let root = BTreeMap::from([(b"v1".to_vec(), Node::Bucket(v1))]);
-        let stale = Writer::leaf(&[(0, b"spec".to_vec(), b"STALE-VALUE".to_vec())]);
+        let stale = leaf(&[(0, b"spec".to_vec(), b"STALE-VALUE".to_vec())]);
         (Writer::new(4096, inline, leaf_max).finish(&root, &[stale], 2), root)
     }
 

@@ -105,6 +105,11 @@ pub struct ScanArgs {
     #[arg(long, value_name = "PATH")]
     pub kubelet_dir: Option<PathBuf>,
 
+    /// containerd root dir, as a node path (`root` in containerd's config.toml)
+    /// [default: /var/lib/containerd].
+    #[arg(long, value_name = "PATH")]
+    pub containerd_root: Option<PathBuf>,
+
     /// Also scan this node path (repeatable); its findings have site `other`.
     #[arg(long = "path", value_name = "PATH")]
     pub paths: Vec<PathBuf>,

@@ -5,7 +5,7 @@ use crate::cli::{FailOn, FormatArg, ScanArgs};
 use crate::finding::Severity;
 use crate::fingerprint::{self, BuildStats, FingerprintSet};
 use crate::kubectl;
-use crate::node::{Layout, DEFAULT_KUBELET_DIR};
+use crate::node::{containerd, Layout, DEFAULT_KUBELET_DIR};
 use crate::report::Format;
 use crate::scan::{ScanSettings, DEFAULT_CHUNK};
 use crate::sys::RootDir;
@@ -83,9 +83,15 @@ impl ScanConfig {
         let kubelet_dir_explicit = args.kubelet_dir.is_some();
         let kubelet_dir =
             node_path(args.kubelet_dir.as_deref().unwrap_or(Path::new(DEFAULT_KUBELET_DIR)));
+        let containerd_root_explicit = args.containerd_root.is_some();
+        let containerd_root = node_path(
+            args.containerd_root.as_deref().unwrap_or(Path::new(containerd::DEFAULT_ROOT)),
+        );
         let layout = Layout {
             kubelet_dir,
             kubelet_dir_explicit,
+            containerd_root,
+            containerd_root_explicit,
             extra: args.paths.iter().map(|p| node_path(p)).collect(),
         };
         Ok(ScanConfig {

@@ -237,6 +237,10 @@ pub struct Finding {
     pub matched: MatchInfo,
     /// Redacted preview.
     pub preview: Preview,
+    /// What the place of the match is, when the path alone does not say (a freed page of a
+    /// database).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<&'static str>,
     /// What a matched JWT says about itself (issuer, subject, audience, expiry).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<crate::rules::jwt::Insight>,
@@ -284,6 +288,20 @@ impl Finding {
             h.update([0]);
         }
         hex(&h.finalize()[..8])
+    }
+
+    /// The id of a finding within one part of a file that holds several owners' data
+    /// (containerd's `meta.db`): the id of [`Finding::make_id`] refined by `part` (e.g.
+    /// `container=<id>`), so that one value in two containers' records is two findings.
+    pub fn refine_id(id: &str, part: &str) -> String {
+        let d = Sha256::new()
+            .chain_update(ID_CONTEXT)
+            .chain_update([0])
+            .chain_update(id)
+            .chain_update([0])
+            .chain_update(part)
+            .finalize();
+        hex(&d[..8])
     }
 
     /// The order of findings in every report: by path, then offset, then id.

@@ -9,10 +9,11 @@
 //! so a binary value that begins or ends with zeros is still found at a hole's edge.
 
 use crate::finding::{
-    rank, Category, Encoding, Finding, MatchInfo, MatchKind, PodRef, Preview, ScanError, Severity,
-    SiteId,
+    rank, Category, ContainerRef, Encoding, Finding, MatchInfo, MatchKind, PodRef, Preview,
+    ScanError, Severity, SiteId,
 };
 use crate::matcher::{Hit, Matcher};
+use crate::node::containerd::{MetaDb, Owner};
 use crate::node::{self, io_message, Layout};
 use crate::rules::{RuleHit, Rules};
 use crate::sys::{self, RootDir};
@@ -93,6 +94,10 @@ pub fn scan(
                         if !found.is_empty() {
                             findings.lock().expect("lock").append(&mut found);
                         }
+                        for error in w.file_errors.drain(..) {
+                            let path = job.node_path.clone();
+                            errors.lock().expect("lock").push(ScanError { path, error });
+                        }
                         if std::mem::take(&mut w.rules_incomplete) {
                             errors.lock().expect("lock").push(ScanError {
                                 path: job.node_path.clone(),
@@ -130,6 +135,8 @@ struct Worker {
     rule_hits: Vec<RuleHit>,
     /// Set when a rule skipped literal hits in the current file.
     rules_incomplete: bool,
+    /// Problems with parts of the current file that did not stop its search.
+    file_errors: Vec<String>,
 }
 
 impl Worker {
@@ -142,6 +149,7 @@ impl Worker {
             hits: Vec::new(),
             rule_hits: Vec::new(),
             rules_incomplete: false,
+            file_errors: Vec::new(),
         }
     }
 
@@ -156,6 +164,7 @@ impl Worker {
         seen: &Mutex<HashSet<(u64, u64)>>,
     ) -> Result<Option<(u64, Vec<Finding>)>, String> {
         self.rules_incomplete = false;
+        self.file_errors.clear();
         let mut f = root.open_file(&job.rel).map_err(|e| io_message(&e))?;
         let md = f.metadata().map_err(|e| io_message(&e))?;
         if !md.is_file() {
@@ -170,6 +179,9 @@ impl Worker {
         // Liveness comes with the CRI cross-check; until then it is unknown.
         let place = assess(job.site, sys::is_tmpfs(&f), job.stale, None);
         let size = md.len();
+        if job.site == SiteId::ContainerdMetadata && size <= MAX_DATABASE {
+            return self.scan_database(&mut f, job, searchers, place).map(Some);
+        }
         let mut findings = Vec::new();
         let mut carry = 0usize;
         let mut pos = 0u64; // absolute offset of the next byte to read
@@ -210,6 +222,81 @@ impl Worker {
         Ok(Some((total, aggregate(findings))))
     }
 }
+
+/// The largest metadata database read whole, to attribute its matches; a larger one is
+/// streamed like any file, its matches unattributed (containerd's is megabytes).
+const MAX_DATABASE: u64 = 1 << 30;
+
+impl Worker {
+    /// Reads containerd's `meta.db` whole, searches it, and attributes each match by its
+    /// offset: to the container whose record holds it, or to a freed page (a removed
+    /// container's data, marked stale), or to nothing in particular.
+    fn scan_database(
+        &mut self,
+        f: &mut std::fs::File,
+        job: &FileJob,
+        searchers: &Searchers<'_>,
+        place: (Category, Severity),
+    ) -> Result<(u64, Vec<Finding>), String> {
+        let mut data = Vec::new();
+        f.take(MAX_DATABASE).read_to_end(&mut data).map_err(|e| io_message(&e))?;
+        let n = data.len();
+        let mut raw = Vec::new();
+        // The file is the buffer: searched as one, then once more as the end of the file.
+        let saved = std::mem::replace(&mut self.buf, data);
+        self.search(
+            job,
+            searchers,
+            place,
+            Span { carry: 0, len: n, pos: 0, last: false },
+            &mut raw,
+        );
+        let last = Span { carry: n, len: n, pos: n as u64, last: true };
+        self.search(job, searchers, place, last, &mut raw);
+        let data = std::mem::replace(&mut self.buf, saved);
+        match MetaDb::read(&data) {
+            Ok((db, errors)) => {
+                for e in errors {
+                    self.file_errors.push(format!("containerd metadata: {e}"));
+                }
+                for f in &mut raw {
+                    attribute(f, db.owner(f.offset..f.offset + f.length));
+                }
+            }
+            Err(e) => self.file_errors.push(format!(
+                "containerd metadata: {e}; its matches are not attributed to containers"
+            )),
+        }
+        Ok((n as u64, aggregate(raw)))
+    }
+}
+
+/// Sets the owner of a match in `meta.db`.
+fn attribute(f: &mut Finding, owner: Owner<'_>) {
+    let part = match owner {
+        Owner::Container(c) => {
+            f.container = Some(ContainerRef { id: c.id.clone(), name: c.name.clone(), live: None });
+            f.pod = c.pod_uid.as_ref().map(|uid| PodRef {
+                uid: uid.clone(),
+                namespace: c.pod_namespace.clone(),
+                name: c.pod_name.clone(),
+                live: None,
+            });
+            format!("container={}/{}", c.namespace, c.id)
+        }
+        Owner::Freed => {
+            f.stale = true;
+            f.note = Some(FREED_PAGE);
+            "freed".to_owned()
+        }
+        Owner::Other => "other".to_owned(),
+    };
+    f.id = Finding::refine_id(&f.id, &part);
+}
+
+/// What a match in a freed page of a database is.
+const FREED_PAGE: &str = "in a freed page of the database: data of a removed container (or \
+    other record) that the database has not overwritten yet";
 
 /// Where a buffer sits in its file: `buf[..len]` holds the file from `pos - carry`; the
 /// first `carry` bytes were searched with the previous buffer; `last` when nothing
@@ -383,6 +470,7 @@ fn finding(
         container: None,
         matched,
         preview,
+        note: None,
         token: None,
     }
 }
@@ -403,6 +491,9 @@ fn assess(site: SiteId, on_tmpfs: bool, stale: bool, live: Option<bool>) -> (Cat
             }
         }
         SiteId::KubeletSubpath => (Category::StaleSubpath, [Medium, High, Medium]),
+        // A container's env at rest on disk: expected for a live container, residue once
+        // it is gone (the record, or a freed page, outlives it).
+        SiteId::ContainerdMetadata => (Category::EnvPersisted, [High, High, Medium]),
         _ => (Category::Other, [High, High, Medium]),
     };
     let severity = match live {

@@ -42,9 +42,10 @@ pub enum WalkItem {
 /// Walks one scope. `root_abs` is the canonical root path.
 pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkItem> {
     let Scope { rel, node_path, kind } = scope;
-    let (pod, volumes) = match kind {
-        ScopeKind::Pod { uid, volumes } => (Some(Arc::<str>::from(uid)), volumes),
-        ScopeKind::Extra => (None, Default::default()),
+    let (pod, volumes, fixed) = match kind {
+        ScopeKind::Pod { uid, volumes } => (Some(Arc::<str>::from(uid)), volumes, None),
+        ScopeKind::Extra => (None, Default::default(), Some(SiteId::Other)),
+        ScopeKind::Site(site) => (None, Default::default(), Some(site)),
     };
     let base = root_abs.join(&rel);
     WalkDir::new(&base).follow_links(false).into_iter().filter_map(move |entry| {
@@ -65,12 +66,13 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
         let inner = entry.path().strip_prefix(&base).ok()?.to_path_buf();
         let (site, shown, stale) = match &pod {
             Some(_) => place_in_pod(&inner, &volumes),
-            None => (SiteId::Other, inner.clone(), false),
+            None => (fixed.unwrap_or(SiteId::Other), inner.clone(), false),
         };
         let shown =
             if shown.as_os_str().is_empty() { node_path.clone() } else { node_path.join(shown) };
         Some(WalkItem::File(FileJob {
-            rel: rel.join(&inner),
+            // A scope that is one file: `join("")` would add a trailing slash.
+            rel: if inner.as_os_str().is_empty() { rel.clone() } else { rel.join(&inner) },
             ino: entry.ino(),
             node_path: display_path(shown.as_os_str()),
             site,

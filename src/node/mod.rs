@@ -1,10 +1,11 @@
 //! Node-layout knowledge: turns a root and the configured node paths into the
-//! [`Scope`]s to walk (one per kubelet pod dir, one per `--path`), without reading any
-//! file contents or matching anything.
+//! [`Scope`]s to walk (one per kubelet pod dir, containerd's metadata database, one per
+//! `--path`), without reading any file contents or matching anything.
 
+pub mod containerd;
 pub mod kubelet;
 
-use crate::finding::ScanError;
+use crate::finding::{ScanError, SiteId};
 use crate::sys::RootDir;
 use kubelet::AtomicVolume;
 use std::collections::HashMap;
@@ -34,6 +35,8 @@ pub enum ScopeKind {
     },
     /// An extra path given with `--path`.
     Extra,
+    /// A file or dir whose files all belong to one site (containerd's `meta.db`).
+    Site(SiteId),
 }
 
 /// Where to look on the node.
@@ -43,6 +46,10 @@ pub struct Layout {
     pub kubelet_dir: PathBuf,
     /// Whether `kubelet_dir` was given by the user (missing is then an error).
     pub kubelet_dir_explicit: bool,
+    /// containerd root dir, a node path (`/var/lib/containerd`).
+    pub containerd_root: PathBuf,
+    /// Whether `containerd_root` was given by the user (missing is then an error).
+    pub containerd_root_explicit: bool,
     /// Extra node paths scanned as site `other`.
     pub extra: Vec<PathBuf>,
 }
@@ -77,6 +84,20 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
         },
         Err(e) if e.kind() == io::ErrorKind::NotFound && !layout.kubelet_dir_explicit => {}
         Err(e) => errors.push(error_at(&pods_node, &e)),
+    }
+    let meta_db = layout.containerd_root.join(containerd::META_DB);
+    match resolve(root, &layout.containerd_root) {
+        Ok(_) => match resolve(root, &meta_db) {
+            Ok(rel) => scopes.push(Scope {
+                rel,
+                node_path: meta_db,
+                kind: ScopeKind::Site(SiteId::ContainerdMetadata),
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => errors.push(error_at(&meta_db, &e)),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !layout.containerd_root_explicit => {}
+        Err(e) => errors.push(error_at(&layout.containerd_root, &e)),
     }
     for p in &layout.extra {
         match resolve(root, p) {

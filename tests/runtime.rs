@@ -1,0 +1,280 @@
+//! Container runtime sites over generated databases: containerd's `meta.db` written with
+//! the crate's bbolt writer in the layout containerd uses (`v1/<ns>/containers/<id>/` with
+//! `spec`, `extensions/…`, `labels/…`), then scanned by the built binary: matches are
+//! attributed to the container and pod whose record holds them, a value left in a freed
+//! page is reported as such, a damaged database is an `errors` entry and its matches are
+//! still reported.
+
+use std::collections::BTreeMap;
+
+use kresidue::bbolt::write::{leaf, Node, Writer};
+use kresidue::rules::examples::render;
+use serde_json::{json, Value};
+
+use crate::util::*;
+
+const META_DB: &str = "/var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db";
+const SPEC_URL: &str = "types.containerd.io/opencontainers/runtime-spec/1/Spec";
+const CRI_META_URL: &str = "github.com/containerd/cri/pkg/store/container/Metadata";
+const POD_UID: &str = "8d2f4c6a-1b3e-4f5a-9c7d-2e4f6a8b0c1d";
+
+fn id(n: u8) -> String {
+    format!("{:064x}", u64::from(n) * 0x9e37_79b9_7f4a_7c15)
+}
+
+/// A protobuf `Any` (type URL, then value), as containerd stores specs and extensions.
+fn any(url: &str, value: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x0a];
+    varint(url.len(), &mut out);
+    out.extend_from_slice(url.as_bytes());
+    out.push(0x12);
+    varint(value.len(), &mut out);
+    out.extend_from_slice(value);
+    out
+}
+
+fn varint(mut n: usize, out: &mut Vec<u8>) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn data(v: impl AsRef<[u8]>) -> Node {
+    Node::Data(v.as_ref().to_vec())
+}
+
+fn bucket<const N: usize>(entries: [(&str, Node); N]) -> Node {
+    Node::Bucket(entries.into_iter().map(|(k, v)| (k.as_bytes().to_vec(), v)).collect())
+}
+
+/// The OCI spec containerd's CRI plugin stores: env, and the CRI annotations.
+fn spec(env: &[(&str, &str)], annotations: Value) -> Vec<u8> {
+    let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let spec = json!({
+        "ociVersion": "1.0.2-dev",
+        "process": {"args": ["sleep", "3600"], "env": env, "cwd": "/"},
+        "annotations": annotations,
+    });
+    any(SPEC_URL, serde_json::to_string(&spec).unwrap().as_bytes())
+}
+
+/// A container record. `labels` as kubelet sets them.
+fn container(spec: Vec<u8>, labels: &[(&str, &str)], extension: Option<Vec<u8>>) -> Node {
+    let labels: BTreeMap<Vec<u8>, Node> =
+        labels.iter().map(|(k, v)| (k.as_bytes().to_vec(), data(v))).collect();
+    let mut record = BTreeMap::from([
+        (b"image".to_vec(), data("localhost/app:1")),
+        (b"labels".to_vec(), Node::Bucket(labels)),
+        (b"snapshotter".to_vec(), data("overlayfs")),
+        (b"spec".to_vec(), data(spec)),
+    ]);
+    if let Some(x) = extension {
+        record.insert(
+            b"extensions".to_vec(),
+            bucket([("io.cri-containerd.container.metadata", data(any(CRI_META_URL, &x)))]),
+        );
+    }
+    Node::Bucket(record)
+}
+
+/// A meta.db with: container 1 (kubelet labels; the value in its spec env and in the CRI
+/// metadata extension), container 2 (no labels; pod known from its spec's annotations;
+/// the same value), and a freed leaf page holding an old spec with `freed_value`.
+fn meta_db(value: &str, freed_value: &str) -> Vec<u8> {
+    let labelled = container(
+        spec(&[("PATH", "/bin"), ("DB_PASSWORD", value)], json!({})),
+        &[
+            ("io.kubernetes.pod.uid", POD_UID),
+            ("io.kubernetes.pod.namespace", "shop"),
+            ("io.kubernetes.pod.name", "web-0"),
+            ("io.kubernetes.container.name", "app"),
+            ("io.cri-containerd.kind", "container"),
+        ],
+        Some(
+            serde_json::to_vec(&json!({"Version": "v1", "Metadata": {"Config": {"envs": [
+                {"key": "DB_PASSWORD", "value": value}]}}}))
+            .unwrap(),
+        ),
+    );
+    let annotated = container(
+        spec(
+            &[("DB_PASSWORD", value)],
+            json!({
+                "io.kubernetes.cri.container-type": "container",
+                "io.kubernetes.cri.container-name": "worker",
+                "io.kubernetes.cri.sandbox-uid": "c0ffee00-0000-4000-8000-000000000002",
+                "io.kubernetes.cri.sandbox-name": "batch-1",
+                "io.kubernetes.cri.sandbox-namespace": "jobs",
+            }),
+        ),
+        &[],
+        None,
+    );
+    let containers = Node::Bucket(BTreeMap::from([
+        (id(1).into_bytes(), labelled),
+        (id(2).into_bytes(), annotated),
+    ]));
+    let root = BTreeMap::from([(
+        b"v1".to_vec(),
+        bucket([
+            ("k8s.io", bucket([("containers", containers), ("leases", bucket([]))])),
+            ("version", data([6])),
+        ]),
+    )]);
+    let old = spec(&[("API_TOKEN", freed_value)], json!({}));
+    let stale =
+        leaf(&[(0, b"spec".to_vec(), old), (0, b"snapshotter".to_vec(), b"overlayfs".to_vec())]);
+    Writer::new(4096, true, 64).finish(&root, &[stale], 4)
+}
+
+fn secrets(value: &str, freed: &str) -> Vec<Secret> {
+    vec![
+        Secret::opaque("shop", "db", &[("password", value.as_bytes())]),
+        Secret::opaque("ops", "api", &[("token", freed.as_bytes())]),
+    ]
+}
+
+/// A node with a `meta_db` of two generated values at `at`, and the kubectl JSON of
+/// their Secrets.
+fn planted(at: &str, seed: u64) -> (NodeTree, std::path::PathBuf) {
+    let tree = NodeTree::new();
+    let value = String::from_utf8(fake_secret(seed)).unwrap();
+    let freed = String::from_utf8(fake_secret(seed + 1)).unwrap();
+    let secrets = secrets(&value, &freed);
+    tree.guard_secrets(&secrets);
+    tree.write(at, &meta_db(&value, &freed));
+    let file = tree.secrets_file("secrets.json", &secrets);
+    (tree, file)
+}
+
+fn of_secret<'f>(findings: &'f [Finding], secret: &str) -> Vec<&'f Finding> {
+    findings.iter().filter(|f| f.secret == secret && f.site == "containerd-metadata").collect()
+}
+
+/// Matches in `meta.db` are attributed to the container (and pod) whose record holds
+/// them: by kubelet's labels, or by the CRI annotations of the stored spec; the copies in
+/// one record are one finding with a count. A value in a freed page is reported as
+/// stale, with a note and no owner.
+#[test]
+fn meta_db_matches_are_attributed() {
+    let (tree, file) = planted(META_DB, 4101);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let findings = out.findings();
+
+    let mut db = of_secret(&findings, "shop/db");
+    db.sort_by_key(|f| f.raw["container"]["name"].as_str().map(str::to_owned));
+    let owners: Vec<(&str, u64, &str, &str)> = db
+        .iter()
+        .map(|f| {
+            (
+                f.raw["container"]["id"].as_str().unwrap_or("-"),
+                f.raw["count"].as_u64().unwrap(),
+                f.raw["pod"]["uid"].as_str().unwrap_or("-"),
+                f.raw["container"]["name"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    let (one, two) = (id(1), id(2));
+    assert_eq!(
+        owners,
+        vec![
+            (one.as_str(), 2, POD_UID, "app"),
+            (two.as_str(), 1, "c0ffee00-0000-4000-8000-000000000002", "worker"),
+        ],
+        "{}",
+        out.stdout_str()
+    );
+    for f in &db {
+        assert_eq!(f.category, "env-persisted");
+        assert_eq!(f.stale, Some(false));
+        assert_eq!(f.path, META_DB);
+        assert!(f.raw.get("note").is_none());
+    }
+    assert_eq!(db[0].raw["pod"]["namespace"], "shop");
+    assert_eq!(db[0].raw["pod"]["name"], "web-0");
+    assert_eq!(db[1].raw["pod"]["namespace"], "jobs");
+    assert_ne!(db[0].id, db[1].id, "one value in two records is two findings");
+
+    let gone = of_secret(&findings, "ops/api");
+    assert_eq!(gone.len(), 1, "{}", out.stdout_str());
+    assert_eq!(gone[0].stale, Some(true));
+    assert!(gone[0].raw["container"].is_null());
+    assert!(gone[0].raw["note"].as_str().unwrap().contains("freed page"));
+    assert!(out.json.as_ref().unwrap()["errors"].as_array().unwrap().is_empty());
+}
+
+/// With rules only, the same attribution: a GitHub token in a container's env is that
+/// container's finding.
+#[test]
+fn meta_db_rule_match_is_attributed() {
+    let tree = NodeTree::new();
+    let key = String::from_utf8(render("{ghtoken:ghp}", 4103)).unwrap();
+    tree.guard(key.as_bytes());
+    let freed = String::from_utf8(fake_secret(4104)).unwrap();
+    tree.write(META_DB, &meta_db(&key, &freed));
+    let out = tree.scan(&["--format", "json"]);
+    out.assert_code(1);
+    let findings = out.findings();
+    let ids: Vec<&str> = findings
+        .iter()
+        .filter(|f| f.raw["match"]["kind"] == "rule")
+        .map(|f| f.raw["container"]["id"].as_str().unwrap_or("-"))
+        .collect();
+    assert!(ids.contains(&id(1).as_str()) && ids.contains(&id(2).as_str()), "{ids:?}");
+}
+
+/// A damaged database (both meta pages' checksums broken, or cut short) is an `errors`
+/// entry naming the file, and what it holds is still found, unattributed.
+#[test]
+fn damaged_meta_db_is_an_error_and_still_searched() {
+    let value = String::from_utf8(fake_secret(4105)).unwrap();
+    let freed = String::from_utf8(fake_secret(4106)).unwrap();
+    let good = meta_db(&value, &freed);
+    let mut checksums = good.clone();
+    checksums[72] ^= 0xff;
+    checksums[4096 + 72] ^= 0xff;
+    let cut = good[..4096 * 4 + 100].to_vec();
+    for (name, bytes) in [("bad checksums", checksums), ("truncated", cut)] {
+        let tree = NodeTree::new();
+        let secrets = secrets(&value, &freed);
+        tree.guard_secrets(&secrets);
+        tree.write(META_DB, &bytes);
+        let file = tree.secrets_file("secrets.json", &secrets);
+        let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+        let report = out.json.as_ref().unwrap();
+        let errors = report["errors"].as_array().unwrap();
+        assert!(
+            errors.iter().any(|e| e["path"] == META_DB
+                && e["error"].as_str().unwrap().contains("containerd metadata")),
+            "{name}: {errors:?}"
+        );
+        let found = of_secret(&out.findings(), "shop/db").len();
+        if name == "bad checksums" {
+            out.assert_code(1);
+            assert_eq!(found, 1, "{name}: every copy, unattributed, is one finding");
+        }
+    }
+}
+
+/// `--containerd-root` moves the database; a missing default root is no error, a missing
+/// explicit one is.
+#[test]
+fn containerd_root_option() {
+    let moved = "/data/containerd/io.containerd.metadata.v1.bolt/meta.db";
+    let (tree, file) = planted(moved, 4107);
+    let plain = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    plain.assert_code(0);
+    assert!(plain.json.as_ref().unwrap()["errors"].as_array().unwrap().is_empty());
+    let args = ["--secrets", path_arg(&file), "--containerd-root", "/data/containerd"];
+    let out = tree.scan(&[&args[..], &["--format", "json"]].concat());
+    out.assert_code(1);
+    assert!(out.findings().iter().any(|f| f.path == moved && f.site == "containerd-metadata"));
+    let missing =
+        ["--secrets", path_arg(&file), "--containerd-root", "/nowhere", "--format", "json"];
+    let out = tree.scan(&missing);
+    let errors = out.json.as_ref().unwrap()["errors"].as_array().unwrap().clone();
+    assert!(errors.iter().any(|e| e["path"] == "/nowhere"), "{errors:?}");
+}
