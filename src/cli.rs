@@ -32,7 +32,7 @@ pub struct Cli {
 pub enum Command {
     /// Scan a node (or a node root mounted elsewhere) for secret residue.
     #[command(after_help = EXIT_CODES)]
-    Scan(ScanArgs),
+    Scan(Box<ScanArgs>),
     /// Turn `kubectl get secrets -A -o json` output into a fingerprint file.
     ///
     /// The file holds no plaintext: salted digests of whole values and truncated keyed
@@ -109,6 +109,11 @@ pub struct ScanArgs {
     /// [default: /var/lib/containerd].
     #[arg(long, value_name = "PATH")]
     pub containerd_root: Option<PathBuf>,
+
+    /// containerd state dir, as a node path (`state` in containerd's config.toml)
+    /// [default: /run/containerd].
+    #[arg(long, value_name = "PATH")]
+    pub containerd_state: Option<PathBuf>,
 
     /// Also scan this node path (repeatable); its findings have site `other`.
     #[arg(long = "path", value_name = "PATH")]

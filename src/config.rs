@@ -87,9 +87,13 @@ impl ScanConfig {
         let containerd_root = node_path(
             args.containerd_root.as_deref().unwrap_or(Path::new(containerd::DEFAULT_ROOT)),
         );
+        let containerd_state = node_path(
+            args.containerd_state.as_deref().unwrap_or(Path::new(containerd::DEFAULT_STATE)),
+        );
         let layout = Layout {
             kubelet_dir,
             kubelet_dir_explicit,
+            containerd_state,
             containerd_root,
             containerd_root_explicit,
             extra: args.paths.iter().map(|p| node_path(p)).collect(),

@@ -13,7 +13,7 @@ use crate::finding::{
     ScanError, Severity, SiteId,
 };
 use crate::matcher::{Hit, Matcher};
-use crate::node::containerd::{MetaDb, Owner};
+use crate::node::containerd::{self, MetaDb, Owner};
 use crate::node::{self, io_message, Layout};
 use crate::rules::{RuleHit, Rules};
 use crate::sys::{self, RootDir};
@@ -179,8 +179,8 @@ impl Worker {
         // Liveness comes with the CRI cross-check; until then it is unknown.
         let place = assess(job.site, sys::is_tmpfs(&f), job.stale, None);
         let size = md.len();
-        if job.site == SiteId::ContainerdMetadata && size <= MAX_DATABASE {
-            return self.scan_database(&mut f, job, searchers, place).map(Some);
+        if let Some(cap) = whole_file_cap(job.site).filter(|&cap| size <= cap) {
+            return self.scan_whole(&mut f, cap, job, searchers, place).map(Some);
         }
         let mut findings = Vec::new();
         let mut carry = 0usize;
@@ -223,49 +223,71 @@ impl Worker {
     }
 }
 
-/// The largest metadata database read whole, to attribute its matches; a larger one is
-/// streamed like any file, its matches unattributed (containerd's is megabytes).
-const MAX_DATABASE: u64 = 1 << 30;
+/// Sites whose files are read whole, searched, then attributed by what the file says
+/// about itself, and the largest such file (a larger one is streamed like any file, its
+/// matches unattributed): containerd's `meta.db` (megabytes) and bundle specs (kilobytes).
+fn whole_file_cap(site: SiteId) -> Option<u64> {
+    match site {
+        SiteId::ContainerdMetadata => Some(1 << 30),
+        SiteId::OciBundle => Some(16 << 20),
+        _ => None,
+    }
+}
 
 impl Worker {
-    /// Reads containerd's `meta.db` whole, searches it, and attributes each match by its
-    /// offset: to the container whose record holds it, or to a freed page (a removed
-    /// container's data, marked stale), or to nothing in particular.
-    fn scan_database(
+    /// Reads a file of at most `cap` bytes whole, searches it, and attributes its matches:
+    /// in containerd's `meta.db` by offset, to the container whose record holds it, or to
+    /// a freed page (a removed container's data, marked stale); in a bundle's
+    /// `config.json` to the pod and container its CRI annotations name (the container id
+    /// is the bundle dir's).
+    fn scan_whole(
         &mut self,
         f: &mut std::fs::File,
+        cap: u64,
         job: &FileJob,
         searchers: &Searchers<'_>,
         place: (Category, Severity),
     ) -> Result<(u64, Vec<Finding>), String> {
         let mut data = Vec::new();
-        f.take(MAX_DATABASE).read_to_end(&mut data).map_err(|e| io_message(&e))?;
+        f.take(cap).read_to_end(&mut data).map_err(|e| io_message(&e))?;
         let n = data.len();
         let mut raw = Vec::new();
         // The file is the buffer: searched as one, then once more as the end of the file.
         let saved = std::mem::replace(&mut self.buf, data);
-        self.search(
-            job,
-            searchers,
-            place,
-            Span { carry: 0, len: n, pos: 0, last: false },
-            &mut raw,
-        );
+        let whole = Span { carry: 0, len: n, pos: 0, last: false };
+        self.search(job, searchers, place, whole, &mut raw);
         let last = Span { carry: n, len: n, pos: n as u64, last: true };
         self.search(job, searchers, place, last, &mut raw);
         let data = std::mem::replace(&mut self.buf, saved);
-        match MetaDb::read(&data) {
-            Ok((db, errors)) => {
-                for e in errors {
-                    self.file_errors.push(format!("containerd metadata: {e}"));
+        match job.site {
+            SiteId::ContainerdMetadata => match MetaDb::read(&data) {
+                Ok((db, errors)) => {
+                    for e in errors {
+                        self.file_errors.push(format!("containerd metadata: {e}"));
+                    }
+                    for f in &mut raw {
+                        attribute(f, db.owner(f.offset..f.offset + f.length));
+                    }
                 }
+                Err(e) => self.file_errors.push(format!(
+                    "containerd metadata: {e}; its matches are not attributed to containers"
+                )),
+            },
+            SiteId::OciBundle => {
+                let owner = containerd::spec_owner(&data);
                 for f in &mut raw {
-                    attribute(f, db.owner(f.offset..f.offset + f.length));
+                    if let Some(c) = &mut f.container {
+                        c.name.clone_from(&owner.name);
+                    }
+                    f.pod = owner.pod_uid.as_ref().map(|uid| PodRef {
+                        uid: uid.clone(),
+                        namespace: owner.pod_namespace.clone(),
+                        name: owner.pod_name.clone(),
+                        live: None,
+                    });
                 }
             }
-            Err(e) => self.file_errors.push(format!(
-                "containerd metadata: {e}; its matches are not attributed to containers"
-            )),
+            _ => {}
         }
         Ok((n as u64, aggregate(raw)))
     }
@@ -467,7 +489,11 @@ fn finding(
             name: None,
             live: None,
         }),
-        container: None,
+        container: job.container.as_ref().map(|id| ContainerRef {
+            id: id.to_string(),
+            name: None,
+            live: None,
+        }),
         matched,
         preview,
         note: None,
@@ -493,7 +519,9 @@ fn assess(site: SiteId, on_tmpfs: bool, stale: bool, live: Option<bool>) -> (Cat
         SiteId::KubeletSubpath => (Category::StaleSubpath, [Medium, High, Medium]),
         // A container's env at rest on disk: expected for a live container, residue once
         // it is gone (the record, or a freed page, outlives it).
-        SiteId::ContainerdMetadata => (Category::EnvPersisted, [High, High, Medium]),
+        SiteId::ContainerdMetadata | SiteId::OciBundle => {
+            (Category::EnvPersisted, [High, High, Medium])
+        }
         _ => (Category::Other, [High, High, Medium]),
     };
     let severity = match live {

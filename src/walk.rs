@@ -28,6 +28,8 @@ pub struct FileJob {
     pub pod: Option<Arc<str>>,
     /// True for a superseded atomic-writer copy.
     pub stale: bool,
+    /// The container id, for files of one container (an OCI bundle).
+    pub container: Option<Arc<str>>,
 }
 
 /// What the walk yields.
@@ -42,10 +44,13 @@ pub enum WalkItem {
 /// Walks one scope. `root_abs` is the canonical root path.
 pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkItem> {
     let Scope { rel, node_path, kind } = scope;
-    let (pod, volumes, fixed) = match kind {
-        ScopeKind::Pod { uid, volumes } => (Some(Arc::<str>::from(uid)), volumes, None),
-        ScopeKind::Extra => (None, Default::default(), Some(SiteId::Other)),
-        ScopeKind::Site(site) => (None, Default::default(), Some(site)),
+    let (pod, volumes, fixed, container) = match kind {
+        ScopeKind::Pod { uid, volumes } => (Some(Arc::<str>::from(uid)), volumes, None, None),
+        ScopeKind::Extra => (None, Default::default(), Some(SiteId::Other), None),
+        ScopeKind::Site(site) => (None, Default::default(), Some(site), None),
+        ScopeKind::Bundle { id } => {
+            (None, Default::default(), Some(SiteId::OciBundle), Some(Arc::<str>::from(id)))
+        }
     };
     let base = root_abs.join(&rel);
     WalkDir::new(&base).follow_links(false).into_iter().filter_map(move |entry| {
@@ -78,6 +83,7 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
             site,
             pod: pod.clone(),
             stale,
+            container: container.clone(),
         }))
     })
 }

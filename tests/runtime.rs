@@ -19,7 +19,7 @@ const CRI_META_URL: &str = "github.com/containerd/cri/pkg/store/container/Metada
 const POD_UID: &str = "8d2f4c6a-1b3e-4f5a-9c7d-2e4f6a8b0c1d";
 
 fn id(n: u8) -> String {
-    format!("{:064x}", u64::from(n) * 0x9e37_79b9_7f4a_7c15)
+    format!("{:064x}", u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
 /// A protobuf `Any` (type URL, then value), as containerd stores specs and extensions.
@@ -277,4 +277,70 @@ fn containerd_root_option() {
     let out = tree.scan(&missing);
     let errors = out.json.as_ref().unwrap()["errors"].as_array().unwrap().clone();
     assert!(errors.iter().any(|e| e["path"] == "/nowhere"), "{errors:?}");
+}
+
+const TASKS: &str = "/run/containerd/io.containerd.runtime.v2.task/k8s.io";
+
+/// A task bundle's `config.json` (the OCI spec with the env) is site `oci-bundle`,
+/// attributed to the container id (the bundle dir; `.<id>` is a bundle a crashed delete
+/// left) and to the pod its CRI annotations name; the bundle's `rootfs` (the container's
+/// mounted filesystem) is not walked as part of it; `--containerd-state` moves it.
+#[test]
+fn oci_bundle_config_is_attributed() {
+    for state in [None, Some("/var/run/ctrd")] {
+        let tree = NodeTree::new();
+        let value = String::from_utf8(fake_secret(4201)).unwrap();
+        let secrets = [Secret::opaque("shop", "db", &[("password", value.as_bytes())])];
+        tree.guard_secrets(&secrets);
+        let tasks = match state {
+            Some(s) => format!("{s}/io.containerd.runtime.v2.task/k8s.io"),
+            None => TASKS.to_owned(),
+        };
+        let annotations = json!({
+            "io.kubernetes.cri.container-name": "app",
+            "io.kubernetes.cri.sandbox-uid": POD_UID,
+            "io.kubernetes.cri.sandbox-namespace": "shop",
+            "io.kubernetes.cri.sandbox-name": "web-0",
+        });
+        let spec = |env| -> Vec<u8> {
+            let s = json!({"ociVersion": "1.0.2", "process": {"env": [env]}, "annotations": annotations});
+            serde_json::to_vec(&s).unwrap()
+        };
+        tree.write(format!("{tasks}/{}/config.json", id(1)), &spec(format!("DB_PASSWORD={value}")));
+        tree.write(format!("{tasks}/.{}/config.json", id(2)), &spec(format!("X={value}")));
+        tree.write(format!("{tasks}/{}/rootfs/etc/db", id(1)), value.as_bytes());
+        tree.write(format!("{tasks}/{}/log.json", id(1)), b"{}");
+        let file = tree.secrets_file("secrets.json", &secrets);
+        let mut args = vec!["--secrets", path_arg(&file), "--format", "json"];
+        if let Some(s) = state {
+            args.extend(["--containerd-state", s]);
+        }
+        let out = tree.scan(&args);
+        out.assert_code(1);
+        let findings = out.findings();
+        let got: Vec<(&str, &str, &str, &str)> = findings
+            .iter()
+            .map(|f| {
+                (
+                    f.path.as_str(),
+                    f.site.as_str(),
+                    f.raw["container"]["id"].as_str().unwrap_or("-"),
+                    f.raw["pod"]["uid"].as_str().unwrap_or("-"),
+                )
+            })
+            .collect();
+        let (p1, p2) =
+            (format!("{tasks}/{}/config.json", id(1)), format!("{tasks}/.{}/config.json", id(2)));
+        let mut want = [
+            (p1.as_str(), "oci-bundle", id(1), POD_UID),
+            (p2.as_str(), "oci-bundle", id(2), POD_UID),
+        ];
+        want.sort();
+        let want: Vec<(&str, &str, &str, &str)> =
+            want.iter().map(|(p, s, i, u)| (*p, *s, i.as_str(), *u)).collect();
+        assert_eq!(got, want, "state {state:?}");
+        assert!(findings.iter().all(|f| f.category == "env-persisted"
+            && f.raw["container"]["name"] == "app"
+            && f.raw["pod"]["namespace"] == "shop"));
+    }
 }

@@ -20,6 +20,11 @@ use std::ops::Range;
 pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
 /// The metadata database, relative to the containerd root.
 pub const META_DB: &str = "io.containerd.metadata.v1.bolt/meta.db";
+/// The default containerd state dir (`state` in `config.toml`, a tmpfs).
+pub const DEFAULT_STATE: &str = "/run/containerd";
+/// The runtime v2 task bundles, relative to the state dir: `<namespace>/<id>/config.json`
+/// (`runtime/v2/bundle.go`; a crashed delete leaves `<namespace>/.<id>`).
+pub const TASKS: &str = "io.containerd.runtime.v2.task";
 
 /// A container record of `meta.db`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -191,10 +196,28 @@ fn container(ns: &str, id: &str, values: &[(Vec<&[u8]>, &[u8])]) -> Container {
     }
 }
 
+/// The pod and container an OCI spec (JSON, as in a bundle's `config.json`) belongs to,
+/// from the CRI plugin's annotations; fields it does not name are `None`.
+pub fn spec_owner(json: &[u8]) -> Container {
+    let known: BTreeMap<String, String> = json_annotations(json).into_iter().collect();
+    let pick = |keys: [&str; 2]| keys.iter().find_map(|k| known.get(*k).cloned());
+    Container {
+        name: pick(CONTAINER_NAME),
+        pod_uid: pick(POD_UID),
+        pod_namespace: pick(POD_NAMESPACE),
+        pod_name: pick(POD_NAME),
+        ..Container::default()
+    }
+}
+
 /// The annotations of a stored spec: a protobuf `Any` (field 1 the type URL, field 2 the
 /// OCI spec as JSON). Empty when it is anything else.
 fn spec_annotations(any: &[u8]) -> Vec<(String, String)> {
-    let Some(json) = any_value(any) else { return Vec::new() };
+    any_value(any).map(json_annotations).unwrap_or_default()
+}
+
+/// The string annotations of an OCI spec in JSON.
+fn json_annotations(json: &[u8]) -> Vec<(String, String)> {
     let Ok(spec) = serde_json::from_slice::<serde_json::Value>(json) else { return Vec::new() };
     let Some(map) = spec.get("annotations").and_then(|a| a.as_object()) else {
         return Vec::new();

@@ -37,6 +37,11 @@ pub enum ScopeKind {
     Extra,
     /// A file or dir whose files all belong to one site (containerd's `meta.db`).
     Site(SiteId),
+    /// The `config.json` of an OCI bundle.
+    Bundle {
+        /// The container id (the bundle dir's name, without a leading `.`).
+        id: String,
+    },
 }
 
 /// Where to look on the node.
@@ -48,6 +53,8 @@ pub struct Layout {
     pub kubelet_dir_explicit: bool,
     /// containerd root dir, a node path (`/var/lib/containerd`).
     pub containerd_root: PathBuf,
+    /// containerd state dir, a node path (`/run/containerd`).
+    pub containerd_state: PathBuf,
     /// Whether `containerd_root` was given by the user (missing is then an error).
     pub containerd_root_explicit: bool,
     /// Extra node paths scanned as site `other`.
@@ -99,6 +106,7 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
         Err(e) if e.kind() == io::ErrorKind::NotFound && !layout.containerd_root_explicit => {}
         Err(e) => errors.push(error_at(&layout.containerd_root, &e)),
     }
+    bundles(root, &layout.containerd_state.join(containerd::TASKS), &mut scopes, errors);
     for p in &layout.extra {
         match resolve(root, p) {
             Ok(rel) => scopes.push(Scope { rel, node_path: p.clone(), kind: ScopeKind::Extra }),
@@ -106,6 +114,41 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
         }
     }
     scopes
+}
+
+/// The `config.json` of every task bundle under `tasks` (`<namespace>/<id>/`), live or
+/// left behind by a crashed delete (`<namespace>/.<id>/`). The bundle's `rootfs` (the
+/// container's mounted filesystem) is not walked.
+fn bundles(root: &RootDir, tasks: &Path, scopes: &mut Vec<Scope>, errors: &mut Vec<ScanError>) {
+    let tasks_rel = match resolve(root, tasks) {
+        Ok(rel) => rel,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        Err(e) => return errors.push(error_at(tasks, &e)),
+    };
+    let dirs = |rel: &Path| -> Vec<std::ffi::OsString> {
+        let Ok(dir) = std::fs::read_dir(root.path().join(rel)) else { return Vec::new() };
+        let mut names: Vec<_> = dir
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    for ns in dirs(&tasks_rel) {
+        for id in dirs(&tasks_rel.join(&ns)) {
+            let rel = tasks_rel.join(&ns).join(&id).join("config.json");
+            if !root.path().join(&rel).is_file() {
+                continue;
+            }
+            let name = id.to_string_lossy();
+            scopes.push(Scope {
+                node_path: tasks.join(&ns).join(&id).join("config.json"),
+                kind: ScopeKind::Bundle { id: name.strip_prefix('.').unwrap_or(&name).to_owned() },
+                rel,
+            });
+        }
+    }
 }
 
 /// The atomic-writer volumes of the pod dir at `pod_rel`: secret and projected volume
