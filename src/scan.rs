@@ -177,7 +177,7 @@ impl Worker {
             return Ok(None);
         }
         // Liveness comes with the CRI cross-check; until then it is unknown.
-        let place = assess(job.site, sys::is_tmpfs(&f), job.stale, None);
+        let place = assess(job, sys::is_tmpfs(&f), None);
         let size = md.len();
         if let Some(cap) = whole_file_cap(job.site).filter(|&cap| size <= cap) {
             return self.scan_whole(&mut f, cap, job, searchers, place).map(Some);
@@ -496,7 +496,7 @@ fn finding(
         }),
         matched,
         preview,
-        note: None,
+        note: job.note,
         token: None,
     }
 }
@@ -506,9 +506,9 @@ fn finding(
 /// disk instead of tmpfs outlives the pod and a reboot; on tmpfs it is an orphaned mount
 /// unless its pod lives; subPath copies are pinned at container start and go stale; a
 /// stale atomic-writer copy is one step less severe than its place.
-fn assess(site: SiteId, on_tmpfs: bool, stale: bool, live: Option<bool>) -> (Category, Severity) {
+fn assess(job: &FileJob, on_tmpfs: bool, live: Option<bool>) -> (Category, Severity) {
     use Severity::{Critical, High, Info, Medium};
-    let (category, [unknown, dead, alive]) = match site {
+    let (category, [unknown, dead, alive]) = match job.site {
         SiteId::KubeletSecretVolume | SiteId::KubeletProjectedVolume | SiteId::KubeletCsiVolume => {
             if on_tmpfs {
                 (Category::OrphanedVolume, [High, Critical, Info])
@@ -522,6 +522,13 @@ fn assess(site: SiteId, on_tmpfs: bool, stale: bool, live: Option<bool>) -> (Cat
         SiteId::ContainerdMetadata | SiteId::OciBundle => {
             (Category::EnvPersisted, [High, High, Medium])
         }
+        // Baked into an image: on every node that pulls it, whoever runs it.
+        SiteId::ContainerdSnapshot if job.category == Some(Category::ImageLayer) => {
+            (Category::ImageLayer, [High, High, High])
+        }
+        // Written by the app into its writable layer: gone with the container, unless
+        // the container is gone and the layer is not.
+        SiteId::ContainerdSnapshot => (Category::ContainerLayer, [High, High, Medium]),
         _ => (Category::Other, [High, High, Medium]),
     };
     let severity = match live {
@@ -529,6 +536,6 @@ fn assess(site: SiteId, on_tmpfs: bool, stale: bool, live: Option<bool>) -> (Cat
         Some(false) => dead,
         Some(true) => alive,
     };
-    let severity = if stale { rank(severity, Medium, false) } else { severity };
+    let severity = if job.stale { rank(severity, Medium, false) } else { severity };
     (category, severity)
 }

@@ -5,7 +5,7 @@
 //! never opened (their type comes from the directory entry, and the open in `scan` checks
 //! again). Parallelism lives in `scan`, which pulls from these iterators with rayon.
 
-use crate::finding::{ScanError, SiteId};
+use crate::finding::{Category, ScanError, SiteId};
 use crate::node::kubelet::{self, AtomicVolume};
 use crate::node::{io_message, Scope, ScopeKind};
 use crate::report::display_path;
@@ -28,8 +28,13 @@ pub struct FileJob {
     pub pod: Option<Arc<str>>,
     /// True for a superseded atomic-writer copy.
     pub stale: bool,
-    /// The container id, for files of one container (an OCI bundle).
+    /// The container id, for files of one container (an OCI bundle, a writable layer).
     pub container: Option<Arc<str>>,
+    /// The category, where the site alone does not decide it (a snapshot is a container's
+    /// writable layer or an image layer).
+    pub category: Option<Category>,
+    /// What the place is, where the path does not say (an orphaned snapshot).
+    pub note: Option<&'static str>,
 }
 
 /// What the walk yields.
@@ -44,12 +49,22 @@ pub enum WalkItem {
 /// Walks one scope. `root_abs` is the canonical root path.
 pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkItem> {
     let Scope { rel, node_path, kind } = scope;
-    let (pod, volumes, fixed, container) = match kind {
-        ScopeKind::Pod { uid, volumes } => (Some(Arc::<str>::from(uid)), volumes, None, None),
-        ScopeKind::Extra => (None, Default::default(), Some(SiteId::Other), None),
-        ScopeKind::Site(site) => (None, Default::default(), Some(site), None),
+    let (mut pod, mut category, mut note) = (None, None, None);
+    let (volumes, fixed, container) = match kind {
+        ScopeKind::Pod { uid, volumes } => {
+            pod = Some(Arc::<str>::from(uid));
+            (volumes, None, None)
+        }
+        ScopeKind::Extra => (Default::default(), Some(SiteId::Other), None),
+        ScopeKind::Site(site) => (Default::default(), Some(site), None),
         ScopeKind::Bundle { id } => {
-            (None, Default::default(), Some(SiteId::OciBundle), Some(Arc::<str>::from(id)))
+            (Default::default(), Some(SiteId::OciBundle), Some(Arc::<str>::from(id)))
+        }
+        ScopeKind::Snapshot(layer) => {
+            pod = layer.pod_uid.map(Arc::from);
+            category = Some(layer.category);
+            note = layer.note;
+            (Default::default(), Some(SiteId::ContainerdSnapshot), layer.container.map(Arc::from))
         }
     };
     let base = root_abs.join(&rel);
@@ -69,9 +84,9 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
             return None;
         }
         let inner = entry.path().strip_prefix(&base).ok()?.to_path_buf();
-        let (site, shown, stale) = match &pod {
-            Some(_) => place_in_pod(&inner, &volumes),
-            None => (fixed.unwrap_or(SiteId::Other), inner.clone(), false),
+        let (site, shown, stale) = match fixed {
+            None => place_in_pod(&inner, &volumes),
+            Some(site) => (site, inner.clone(), false),
         };
         let shown =
             if shown.as_os_str().is_empty() { node_path.clone() } else { node_path.join(shown) };
@@ -84,6 +99,8 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
             pod: pod.clone(),
             stale,
             container: container.clone(),
+            category,
+            note,
         }))
     })
 }

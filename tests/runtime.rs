@@ -60,13 +60,15 @@ fn spec(env: &[(&str, &str)], annotations: Value) -> Vec<u8> {
     any(SPEC_URL, serde_json::to_string(&spec).unwrap().as_bytes())
 }
 
-/// A container record. `labels` as kubelet sets them.
-fn container(spec: Vec<u8>, labels: &[(&str, &str)], extension: Option<Vec<u8>>) -> Node {
+/// A container record (its snapshot key is its id, as CRI makes it). `labels` as kubelet
+/// sets them.
+fn container(id: &str, spec: Vec<u8>, labels: &[(&str, &str)], extension: Option<Vec<u8>>) -> Node {
     let labels: BTreeMap<Vec<u8>, Node> =
         labels.iter().map(|(k, v)| (k.as_bytes().to_vec(), data(v))).collect();
     let mut record = BTreeMap::from([
         (b"image".to_vec(), data("localhost/app:1")),
         (b"labels".to_vec(), Node::Bucket(labels)),
+        (b"snapshotKey".to_vec(), data(id)),
         (b"snapshotter".to_vec(), data("overlayfs")),
         (b"spec".to_vec(), data(spec)),
     ]);
@@ -84,6 +86,7 @@ fn container(spec: Vec<u8>, labels: &[(&str, &str)], extension: Option<Vec<u8>>)
 /// the same value), and a freed leaf page holding an old spec with `freed_value`.
 fn meta_db(value: &str, freed_value: &str) -> Vec<u8> {
     let labelled = container(
+        &id(1),
         spec(&[("PATH", "/bin"), ("DB_PASSWORD", value)], json!({})),
         &[
             ("io.kubernetes.pod.uid", POD_UID),
@@ -99,6 +102,7 @@ fn meta_db(value: &str, freed_value: &str) -> Vec<u8> {
         ),
     );
     let annotated = container(
+        &id(2),
         spec(
             &[("DB_PASSWORD", value)],
             json!({
@@ -343,4 +347,81 @@ fn oci_bundle_config_is_attributed() {
             && f.raw["container"]["name"] == "app"
             && f.raw["pod"]["namespace"] == "shop"));
     }
+}
+
+const OVERLAY: &str = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs";
+
+/// The overlayfs snapshotter's `metadata.db`: `v1/snapshots/<ns>/<seq>/<key>` with a
+/// uvarint `id` (the dir name) and a `kind` byte (2 active, 3 committed).
+fn snapshot_db(records: &[(&str, u8, u8)]) -> Vec<u8> {
+    let snapshots: BTreeMap<Vec<u8>, Node> = records
+        .iter()
+        .enumerate()
+        .map(|(seq, (key, id, kind))| {
+            let record = bucket([("id", data([*id])), ("kind", data([*kind]))]);
+            (format!("k8s.io/{}/{key}", seq + 2).into_bytes(), record)
+        })
+        .collect();
+    let root = BTreeMap::from([(b"v1".to_vec(), bucket([("snapshots", Node::Bucket(snapshots))]))]);
+    Writer::new(4096, true, 64).finish(&root, &[], 0)
+}
+
+/// Snapshot dirs: a value baked into an image layer (committed, shared by two containers'
+/// writable layers) is one `image-layer` finding with no container; a value an app wrote
+/// into its writable layer is a `container-layer` finding of that container and its pod
+/// (from `meta.db`); a dir neither database knows is an orphan, said so in a note.
+#[test]
+fn snapshot_layers_are_classified_and_attributed() {
+    let tree = NodeTree::new();
+    let vals: Vec<String> =
+        (0..3).map(|i| String::from_utf8(fake_secret(4301 + i)).unwrap()).collect();
+    let secrets: Vec<Secret> = vals
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Secret::opaque("shop", &format!("s{i}"), &[("v", v.as_bytes())]))
+        .collect();
+    tree.guard_secrets(&secrets);
+    tree.write(META_DB, &meta_db("unrelated-value-0123456789", "unrelated-freed-0123456789"));
+    let chain = "sha256:".to_owned() + &"ab".repeat(32);
+    let db = snapshot_db(&[(&chain, 1, 3), (&id(1), 3, 2), (&id(2), 4, 2)]);
+    tree.write(format!("{OVERLAY}/metadata.db"), &db);
+    tree.write(
+        format!("{OVERLAY}/snapshots/1/fs/etc/app.conf"),
+        format!("key: {}\n", vals[0]).as_bytes(),
+    );
+    tree.write(
+        format!("{OVERLAY}/snapshots/3/fs/data/out.txt"),
+        format!("secret={}\n", vals[1]).as_bytes(),
+    );
+    tree.mkdir(format!("{OVERLAY}/snapshots/4/fs"));
+    tree.write(format!("{OVERLAY}/snapshots/9/fs/tmp/x"), vals[2].as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let findings: Vec<Finding> =
+        out.findings().into_iter().filter(|f| f.site == "containerd-snapshot").collect();
+    let got: Vec<(&str, &str, &str, &str, bool)> = findings
+        .iter()
+        .map(|f| {
+            (
+                f.secret.as_str(),
+                f.category.as_str(),
+                f.raw["container"]["id"].as_str().unwrap_or("-"),
+                f.raw["pod"]["uid"].as_str().unwrap_or("-"),
+                f.raw["note"].as_str().is_some_and(|n| n.contains("orphan")),
+            )
+        })
+        .collect();
+    let one = id(1);
+    assert_eq!(
+        got,
+        vec![
+            ("shop/s0", "image-layer", "-", "-", false),
+            ("shop/s1", "container-layer", one.as_str(), POD_UID, false),
+            ("shop/s2", "container-layer", "-", "-", true),
+        ],
+        "{}",
+        out.stdout_str()
+    );
+    assert_eq!(findings[0].path, format!("{OVERLAY}/snapshots/1/fs/etc/app.conf"));
 }

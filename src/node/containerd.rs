@@ -26,6 +26,65 @@ pub const DEFAULT_STATE: &str = "/run/containerd";
 /// (`runtime/v2/bundle.go`; a crashed delete leaves `<namespace>/.<id>`).
 pub const TASKS: &str = "io.containerd.runtime.v2.task";
 
+/// The overlayfs snapshotter's dir, relative to the containerd root: `metadata.db` and
+/// `snapshots/<id>/fs` (`snapshots/overlay/overlay.go`).
+pub const OVERLAY: &str = "io.containerd.snapshotter.v1.overlayfs";
+
+/// What a snapshot is (`snapshots/snapshotter.go`, `Kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotKind {
+    /// A read-only view.
+    View,
+    /// A writable layer: a container's, when its key is a container's snapshot key.
+    Active,
+    /// A committed layer: part of an image.
+    Committed,
+    /// Anything else.
+    Unknown,
+}
+
+/// A snapshot record of the snapshotter's `metadata.db`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The client's key (the last part of the backend key `<ns>/<seq>/<key>`): a
+    /// container's snapshot key, or an image layer's chain id.
+    pub key: String,
+    /// What it is.
+    pub kind: SnapshotKind,
+}
+
+/// The snapshots of a snapshotter's `metadata.db`, by id (the dir name under
+/// `snapshots/`): `v1/snapshots/<backend key>/{id (uvarint), kind (a byte)}`
+/// (`snapshots/storage/bolt.go`).
+pub fn read_snapshots(data: &[u8]) -> Result<(BTreeMap<u64, Snapshot>, Vec<Error>), Error> {
+    let db = Db::open(data)?;
+    let mut out = BTreeMap::new();
+    let mut errors = Vec::new();
+    let Some(v1) = db.root().bucket(b"v1")? else { return Ok((out, errors)) };
+    let Some(snapshots) = v1.bucket(b"snapshots")? else { return Ok((out, errors)) };
+    for (key, value) in snapshots.entries()? {
+        let Value::Bucket(b) = value else { continue };
+        let fields = match (b.get(b"id"), b.get(b"kind")) {
+            (Ok(id), Ok(kind)) => (id.and_then(|v| varint(v)).map(|(id, _)| id), kind),
+            (Err(e), _) | (_, Err(e)) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        let (Some(id), kind) = fields else { continue };
+        let kind = match kind.and_then(|k| k.first()) {
+            Some(1) => SnapshotKind::View,
+            Some(2) => SnapshotKind::Active,
+            Some(3) => SnapshotKind::Committed,
+            _ => SnapshotKind::Unknown,
+        };
+        let key = lossy(key);
+        let key = key.splitn(3, '/').nth(2).unwrap_or(&key).to_owned();
+        out.insert(id, Snapshot { key, kind });
+    }
+    Ok((out, errors))
+}
+
 /// A container record of `meta.db`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Container {

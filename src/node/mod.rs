@@ -5,11 +5,12 @@
 pub mod containerd;
 pub mod kubelet;
 
-use crate::finding::{ScanError, SiteId};
+use crate::finding::{Category, ScanError, SiteId};
 use crate::sys::RootDir;
 use kubelet::AtomicVolume;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// A subtree to walk, and what it is.
@@ -37,12 +38,31 @@ pub enum ScopeKind {
     Extra,
     /// A file or dir whose files all belong to one site (containerd's `meta.db`).
     Site(SiteId),
+    /// A snapshot's `fs` dir: a container's writable layer or an image layer.
+    Snapshot(Layer),
     /// The `config.json` of an OCI bundle.
     Bundle {
         /// The container id (the bundle dir's name, without a leading `.`).
         id: String,
     },
 }
+
+/// What a snapshot dir is, from the snapshotter's and containerd's databases.
+#[derive(Debug)]
+pub struct Layer {
+    /// `container-layer` or `image-layer`.
+    pub category: Category,
+    /// The container whose writable layer it is.
+    pub container: Option<String>,
+    /// That container's pod.
+    pub pod_uid: Option<String>,
+    /// Said of an orphan (a dir no snapshot record names).
+    pub note: Option<&'static str>,
+}
+
+/// What an orphaned snapshot dir is.
+const ORPHAN: &str = "a snapshot dir the snapshotter's database does not know (an orphan \
+    left by an interrupted removal)";
 
 /// Where to look on the node.
 #[derive(Clone, Debug)]
@@ -107,6 +127,7 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
         Err(e) => errors.push(error_at(&layout.containerd_root, &e)),
     }
     bundles(root, &layout.containerd_state.join(containerd::TASKS), &mut scopes, errors);
+    snapshots(root, &layout.containerd_root, &mut scopes, errors);
     for p in &layout.extra {
         match resolve(root, p) {
             Ok(rel) => scopes.push(Scope { rel, node_path: p.clone(), kind: ScopeKind::Extra }),
@@ -114,6 +135,75 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
         }
     }
     scopes
+}
+
+/// The `fs` dir of every overlayfs snapshot, with what it is: a snapshot the snapshotter
+/// records as active, whose key is a container's snapshot key in `meta.db`, is that
+/// container's writable layer; a committed one is an image layer (scanned once however
+/// many containers share it); one no record names is an orphan.
+fn snapshots(root: &RootDir, ctrd: &Path, scopes: &mut Vec<Scope>, errors: &mut Vec<ScanError>) {
+    let overlay = ctrd.join(containerd::OVERLAY);
+    let Ok(overlay_rel) = resolve(root, &overlay.join("snapshots")) else { return };
+    let read = |node: &Path, errors: &mut Vec<ScanError>| -> Option<Vec<u8>> {
+        let rel = resolve(root, node).ok()?;
+        let mut f = root.open_file(&rel).map_err(|e| errors.push(error_at(node, &e))).ok()?;
+        let mut data = Vec::new();
+        match f.by_ref().take(1 << 30).read_to_end(&mut data) {
+            Ok(_) => Some(data),
+            Err(e) => {
+                errors.push(error_at(node, &e));
+                None
+            }
+        }
+    };
+    let db_path = overlay.join("metadata.db");
+    let mut records = BTreeMap::new();
+    if let Some(data) = read(&db_path, errors) {
+        match containerd::read_snapshots(&data) {
+            Ok((r, errs)) => {
+                records = r;
+                errors.extend(errs.iter().map(|e| bolt_error(&db_path, e)));
+            }
+            Err(e) => errors.push(bolt_error(&db_path, &e)),
+        }
+    }
+    let mut owners: HashMap<String, (String, Option<String>)> = HashMap::new();
+    if let Some(data) = read(&ctrd.join(containerd::META_DB), &mut Vec::new()) {
+        if let Ok((db, _)) = containerd::MetaDb::read(&data) {
+            for c in db.containers {
+                if let Some((_, key)) = c.snapshot {
+                    owners.insert(key, (c.id, c.pod_uid));
+                }
+            }
+        }
+    }
+    let Ok(dir) = std::fs::read_dir(root.path().join(&overlay_rel)) else { return };
+    let mut ids: Vec<(u64, std::ffi::OsString)> = dir
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.file_name())))
+        .collect();
+    ids.sort();
+    for (id, name) in ids {
+        let (category, owner, note) = match records.get(&id) {
+            Some(s) if s.kind == containerd::SnapshotKind::Committed => {
+                (Category::ImageLayer, None, None)
+            }
+            Some(s) => (Category::ContainerLayer, owners.get(&s.key).cloned(), None),
+            None => (Category::ContainerLayer, None, Some(ORPHAN)),
+        };
+        let (container, pod_uid) = owner.map_or((None, None), |(c, p)| (Some(c), p));
+        scopes.push(Scope {
+            rel: overlay_rel.join(&name).join("fs"),
+            node_path: overlay.join("snapshots").join(&name).join("fs"),
+            kind: ScopeKind::Snapshot(Layer { category, container, pod_uid, note }),
+        });
+    }
+}
+
+/// An error entry for a damaged database at `node_path`.
+fn bolt_error(node_path: &Path, e: &crate::bbolt::Error) -> ScanError {
+    ScanError { path: crate::report::display_path(node_path.as_os_str()), error: e.to_string() }
 }
 
 /// The `config.json` of every task bundle under `tasks` (`<namespace>/<id>/`), live or
