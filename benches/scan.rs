@@ -1433,6 +1433,7 @@ fn run() -> anyhow::Result<bool> {
         kubelet_dir_explicit: false,
         containerd_root: PathBuf::from(kresidue::node::containerd::DEFAULT_ROOT),
         containerd_root_explicit: false,
+        etcd: Vec::new(),
         containerd_state: PathBuf::from(kresidue::node::containerd::DEFAULT_STATE),
         extra: vec![PathBuf::from(POD_LOGS)],
     };

@@ -115,6 +115,11 @@ pub struct ScanArgs {
     #[arg(long, value_name = "PATH")]
     pub containerd_state: Option<PathBuf>,
 
+    /// etcd data dir or snapshot backup, as a node path (repeatable); its findings have
+    /// site `etcd` [default: /var/lib/etcd when present].
+    #[arg(long, value_name = "PATH")]
+    pub etcd: Vec<PathBuf>,
+
     /// Also scan this node path (repeatable); its findings have site `other`.
     #[arg(long = "path", value_name = "PATH")]
     pub paths: Vec<PathBuf>,

@@ -95,6 +95,7 @@ impl ScanConfig {
             kubelet_dir_explicit,
             containerd_state,
             containerd_root,
+            etcd: args.etcd.iter().map(|p| node_path(p)).collect(),
             containerd_root_explicit,
             extra: args.paths.iter().map(|p| node_path(p)).collect(),
         };

@@ -522,6 +522,8 @@ fn assess(job: &FileJob, on_tmpfs: bool, live: Option<bool>) -> (Category, Sever
         SiteId::ContainerdMetadata | SiteId::OciBundle => {
             (Category::EnvPersisted, [High, High, Medium])
         }
+        // Every Secret of the cluster in plaintext: encryption at rest is off.
+        SiteId::Etcd => (Category::EtcdPlaintext, [Critical, Critical, Critical]),
         // Baked into an image: on every node that pulls it, whoever runs it.
         SiteId::ContainerdSnapshot if job.category == Some(Category::ImageLayer) => {
             (Category::ImageLayer, [High, High, High])

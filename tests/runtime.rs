@@ -425,3 +425,66 @@ fn snapshot_layers_are_classified_and_attributed() {
     );
     assert_eq!(findings[0].path, format!("{OVERLAY}/snapshots/1/fs/etc/app.conf"));
 }
+
+/// An etcd bbolt db: bucket `key`, revision keys, `mvccpb.KeyValue` values (field 1 the
+/// key, field 5 the value); a Secret stored plaintext (`k8s\0` + protobuf) or encrypted
+/// (`k8s:enc:aescbc:v1:<key>:` + ciphertext).
+fn etcd_db(plain: (&str, &[u8]), encrypted: &str) -> Vec<u8> {
+    let kv = |key: &str, value: &[u8]| {
+        let mut out = vec![0x0a];
+        varint(key.len(), &mut out);
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(&[0x10, 0x05, 0x18, 0x05, 0x20, 0x01, 0x2a]);
+        varint(value.len(), &mut out);
+        out.extend_from_slice(value);
+        out
+    };
+    let mut secret = b"k8s\0\n\x0c\n\x02v1\x12\x06Secret\x12".to_vec();
+    secret.extend_from_slice(plain.1);
+    let cipher: Vec<u8> = filler(4402, 200);
+    let enc = [b"k8s:enc:aescbc:v1:key1:".as_slice(), &cipher[..]].concat();
+    let rev = |n: u64| [n.to_be_bytes().as_slice(), b"_", &0u64.to_be_bytes()].concat();
+    let keys = BTreeMap::from([
+        (rev(5), Node::Data(kv(&format!("/registry/secrets/{}", plain.0), &secret))),
+        (rev(6), Node::Data(kv(&format!("/registry/secrets/{encrypted}"), &enc))),
+    ]);
+    let root = BTreeMap::from([
+        (b"key".to_vec(), Node::Bucket(keys)),
+        (b"meta".to_vec(), bucket([("consistent_index", data([0, 0, 0, 0, 0, 0, 0, 9]))])),
+    ]);
+    Writer::new(4096, false, 64).finish(&root, &[], 0)
+}
+
+/// A Secret stored in plaintext in etcd's db (the default `/var/lib/etcd/member/snap/db`,
+/// or a snapshot backup given with `--etcd`, with etcdctl's trailing checksum) is an
+/// `etcd-plaintext` finding, critical; a Secret stored as `k8s:enc:` ciphertext is not.
+#[test]
+fn etcd_plaintext_is_found_and_ciphertext_is_not() {
+    let tree = NodeTree::new();
+    let plain = fake_secret(4401);
+    let hidden = fake_secret(4403);
+    let secrets = [
+        Secret::opaque("shop", "db", &[("password", plain.as_slice())]),
+        Secret::opaque("shop", "api", &[("token", hidden.as_slice())]),
+    ];
+    tree.guard_secrets(&secrets);
+    let db = etcd_db(("shop/db", &plain), "shop/api");
+    tree.write("/var/lib/etcd/member/snap/db", &db);
+    let backup = [db.as_slice(), &[0x5a; 32]].concat();
+    tree.write("/backup/etcd-2026-11-30.db", &backup);
+    let file = tree.secrets_file("secrets.json", &secrets);
+    for (args, path) in [
+        (vec![], "/var/lib/etcd/member/snap/db"),
+        (vec!["--etcd", "/backup/etcd-2026-11-30.db"], "/backup/etcd-2026-11-30.db"),
+    ] {
+        let out =
+            tree.scan(&[&["--secrets", path_arg(&file), "--format", "json"], &args[..]].concat());
+        out.assert_code(1);
+        let found: Vec<(String, String, String, String)> =
+            out.findings().into_iter().map(|f| (f.path, f.site, f.category, f.secret)).collect();
+        let want =
+            (path.to_owned(), "etcd".to_owned(), "etcd-plaintext".to_owned(), "shop/db".to_owned());
+        assert_eq!(found, vec![want], "{args:?}");
+        assert!(out.findings().iter().all(|f| f.severity == "critical"));
+    }
+}

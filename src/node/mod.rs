@@ -75,11 +75,17 @@ pub struct Layout {
     pub containerd_root: PathBuf,
     /// containerd state dir, a node path (`/run/containerd`).
     pub containerd_state: PathBuf,
+    /// etcd data dirs and backups given by the user; none means `/var/lib/etcd` when it
+    /// exists.
+    pub etcd: Vec<PathBuf>,
     /// Whether `containerd_root` was given by the user (missing is then an error).
     pub containerd_root_explicit: bool,
     /// Extra node paths scanned as site `other`.
     pub extra: Vec<PathBuf>,
 }
+
+/// etcd's data dir as kubeadm sets it up (`member/snap/db`, `member/wal/`).
+pub const DEFAULT_ETCD_DIR: &str = "/var/lib/etcd";
 
 /// The default kubelet root (`--root-dir` default, NODE-LAYOUT.md §1.1).
 pub const DEFAULT_KUBELET_DIR: &str = "/var/lib/kubelet";
@@ -128,6 +134,22 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
     }
     bundles(root, &layout.containerd_state.join(containerd::TASKS), &mut scopes, errors);
     snapshots(root, &layout.containerd_root, &mut scopes, errors);
+    if layout.etcd.is_empty() {
+        let default = Path::new(DEFAULT_ETCD_DIR);
+        if let Ok(rel) = resolve(root, default) {
+            let kind = ScopeKind::Site(SiteId::Etcd);
+            scopes.push(Scope { rel, node_path: default.to_path_buf(), kind });
+        }
+    }
+    for p in &layout.etcd {
+        match resolve(root, p) {
+            Ok(rel) => {
+                let kind = ScopeKind::Site(SiteId::Etcd);
+                scopes.push(Scope { rel, node_path: p.clone(), kind });
+            }
+            Err(e) => errors.push(error_at(p, &e)),
+        }
+    }
     for p in &layout.extra {
         match resolve(root, p) {
             Ok(rel) => scopes.push(Scope { rel, node_path: p.clone(), kind: ScopeKind::Extra }),
