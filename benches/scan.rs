@@ -1434,6 +1434,7 @@ fn run() -> anyhow::Result<bool> {
         containerd_root: PathBuf::from(kresidue::node::containerd::DEFAULT_ROOT),
         containerd_root_explicit: false,
         etcd: Vec::new(),
+        pod_logs: PathBuf::from(kresidue::node::logs::DEFAULT_DIR),
         containerd_state: PathBuf::from(kresidue::node::containerd::DEFAULT_STATE),
         extra: vec![PathBuf::from(POD_LOGS)],
     };

@@ -115,6 +115,10 @@ pub struct ScanArgs {
     #[arg(long, value_name = "PATH")]
     pub containerd_state: Option<PathBuf>,
 
+    /// Pod log dir, as a node path (kubelet's podLogsRootDirectory) [default: /var/log/pods].
+    #[arg(long, value_name = "PATH")]
+    pub pod_log_dir: Option<PathBuf>,
+
     /// etcd data dir or snapshot backup, as a node path (repeatable); its findings have
     /// site `etcd` [default: /var/lib/etcd when present].
     #[arg(long, value_name = "PATH")]

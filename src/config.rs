@@ -96,6 +96,9 @@ impl ScanConfig {
             containerd_state,
             containerd_root,
             etcd: args.etcd.iter().map(|p| node_path(p)).collect(),
+            pod_logs: node_path(
+                args.pod_log_dir.as_deref().unwrap_or(Path::new(crate::node::logs::DEFAULT_DIR)),
+            ),
             containerd_root_explicit,
             extra: args.paths.iter().map(|p| node_path(p)).collect(),
         };

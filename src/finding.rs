@@ -147,8 +147,8 @@ pub struct PodRef {
 /// The container a finding belongs to.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct ContainerRef {
-    /// Runtime container id.
-    pub id: String,
+    /// Runtime container id (unknown for a pod log, which names only the container).
+    pub id: Option<String>,
     /// Container name from the pod spec, when known.
     pub name: Option<String>,
     /// Whether the runtime reports the container alive; `None` when unknown.

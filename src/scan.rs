@@ -14,6 +14,7 @@ use crate::finding::{
 };
 use crate::matcher::{Hit, Matcher};
 use crate::node::containerd::{self, MetaDb, Owner};
+use crate::node::logs::Content;
 use crate::node::{self, io_message, Layout};
 use crate::rules::{RuleHit, Rules};
 use crate::sys::{self, RootDir};
@@ -179,6 +180,10 @@ impl Worker {
         // Liveness comes with the CRI cross-check; until then it is unknown.
         let place = assess(job, sys::is_tmpfs(&f), None);
         let size = md.len();
+        let gz = job.rel.extension().is_some_and(|e| e == "gz");
+        if job.site == SiteId::PodLog && (gz || size <= MAX_LOG) {
+            return self.scan_log(&mut f, job, searchers, place).map(Some);
+        }
         if let Some(cap) = whole_file_cap(job.site).filter(|&cap| size <= cap) {
             return self.scan_whole(&mut f, cap, job, searchers, place).map(Some);
         }
@@ -251,14 +256,7 @@ impl Worker {
         let mut data = Vec::new();
         f.take(cap).read_to_end(&mut data).map_err(|e| io_message(&e))?;
         let n = data.len();
-        let mut raw = Vec::new();
-        // The file is the buffer: searched as one, then once more as the end of the file.
-        let saved = std::mem::replace(&mut self.buf, data);
-        let whole = Span { carry: 0, len: n, pos: 0, last: false };
-        self.search(job, searchers, place, whole, &mut raw);
-        let last = Span { carry: n, len: n, pos: n as u64, last: true };
-        self.search(job, searchers, place, last, &mut raw);
-        let data = std::mem::replace(&mut self.buf, saved);
+        let (data, mut raw) = self.search_bytes(data, job, searchers, place);
         match job.site {
             SiteId::ContainerdMetadata => match MetaDb::read(&data) {
                 Ok((db, errors)) => {
@@ -293,11 +291,80 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// Searches `data` as a whole file; returns it, and the (not yet aggregated) findings.
+    fn search_bytes(
+        &mut self,
+        data: Vec<u8>,
+        job: &FileJob,
+        searchers: &Searchers<'_>,
+        place: (Category, Severity),
+    ) -> (Vec<u8>, Vec<Finding>) {
+        let n = data.len();
+        let mut raw = Vec::new();
+        // The file is the buffer: searched as one, then once more as the end of the file.
+        let saved = std::mem::replace(&mut self.buf, data);
+        let whole = Span { carry: 0, len: n, pos: 0, last: false };
+        self.search(job, searchers, place, whole, &mut raw);
+        let last = Span { carry: n, len: n, pos: n as u64, last: true };
+        self.search(job, searchers, place, last, &mut raw);
+        (std::mem::replace(&mut self.buf, saved), raw)
+    }
+
+    /// Searches a pod log as its content (see [`crate::node::logs`]): partial lines
+    /// joined, offsets mapped back to the file (for a `.gz` file, to its decompressed
+    /// bytes). A compressed log is decompressed while read, at most [`MAX_LOG`] bytes of
+    /// it (a decompression bomb costs no more); what lies past that is an `errors` entry.
+    fn scan_log(
+        &mut self,
+        f: &mut std::fs::File,
+        job: &FileJob,
+        searchers: &Searchers<'_>,
+        place: (Category, Severity),
+    ) -> Result<(u64, Vec<Finding>), String> {
+        let mut log = Vec::new();
+        let gz = job.rel.extension().is_some_and(|e| e == "gz");
+        let read = if gz {
+            flate2::read::MultiGzDecoder::new(f).take(MAX_LOG + 1).read_to_end(&mut log)
+        } else {
+            f.take(MAX_LOG + 1).read_to_end(&mut log)
+        };
+        if let Err(e) = read {
+            if !gz || log.is_empty() {
+                return Err(io_message(&e));
+            }
+            // A damaged or cut compressed log: what decompressed is searched.
+            self.file_errors.push(format!("gzip: {}; the rest was not searched", io_message(&e)));
+        }
+        if log.len() as u64 > MAX_LOG {
+            log.truncate(MAX_LOG as usize);
+            self.file_errors.push(format!(
+                "decompresses to more than {} MiB; the rest was not searched",
+                MAX_LOG >> 20
+            ));
+        }
+        let n = log.len() as u64;
+        let mut content = Content::of(&log);
+        drop(log);
+        let bytes = std::mem::take(&mut content.bytes);
+        let (_, mut raw) = self.search_bytes(bytes, job, searchers, place);
+        for f in &mut raw {
+            f.offset = content.file_offset(f.offset);
+        }
+        Ok((n, aggregate(raw)))
+    }
+}
+
+/// The most of a pod log read (after decompression) to be searched as its content; a
+/// larger plain log is streamed as raw bytes. kubelet rotates logs at 10 MiB by default.
+const MAX_LOG: u64 = 64 << 20;
+
 /// Sets the owner of a match in `meta.db`.
 fn attribute(f: &mut Finding, owner: Owner<'_>) {
     let part = match owner {
         Owner::Container(c) => {
-            f.container = Some(ContainerRef { id: c.id.clone(), name: c.name.clone(), live: None });
+            f.container =
+                Some(ContainerRef { id: Some(c.id.clone()), name: c.name.clone(), live: None });
             f.pod = c.pod_uid.as_ref().map(|uid| PodRef {
                 uid: uid.clone(),
                 namespace: c.pod_namespace.clone(),
@@ -483,17 +550,27 @@ fn finding(
         length,
         count: 1,
         stale: job.stale,
-        pod: job.pod.as_ref().map(|uid| PodRef {
-            uid: uid.to_string(),
-            namespace: None,
-            name: None,
-            live: None,
-        }),
-        container: job.container.as_ref().map(|id| ContainerRef {
-            id: id.to_string(),
-            name: None,
-            live: None,
-        }),
+        pod: match (&job.pod, &job.log) {
+            (Some(uid), _) => {
+                Some(PodRef { uid: uid.to_string(), namespace: None, name: None, live: None })
+            }
+            (None, Some(l)) => Some(PodRef {
+                uid: l.uid.clone(),
+                namespace: Some(l.namespace.clone()),
+                name: Some(l.pod.clone()),
+                live: None,
+            }),
+            (None, None) => None,
+        },
+        container: match (&job.container, &job.log) {
+            (Some(id), _) => {
+                Some(ContainerRef { id: Some(id.to_string()), name: None, live: None })
+            }
+            (None, Some(l)) => {
+                Some(ContainerRef { id: None, name: Some(l.container.clone()), live: None })
+            }
+            (None, None) => None,
+        },
         matched,
         preview,
         note: job.note,
@@ -522,6 +599,8 @@ fn assess(job: &FileJob, on_tmpfs: bool, live: Option<bool>) -> (Category, Sever
         SiteId::ContainerdMetadata | SiteId::OciBundle => {
             (Category::EnvPersisted, [High, High, Medium])
         }
+        // Printed by an app: in the log until it rotates out, and shipped wherever logs go.
+        SiteId::PodLog => (Category::PodLog, [High, High, High]),
         // Every Secret of the cluster in plaintext: encryption at rest is off.
         SiteId::Etcd => (Category::EtcdPlaintext, [Critical, Critical, Critical]),
         // Baked into an image: on every node that pulls it, whoever runs it.

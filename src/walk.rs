@@ -7,6 +7,7 @@
 
 use crate::finding::{Category, ScanError, SiteId};
 use crate::node::kubelet::{self, AtomicVolume};
+use crate::node::logs::LogOwner;
 use crate::node::{io_message, Scope, ScopeKind};
 use crate::report::display_path;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,8 @@ pub struct FileJob {
     pub category: Option<Category>,
     /// What the place is, where the path does not say (an orphaned snapshot).
     pub note: Option<&'static str>,
+    /// The pod and container of a pod log, from its path.
+    pub log: Option<Arc<LogOwner>>,
 }
 
 /// What the walk yields.
@@ -90,6 +93,10 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
         };
         let shown =
             if shown.as_os_str().is_empty() { node_path.clone() } else { node_path.join(shown) };
+        let log = match fixed {
+            Some(SiteId::PodLog) => LogOwner::of(&inner).map(Arc::new),
+            _ => None,
+        };
         Some(WalkItem::File(FileJob {
             // A scope that is one file: `join("")` would add a trailing slash.
             rel: if inner.as_os_str().is_empty() { rel.clone() } else { rel.join(&inner) },
@@ -101,6 +108,7 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
             container: container.clone(),
             category,
             note,
+            log,
         }))
     })
 }

@@ -488,3 +488,94 @@ fn etcd_plaintext_is_found_and_ciphertext_is_not() {
         assert!(out.findings().iter().all(|f| f.severity == "critical"));
     }
 }
+
+const LOGS: &str = "/var/log/pods/shop_web-0_8d2f4c6a-1b3e-4f5a-9c7d-2e4f6a8b0c1d/app";
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+/// A CRI log line at `second`.
+fn cri_line(second: u32, tag: &str, content: &str) -> String {
+    format!("2026-11-30T10:00:{second:02}.000000001Z stdout {tag} {content}\n")
+}
+
+/// Pod logs: a value the runtime split over a partial (`P`) and a full (`F`) line is
+/// found once the contents are joined, at the file offset of its first byte; rotated
+/// logs, plain and gzip-compressed, are searched; findings name the pod and container
+/// from the log's path.
+#[test]
+fn pod_logs_partial_lines_and_rotations() {
+    let tree = NodeTree::new();
+    let value = String::from_utf8(fake_secret(4501)).unwrap();
+    let secrets = [Secret::opaque("shop", "db", &[("password", value.as_bytes())])];
+    tree.guard_secrets(&secrets);
+    let (head, tail) = value.split_at(value.len() / 2);
+    let split = [
+        cri_line(1, "F", "starting"),
+        cri_line(2, "P", &format!("connecting with password={head}")),
+        cri_line(2, "F", &format!("{tail} to db:5432")),
+    ]
+    .concat();
+    let whole = [cri_line(3, "F", "ready"), cri_line(4, "F", &format!("token {value}"))].concat();
+    tree.write(format!("{LOGS}/0.log"), split.as_bytes());
+    tree.write(format!("{LOGS}/0.log.20261130-100000"), whole.as_bytes());
+    tree.write(format!("{LOGS}/0.log.20261129-100000.gz"), &gzip(whole.as_bytes()));
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let findings = out.findings();
+    let got: Vec<(String, u64)> = findings.iter().map(|f| (f.path.clone(), f.offset)).collect();
+    let at = |text: &str| text.find(head).unwrap() as u64;
+    let (head_at, whole_at) = (at(&split), at(&whole));
+    assert_eq!(
+        got,
+        vec![
+            (format!("{LOGS}/0.log"), head_at),
+            (format!("{LOGS}/0.log.20261129-100000.gz"), whole_at),
+            (format!("{LOGS}/0.log.20261130-100000"), whole_at),
+        ],
+        "{}",
+        out.stdout_str()
+    );
+    for f in &findings {
+        assert_eq!((f.site.as_str(), f.category.as_str()), ("pod-log", "pod-log"));
+        assert_eq!(f.raw["pod"]["uid"], POD_UID);
+        assert_eq!(f.raw["pod"]["namespace"], "shop");
+        assert_eq!(f.raw["pod"]["name"], "web-0");
+        assert_eq!(f.raw["container"]["name"], "app");
+    }
+}
+
+/// A compressed log that inflates past the cap (a gzip bomb) is searched up to the cap
+/// and reported in `errors`; a damaged one is searched as far as it inflates.
+#[test]
+fn pod_log_gzip_bomb_and_damage_are_bounded() {
+    let tree = NodeTree::new();
+    let value = String::from_utf8(fake_secret(4502)).unwrap();
+    let secrets = [Secret::opaque("shop", "db", &[("password", value.as_bytes())])];
+    tree.guard_secrets(&secrets);
+    let mut bomb = cri_line(1, "F", &format!("pw {value}")).into_bytes();
+    bomb.resize(80 << 20, b'\n');
+    let packed = gzip(&bomb);
+    assert!(packed.len() < 1 << 20, "a bomb is small");
+    tree.write(format!("{LOGS}/1.log.1.gz"), &packed);
+    let cut = gzip(cri_line(1, "F", &format!("pw {value} and more text")).as_bytes());
+    tree.write(format!("{LOGS}/1.log.2.gz"), &cut[..cut.len() - 6]);
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.kr().measure_rss().scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let paths: Vec<String> = out.findings().into_iter().map(|f| f.path).collect();
+    assert_eq!(paths, [format!("{LOGS}/1.log.1.gz"), format!("{LOGS}/1.log.2.gz")]);
+    let errors = out.json.as_ref().unwrap()["errors"].as_array().unwrap().clone();
+    let said = |p: &str, what: &str| {
+        errors.iter().any(|e| e["path"] == p && e["error"].as_str().unwrap().contains(what))
+    };
+    assert!(said(&format!("{LOGS}/1.log.1.gz"), "more than 64 MiB"), "{errors:?}");
+    assert!(said(&format!("{LOGS}/1.log.2.gz"), "gzip"), "{errors:?}");
+    let rss = out.peak_rss_kb.unwrap();
+    assert!(rss < 400 << 10, "peak RSS {rss} KiB");
+}

@@ -4,6 +4,7 @@
 
 pub mod containerd;
 pub mod kubelet;
+pub mod logs;
 
 use crate::finding::{Category, ScanError, SiteId};
 use crate::sys::RootDir;
@@ -75,6 +76,8 @@ pub struct Layout {
     pub containerd_root: PathBuf,
     /// containerd state dir, a node path (`/run/containerd`).
     pub containerd_state: PathBuf,
+    /// The pod log dir, a node path (`/var/log/pods`).
+    pub pod_logs: PathBuf,
     /// etcd data dirs and backups given by the user; none means `/var/lib/etcd` when it
     /// exists.
     pub etcd: Vec<PathBuf>,
@@ -131,6 +134,15 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
         },
         Err(e) if e.kind() == io::ErrorKind::NotFound && !layout.containerd_root_explicit => {}
         Err(e) => errors.push(error_at(&layout.containerd_root, &e)),
+    }
+    match resolve(root, &layout.pod_logs) {
+        Ok(rel) => scopes.push(Scope {
+            rel,
+            node_path: layout.pod_logs.clone(),
+            kind: ScopeKind::Site(SiteId::PodLog),
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => errors.push(error_at(&layout.pod_logs, &e)),
     }
     bundles(root, &layout.containerd_state.join(containerd::TASKS), &mut scopes, errors);
     snapshots(root, &layout.containerd_root, &mut scopes, errors);
