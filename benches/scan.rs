@@ -5,8 +5,8 @@
 //! to change it) in a fresh temp dir under `CARGO_TARGET_TMPDIR`: kubelet pod dirs with
 //! atomic-writer secret and projected volumes and empty-dir volumes (application logs,
 //! YAML and JSON configs, kubeconfigs without credentials, public certificates, base64
-//! blobs, binaries, zero-filled files), and `/var/log/pods` CRI logs (scanned as an extra
-//! path, like `--path`). File sizes run from a few KiB to several MiB. Into it go a modest
+//! blobs, binaries, zero-filled files), and `/var/log/pods` CRI logs, some rotations
+//! gzip-compressed (site `pod-log`: searched as their content, decompressed). File sizes run from a few KiB to several MiB. Into it go a modest
 //! number of generated secrets of several rule families (PEM private keys, GitHub tokens,
 //! service-account JWTs, kubeconfigs and docker configs with credentials, AWS key pairs,
 //! database URLs with a password) and 40 of 1,000 generated fingerprinted values (raw,
@@ -908,7 +908,7 @@ fn plan_pods(rng: &mut Rng, target: usize) -> Vec<PodPlan> {
             for k in 0..n_logs {
                 let (file, kind) = match k {
                     0 => ("0.log".to_owned(), Kind::CriLog),
-                    _ if rng.chance(50) => ("0.log.20240501-093000.gz".to_owned(), Kind::Binary),
+                    _ if rng.chance(50) => ("0.log.20240501-093000.gz".to_owned(), Kind::CriLog),
                     _ => ("0.log.20240501-093000".to_owned(), Kind::CriLog),
                 };
                 let size = file_size(rng);
@@ -1254,7 +1254,15 @@ impl Tree {
     /// Writes one file and remembers its plants and stretches under its node path.
     fn record(&mut self, real: &Path, node: String, doc: Doc) -> std::io::Result<()> {
         std::fs::create_dir_all(real.parent().expect("has a parent"))?;
-        std::fs::write(real, &doc.bytes)?;
+        if node.ends_with(".gz") {
+            // A rotated log, compressed as kubelet does; offsets stay those of its content.
+            use std::io::Write as _;
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(&doc.bytes)?;
+            std::fs::write(real, gz.finish()?)?;
+        } else {
+            std::fs::write(real, &doc.bytes)?;
+        }
         self.files += 1;
         self.bytes += doc.bytes.len() as u64;
         let ends = doc.segments.iter().skip(1).map(|s| s.0).chain([doc.bytes.len() as u64]);
@@ -1434,9 +1442,9 @@ fn run() -> anyhow::Result<bool> {
         containerd_root: PathBuf::from(kresidue::node::containerd::DEFAULT_ROOT),
         containerd_root_explicit: false,
         etcd: Vec::new(),
-        pod_logs: PathBuf::from(kresidue::node::logs::DEFAULT_DIR),
         containerd_state: PathBuf::from(kresidue::node::containerd::DEFAULT_STATE),
-        extra: vec![PathBuf::from(POD_LOGS)],
+        pod_logs: PathBuf::from(POD_LOGS),
+        extra: Vec::new(),
     };
     let mut configs = Vec::new();
     for threads in THREADS {
@@ -1449,7 +1457,7 @@ fn run() -> anyhow::Result<bool> {
         }
     }
     println!(
-        "scan: kubelet pods + --path {POD_LOGS}, chunk {} KiB; 1 warm-up round then {rounds} timed rounds, interleaved in rotating order, best time kept",
+        "scan: kubelet pods + pod logs {POD_LOGS}, chunk {} KiB; 1 warm-up round then {rounds} timed rounds, interleaved in rotating order, best time kept",
         DEFAULT_CHUNK >> 10
     );
 

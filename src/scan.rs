@@ -21,7 +21,7 @@ use crate::sys::{self, RootDir};
 use crate::walk::{self, FileJob, WalkItem};
 use rayon::prelude::*;
 use std::collections::HashSet;
-use std::io::Read;
+use std::io::{Read, Seek};
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -323,18 +323,30 @@ impl Worker {
         place: (Category, Severity),
     ) -> Result<(u64, Vec<Finding>), String> {
         let mut log = Vec::new();
-        let gz = job.rel.extension().is_some_and(|e| e == "gz");
+        // A `.gz` name on a file that is not gzip (no magic number): searched as it is.
+        let mut magic = [0u8; 2];
+        let gz = job.rel.extension().is_some_and(|e| e == "gz")
+            && f.read_exact(&mut magic).is_ok()
+            && magic == [0x1f, 0x8b];
+        f.rewind().map_err(|e| io_message(&e))?;
         let read = if gz {
-            flate2::read::MultiGzDecoder::new(f).take(MAX_LOG + 1).read_to_end(&mut log)
+            flate2::read::MultiGzDecoder::new(&mut *f).take(MAX_LOG + 1).read_to_end(&mut log)
         } else {
-            f.take(MAX_LOG + 1).read_to_end(&mut log)
+            f.by_ref().take(MAX_LOG + 1).read_to_end(&mut log)
         };
-        if let Err(e) = read {
-            if !gz || log.is_empty() {
-                return Err(io_message(&e));
+        match read {
+            Err(e) if !gz => return Err(io_message(&e)),
+            // Damaged from the start: nothing inflates, so the bytes are searched as they are.
+            Err(e) if log.is_empty() => {
+                f.rewind().map_err(|e| io_message(&e))?;
+                f.take(MAX_LOG + 1).read_to_end(&mut log).map_err(|e| io_message(&e))?;
+                self.file_errors.push(format!("gzip: {}; searched as it is", io_message(&e)));
             }
-            // A damaged or cut compressed log: what decompressed is searched.
-            self.file_errors.push(format!("gzip: {}; the rest was not searched", io_message(&e)));
+            // Damaged or cut further on: what inflated is searched.
+            Err(e) => self
+                .file_errors
+                .push(format!("gzip: {}; the rest was not searched", io_message(&e))),
+            Ok(_) => {}
         }
         if log.len() as u64 > MAX_LOG {
             log.truncate(MAX_LOG as usize);

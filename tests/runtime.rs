@@ -505,7 +505,7 @@ fn cri_line(second: u32, tag: &str, content: &str) -> String {
 
 /// Pod logs: a value the runtime split over a partial (`P`) and a full (`F`) line is
 /// found once the contents are joined, at the file offset of its first byte; rotated
-/// logs, plain and gzip-compressed, are searched; findings name the pod and container
+/// logs, plain and gzip-compressed (or only named `.gz`), are searched; findings name the pod and container
 /// from the log's path.
 #[test]
 fn pod_logs_partial_lines_and_rotations() {
@@ -524,6 +524,8 @@ fn pod_logs_partial_lines_and_rotations() {
     tree.write(format!("{LOGS}/0.log"), split.as_bytes());
     tree.write(format!("{LOGS}/0.log.20261130-100000"), whole.as_bytes());
     tree.write(format!("{LOGS}/0.log.20261129-100000.gz"), &gzip(whole.as_bytes()));
+    // Named .gz but not compressed: searched as it is.
+    tree.write(format!("{LOGS}/0.log.20261128-100000.gz"), whole.as_bytes());
     let file = tree.secrets_file("secrets.json", &secrets);
     let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
     out.assert_code(1);
@@ -535,6 +537,7 @@ fn pod_logs_partial_lines_and_rotations() {
         got,
         vec![
             (format!("{LOGS}/0.log"), head_at),
+            (format!("{LOGS}/0.log.20261128-100000.gz"), whole_at),
             (format!("{LOGS}/0.log.20261129-100000.gz"), whole_at),
             (format!("{LOGS}/0.log.20261130-100000"), whole_at),
         ],
@@ -551,7 +554,8 @@ fn pod_logs_partial_lines_and_rotations() {
 }
 
 /// A compressed log that inflates past the cap (a gzip bomb) is searched up to the cap
-/// and reported in `errors`; a damaged one is searched as far as it inflates.
+/// and reported in `errors`; a damaged one is searched as far as it inflates, or as it is
+/// when nothing inflates.
 #[test]
 fn pod_log_gzip_bomb_and_damage_are_bounded() {
     let tree = NodeTree::new();
@@ -565,17 +569,23 @@ fn pod_log_gzip_bomb_and_damage_are_bounded() {
     tree.write(format!("{LOGS}/1.log.1.gz"), &packed);
     let cut = gzip(cri_line(1, "F", &format!("pw {value} and more text")).as_bytes());
     tree.write(format!("{LOGS}/1.log.2.gz"), &cut[..cut.len() - 6]);
+    // A gzip header, then no valid deflate data: searched as it is.
+    let junk =
+        [&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 0xff, 0xff][..], b" pw ", value.as_bytes()].concat();
+    tree.write(format!("{LOGS}/1.log.3.gz"), &junk);
     let file = tree.secrets_file("secrets.json", &secrets);
     let out = tree.kr().measure_rss().scan(&["--secrets", path_arg(&file), "--format", "json"]);
     out.assert_code(1);
     let paths: Vec<String> = out.findings().into_iter().map(|f| f.path).collect();
-    assert_eq!(paths, [format!("{LOGS}/1.log.1.gz"), format!("{LOGS}/1.log.2.gz")]);
+    let want = ["1.log.1.gz", "1.log.2.gz", "1.log.3.gz"].map(|f| format!("{LOGS}/{f}"));
+    assert_eq!(paths, want);
     let errors = out.json.as_ref().unwrap()["errors"].as_array().unwrap().clone();
     let said = |p: &str, what: &str| {
         errors.iter().any(|e| e["path"] == p && e["error"].as_str().unwrap().contains(what))
     };
     assert!(said(&format!("{LOGS}/1.log.1.gz"), "more than 64 MiB"), "{errors:?}");
-    assert!(said(&format!("{LOGS}/1.log.2.gz"), "gzip"), "{errors:?}");
+    assert!(said(&format!("{LOGS}/1.log.2.gz"), "the rest was not searched"), "{errors:?}");
+    assert!(said(&format!("{LOGS}/1.log.3.gz"), "searched as it is"), "{errors:?}");
     let rss = out.peak_rss_kb.unwrap();
     assert!(rss < 400 << 10, "peak RSS {rss} KiB");
 }
