@@ -365,6 +365,8 @@ pub struct Summary {
     pub bytes: u64,
     /// Number of findings.
     pub findings: u64,
+    /// Number of findings per site id (sites without findings left out).
+    pub sites: std::collections::BTreeMap<SiteId, u64>,
     /// Findings left out because `--baseline` already had them.
     pub baselined: u64,
     /// Wall time of the scan.

@@ -68,6 +68,10 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
             files: result.files,
             bytes: result.bytes,
             findings: result.findings.len() as u64,
+            sites: result.findings.iter().fold(Default::default(), |mut m, f| {
+                *m.entry(f.site).or_default() += 1;
+                m
+            }),
             baselined,
             duration_ms: started.elapsed().as_millis() as u64,
         },

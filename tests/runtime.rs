@@ -207,7 +207,18 @@ fn meta_db_matches_are_attributed() {
     assert_eq!(gone[0].stale, Some(true));
     assert!(gone[0].raw["container"].is_null());
     assert!(gone[0].raw["note"].as_str().unwrap().contains("freed page"));
-    assert!(out.json.as_ref().unwrap()["errors"].as_array().unwrap().is_empty());
+    let report = out.json.as_ref().unwrap();
+    assert!(report["errors"].as_array().unwrap().is_empty());
+    // The summary counts findings per site; the table shows site, pod and container.
+    let here = findings.iter().filter(|f| f.site == "containerd-metadata").count() as u64;
+    assert_eq!(report["summary"]["sites"]["containerd-metadata"].as_u64(), Some(here));
+    let table = tree.scan(&["--secrets", path_arg(&file)]);
+    let text = table.stdout_str();
+    let header = text.lines().next().unwrap();
+    assert!(header.contains("SITE") && header.contains("CONTAINER"), "{text}");
+    let row = text.lines().find(|l| l.contains("shop/web-0")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("containerd-metadata") && row.contains(" app "), "{row}");
+    assert!(text.contains(&format!("by site: containerd-metadata {here}")), "{text}");
 }
 
 /// With rules only, the same attribution: a GitHub token in a container's env is that

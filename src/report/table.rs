@@ -7,9 +7,10 @@ use std::io::{self, Write};
 
 /// Writes the table.
 pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
-    let rows: Vec<[String; 7]> = report.findings.iter().map(row).collect();
+    let rows: Vec<[String; 9]> = report.findings.iter().map(row).collect();
     let header =
-        ["SEVERITY", "CATEGORY", "POD", "MATCH", "LABEL", "PREVIEW", "PATH"].map(String::from);
+        ["SEVERITY", "CATEGORY", "SITE", "POD", "CONTAINER", "MATCH", "LABEL", "PREVIEW", "PATH"]
+            .map(String::from);
     let mut widths = header.clone().map(|h| h.len());
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -36,7 +37,7 @@ pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-fn row(f: &Finding) -> [String; 7] {
+fn row(f: &Finding) -> [String; 9] {
     let m = &f.matched;
     let what = match (&m.secret, &m.key, &m.rule) {
         (Some(s), Some(k), _) => format!("{s}:{k} [{}]", m.encoding.as_str()),
@@ -50,7 +51,17 @@ fn row(f: &Finding) -> [String; 7] {
     [
         f.severity.to_string(),
         category,
-        f.pod.as_ref().map_or("-".to_owned(), |p| p.uid.clone()),
+        f.site.as_str().to_owned(),
+        f.pod.as_ref().map_or("-".to_owned(), |p| match (&p.namespace, &p.name) {
+            (Some(ns), Some(name)) => format!("{ns}/{name}"),
+            _ => p.uid.clone(),
+        }),
+        f.container.as_ref().map_or("-".to_owned(), |c| match (&c.name, &c.id) {
+            (Some(name), _) => name.clone(),
+            // Container ids are 64 hex digits; 12 name one, as `crictl ps` shows them.
+            (None, Some(id)) => id.chars().take(12).collect(),
+            (None, None) => "-".to_owned(),
+        }),
         what,
         m.label.clone().unwrap_or_else(|| "-".to_owned()),
         f.preview.as_str().to_owned(),
@@ -91,8 +102,12 @@ fn summary(r: &Report) -> String {
     }
     let counts =
         if by_sev.is_empty() { String::new() } else { format!(" ({})", by_sev.join(", ")) };
+    let sites: Vec<String> =
+        r.summary.sites.iter().map(|(site, n)| format!("{} {n}", site.as_str())).collect();
+    let sites =
+        if sites.is_empty() { String::new() } else { format!("; by site: {}", sites.join(", ")) };
     format!(
-        "{} finding{}{counts} in {} files, {} bytes, {} ms; {} error{}; CRI {}",
+        "{} finding{}{counts} in {} files, {} bytes, {} ms{sites}; {} error{}; CRI {}",
         r.findings.len(),
         if r.findings.len() == 1 { "" } else { "s" },
         r.summary.files,
