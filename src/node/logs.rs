@@ -164,6 +164,43 @@ mod tests {
         assert_eq!(&log[c.file_offset(l) as usize..], b"last");
     }
 
+    proptest::proptest! {
+        /// Any input: every content byte maps back to the same byte of the file, in order;
+        /// a log made of CRI lines yields exactly their messages, partial ones joined.
+        #[test]
+        fn content_maps_back_to_the_file(
+            lines in proptest::collection::vec(
+                (proptest::bool::ANY, proptest::collection::vec(32u8..127, 0..40), 0u8..4),
+                0..12,
+            ),
+            junk in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            let mut log = Vec::new();
+            let mut want = Vec::new();
+            for (partial, msg, stream) in &lines {
+                let stream = if stream % 2 == 0 { "stdout" } else { "stderr" };
+                let tag = if *partial { "P" } else { "F" };
+                log.extend(format!("2026-11-30T10:00:00.000000001Z {stream} {tag} ").bytes());
+                log.extend(msg);
+                log.push(b'\n');
+                want.extend(msg);
+                if !partial {
+                    want.push(b'\n');
+                }
+            }
+            proptest::prop_assert_eq!(&Content::of(&log).bytes, &want);
+            log.extend(&junk);
+            let c = Content::of(&log);
+            let mut last = None;
+            for (i, &b) in c.bytes.iter().enumerate() {
+                let f = c.file_offset(i as u64);
+                proptest::prop_assert_eq!(log[f as usize], b);
+                proptest::prop_assert!(last.map_or(true, |l| f > l));
+                last = Some(f);
+            }
+        }
+    }
+
     #[test]
     fn odd_input_does_not_panic() {
         for log in [
