@@ -8,6 +8,7 @@
 //! Needs root and `containerd`, `ctr`, `runc`, `busybox` and `tar` on the machine; `.ci/run`
 //! installs them and sets `KRESIDUE_REAL_CONTAINERD=1`, which makes a missing piece a
 //! failure. Without that variable the test says it is skipped and passes.
+//! `KRESIDUE_UPDATE_FIXTURES=1` also saves the run's databases to `fixtures/containerd/`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -245,6 +246,21 @@ fn ours(report: &Value, c: &Containerd) -> Vec<(String, String, String, String, 
     out
 }
 
+/// Copies this run's `meta.db` and overlayfs `metadata.db` to `fixtures/containerd/`
+/// (the bbolt reader's unit tests read them), with the container id they hold.
+fn save_fixtures(c: &Containerd, id: &str) {
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/containerd");
+    std::fs::create_dir_all(&out).unwrap();
+    let root = c.root();
+    for (from, to) in [
+        ("io.containerd.metadata.v1.bolt/meta.db", "meta.db"),
+        ("io.containerd.snapshotter.v1.overlayfs/metadata.db", "metadata.db"),
+    ] {
+        std::fs::copy(root.join(from), out.join(to)).unwrap();
+    }
+    std::fs::write(out.join("container-id"), id).unwrap();
+}
+
 #[test]
 // The skip message is for the person running the tests.
 #[allow(clippy::print_stderr)]
@@ -303,6 +319,9 @@ fn real_containerd_env_secret_is_found_and_attributed() {
     }
 
     let live = ours(&scan(&c, &secrets, value.as_bytes()), &c);
+    if std::env::var_os("KRESIDUE_UPDATE_FIXTURES").is_some() {
+        save_fixtures(&c, &id);
+    }
     // (site, category, container id, pod uid, stale): the pod from the container's labels
     // (meta.db, the layer) or the spec's annotations, which `ctr run` fills from them.
     let has = |site: &str, category: &str, pod: &str| {
