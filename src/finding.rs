@@ -79,6 +79,8 @@ pub enum SiteId {
     OciBundle,
     PodLog,
     Etcd,
+    CrioStorage,
+    DockerStorage,
     Other,
 }
 
@@ -95,6 +97,8 @@ impl SiteId {
             SiteId::OciBundle => "oci-bundle",
             SiteId::PodLog => "pod-log",
             SiteId::Etcd => "etcd",
+            SiteId::CrioStorage => "crio-storage",
+            SiteId::DockerStorage => "docker-storage",
             SiteId::Other => "other",
         }
     }

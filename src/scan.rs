@@ -622,6 +622,12 @@ fn assess(job: &FileJob, on_tmpfs: bool, live: Option<bool>) -> (Category, Sever
         // Written by the app into its writable layer: gone with the container, unless
         // the container is gone and the layer is not.
         SiteId::ContainerdSnapshot => (Category::ContainerLayer, [High, High, Medium]),
+        // CRI-O and Docker: layers and containers' configs, as their records say.
+        SiteId::CrioStorage | SiteId::DockerStorage => match job.category {
+            Some(Category::ImageLayer) => (Category::ImageLayer, [High, High, High]),
+            Some(c) => (c, [High, High, Medium]),
+            None => (Category::Other, [High, High, Medium]),
+        },
         _ => (Category::Other, [High, High, Medium]),
     };
     let severity = match live {

@@ -67,7 +67,7 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
             pod = layer.pod_uid.map(Arc::from);
             category = Some(layer.category);
             note = layer.note;
-            (Default::default(), Some(SiteId::ContainerdSnapshot), layer.container.map(Arc::from))
+            (Default::default(), Some(layer.site), layer.container.map(Arc::from))
         }
     };
     let base = root_abs.join(&rel);

@@ -153,6 +153,19 @@ fn planted(at: &str, seed: u64) -> (NodeTree, std::path::PathBuf) {
     (tree, file)
 }
 
+/// `n` generated values as Secrets `shop/s<i>` (key `v`), guarded.
+fn numbered(tree: &NodeTree, n: u64, seed: u64) -> (Vec<String>, Vec<Secret>) {
+    let vals: Vec<String> =
+        (0..n).map(|i| String::from_utf8(fake_secret(seed + i)).unwrap()).collect();
+    let secrets: Vec<Secret> = vals
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Secret::opaque("shop", &format!("s{i}"), &[("v", v.as_bytes())]))
+        .collect();
+    tree.guard_secrets(&secrets);
+    (vals, secrets)
+}
+
 fn of_secret<'f>(findings: &'f [Finding], secret: &str) -> Vec<&'f Finding> {
     findings.iter().filter(|f| f.secret == secret && f.site == "containerd-metadata").collect()
 }
@@ -384,14 +397,7 @@ fn snapshot_db(records: &[(&str, u8, u8)]) -> Vec<u8> {
 #[test]
 fn snapshot_layers_are_classified_and_attributed() {
     let tree = NodeTree::new();
-    let vals: Vec<String> =
-        (0..3).map(|i| String::from_utf8(fake_secret(4301 + i)).unwrap()).collect();
-    let secrets: Vec<Secret> = vals
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Secret::opaque("shop", &format!("s{i}"), &[("v", v.as_bytes())]))
-        .collect();
-    tree.guard_secrets(&secrets);
+    let (vals, secrets) = numbered(&tree, 3, 4301);
     tree.write(META_DB, &meta_db("unrelated-value-0123456789", "unrelated-freed-0123456789"));
     let chain = "sha256:".to_owned() + &"ab".repeat(32);
     let db = snapshot_db(&[(&chain, 1, 3), (&id(1), 3, 2), (&id(2), 4, 2)]);
@@ -599,4 +605,63 @@ fn pod_log_gzip_bomb_and_damage_are_bounded() {
     assert!(said(&format!("{LOGS}/1.log.3.gz"), "searched as it is"), "{errors:?}");
     let rss = out.peak_rss_kb.unwrap();
     assert!(rss < 400 << 10, "peak RSS {rss} KiB");
+}
+
+/// CRI-O's and Docker's layouts: a container's writable layer (as their records name
+/// it), an image layer, and a container's config holding its env, each found with its
+/// category, container and pod.
+#[test]
+fn crio_and_docker_layouts() {
+    let tree = NodeTree::new();
+    let (vals, secrets) = numbered(&tree, 6, 4701);
+    let (rw, img, cid) = ("a1".repeat(32), "b2".repeat(32), id(7));
+    // CRI-O
+    let crio = "/var/lib/containers/storage";
+    let meta = json!({"pod-name": "web-0", "uid": POD_UID, "namespace": "shop", "name": "app"});
+    let records = json!([{"id": cid, "layer": rw, "metadata": meta.to_string()}]);
+    tree.write(
+        format!("{crio}/overlay-containers/containers.json"),
+        records.to_string().as_bytes(),
+    );
+    tree.write(format!("{crio}/overlay/{rw}/diff/out.txt"), vals[0].as_bytes());
+    tree.write(format!("{crio}/overlay/{img}/diff/etc/key"), vals[1].as_bytes());
+    let spec = json!({"process": {"env": [format!("DB={}", vals[2])]}});
+    let config = format!("{crio}/overlay-containers/{cid}/userdata/config.json");
+    tree.write(&config, spec.to_string().as_bytes());
+    // Docker
+    let docker = "/var/lib/docker";
+    tree.write(format!("{docker}/image/overlay2/layerdb/mounts/{cid}/mount-id"), rw.as_bytes());
+    tree.write(format!("{docker}/overlay2/{rw}/diff/out.txt"), vals[3].as_bytes());
+    tree.write(format!("{docker}/overlay2/{img}/diff/etc/key"), vals[4].as_bytes());
+    let v2 = json!({"Config": {"Env": [format!("DB={}", vals[5])],
+        "Labels": {"io.kubernetes.pod.uid": POD_UID}}});
+    tree.write(format!("{docker}/containers/{cid}/config.v2.json"), v2.to_string().as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let got: Vec<(String, String, String, String, String)> = out
+        .findings()
+        .into_iter()
+        .map(|f| {
+            let s = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+            (f.secret, f.site, f.category, s(&f.raw["container"]["id"]), s(&f.raw["pod"]["uid"]))
+        })
+        .collect();
+    let want = |i: usize, site: &str, category: &str, owned: bool| {
+        let (c, p) =
+            if owned { (cid.clone(), POD_UID.to_owned()) } else { ("-".into(), "-".into()) };
+        (format!("shop/s{i}"), site.to_owned(), category.to_owned(), c, p)
+    };
+    let mut expected = vec![
+        want(0, "crio-storage", "container-layer", true),
+        want(1, "crio-storage", "image-layer", false),
+        want(2, "crio-storage", "env-persisted", true),
+        want(3, "docker-storage", "container-layer", true),
+        want(4, "docker-storage", "image-layer", false),
+        want(5, "docker-storage", "env-persisted", true),
+    ];
+    let mut got = got;
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected, "{}", out.stdout_str());
 }

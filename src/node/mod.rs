@@ -5,6 +5,7 @@
 pub mod containerd;
 pub mod kubelet;
 pub mod logs;
+pub mod other_runtimes;
 
 use crate::finding::{Category, ScanError, SiteId};
 use crate::sys::RootDir;
@@ -48,9 +49,11 @@ pub enum ScopeKind {
     },
 }
 
-/// What a snapshot dir is, from the snapshotter's and containerd's databases.
+/// What a layer dir (or a container's config file) is, from the runtime's records.
 #[derive(Debug)]
 pub struct Layer {
+    /// The site.
+    pub site: SiteId,
     /// `container-layer` or `image-layer`.
     pub category: Category,
     /// The container whose writable layer it is.
@@ -146,6 +149,7 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
     }
     bundles(root, &layout.containerd_state.join(containerd::TASKS), &mut scopes, errors);
     snapshots(root, &layout.containerd_root, &mut scopes, errors);
+    other_runtimes::discover(root, &mut scopes);
     if layout.etcd.is_empty() {
         let default = Path::new(DEFAULT_ETCD_DIR);
         if let Ok(rel) = resolve(root, default) {
@@ -230,9 +234,28 @@ fn snapshots(root: &RootDir, ctrd: &Path, scopes: &mut Vec<Scope>, errors: &mut 
         scopes.push(Scope {
             rel: overlay_rel.join(&name).join("fs"),
             node_path: overlay.join("snapshots").join(&name).join("fs"),
-            kind: ScopeKind::Snapshot(Layer { category, container, pod_uid, note }),
+            kind: ScopeKind::Snapshot(Layer {
+                site: SiteId::ContainerdSnapshot,
+                category,
+                container,
+                pod_uid,
+                note,
+            }),
         });
     }
+}
+
+/// The sorted names of the dirs (not symlinks to dirs) in `rel`, relative to the root;
+/// none when it cannot be listed.
+pub(crate) fn subdirs(root: &RootDir, rel: &Path) -> Vec<std::ffi::OsString> {
+    let Ok(dir) = std::fs::read_dir(root.path().join(rel)) else { return Vec::new() };
+    let mut names: Vec<_> = dir
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name())
+        .collect();
+    names.sort();
+    names
 }
 
 /// An error entry for a damaged database at `node_path`.
@@ -249,16 +272,7 @@ fn bundles(root: &RootDir, tasks: &Path, scopes: &mut Vec<Scope>, errors: &mut V
         Err(e) if e.kind() == io::ErrorKind::NotFound => return,
         Err(e) => return errors.push(error_at(tasks, &e)),
     };
-    let dirs = |rel: &Path| -> Vec<std::ffi::OsString> {
-        let Ok(dir) = std::fs::read_dir(root.path().join(rel)) else { return Vec::new() };
-        let mut names: Vec<_> = dir
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| e.file_name())
-            .collect();
-        names.sort();
-        names
-    };
+    let dirs = |rel: &Path| subdirs(root, rel);
     for ns in dirs(&tasks_rel) {
         for id in dirs(&tasks_rel.join(&ns)) {
             let rel = tasks_rel.join(&ns).join(&id).join("config.json");
