@@ -204,11 +204,6 @@ impl<'a> Db<'a> {
         self.meta
     }
 
-    /// The page size.
-    pub fn page_size(&self) -> usize {
-        self.page_size
-    }
-
     /// The root bucket (its entries are the top-level buckets).
     pub fn root(&self) -> Bucket<'a> {
         Bucket { db: *self, root: Root::Page(self.meta.root), depth: 0 }

@@ -277,12 +277,7 @@ impl Worker {
                     if let Some(c) = &mut f.container {
                         c.name.clone_from(&owner.name);
                     }
-                    f.pod = owner.pod_uid.as_ref().map(|uid| PodRef {
-                        uid: uid.clone(),
-                        namespace: owner.pod_namespace.clone(),
-                        name: owner.pod_name.clone(),
-                        live: None,
-                    });
+                    f.pod = owner.pod();
                 }
             }
             _ => {}
@@ -377,12 +372,7 @@ fn attribute(f: &mut Finding, owner: Owner<'_>) {
         Owner::Container(c) => {
             f.container =
                 Some(ContainerRef { id: Some(c.id.clone()), name: c.name.clone(), live: None });
-            f.pod = c.pod_uid.as_ref().map(|uid| PodRef {
-                uid: uid.clone(),
-                namespace: c.pod_namespace.clone(),
-                name: c.pod_name.clone(),
-                live: None,
-            });
+            f.pod = c.pod();
             format!("container={}/{}", c.namespace, c.id)
         }
         Owner::Freed => {

@@ -60,14 +60,11 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
         }
         ScopeKind::Extra => (Default::default(), Some(SiteId::Other), None),
         ScopeKind::Site(site) => (Default::default(), Some(site), None),
-        ScopeKind::Bundle { id } => {
-            (Default::default(), Some(SiteId::OciBundle), Some(Arc::<str>::from(id)))
-        }
-        ScopeKind::Snapshot(layer) => {
-            pod = layer.pod_uid.map(Arc::from);
-            category = Some(layer.category);
-            note = layer.note;
-            (Default::default(), Some(layer.site), layer.container.map(Arc::from))
+        ScopeKind::Owned(owner) => {
+            pod = owner.pod_uid.map(Arc::from);
+            category = Some(owner.category);
+            note = owner.note;
+            (Default::default(), Some(owner.site), owner.container.map(Arc::from))
         }
     };
     let base = root_abs.join(&rel);

@@ -166,6 +166,14 @@ fn numbered(tree: &NodeTree, n: u64, seed: u64) -> (Vec<String>, Vec<Secret>) {
     (vals, secrets)
 }
 
+/// A finding's container id and pod uid, `-` where absent.
+fn owner(f: &Finding) -> (&str, &str) {
+    fn s(v: &Value) -> &str {
+        v.as_str().unwrap_or("-")
+    }
+    (s(&f.raw["container"]["id"]), s(&f.raw["pod"]["uid"]))
+}
+
 fn of_secret<'f>(findings: &'f [Finding], secret: &str) -> Vec<&'f Finding> {
     findings.iter().filter(|f| f.secret == secret && f.site == "containerd-metadata").collect()
 }
@@ -246,11 +254,8 @@ fn meta_db_rule_match_is_attributed() {
     let out = tree.scan(&["--format", "json"]);
     out.assert_code(1);
     let findings = out.findings();
-    let ids: Vec<&str> = findings
-        .iter()
-        .filter(|f| f.raw["match"]["kind"] == "rule")
-        .map(|f| f.raw["container"]["id"].as_str().unwrap_or("-"))
-        .collect();
+    let ids: Vec<&str> =
+        findings.iter().filter(|f| f.raw["match"]["kind"] == "rule").map(|f| owner(f).0).collect();
     assert!(ids.contains(&id(1).as_str()) && ids.contains(&id(2).as_str()), "{ids:?}");
 }
 
@@ -348,14 +353,7 @@ fn oci_bundle_config_is_attributed() {
         let findings = out.findings();
         let got: Vec<(&str, &str, &str, &str)> = findings
             .iter()
-            .map(|f| {
-                (
-                    f.path.as_str(),
-                    f.site.as_str(),
-                    f.raw["container"]["id"].as_str().unwrap_or("-"),
-                    f.raw["pod"]["uid"].as_str().unwrap_or("-"),
-                )
-            })
+            .map(|f| (f.path.as_str(), f.site.as_str(), owner(f).0, owner(f).1))
             .collect();
         let (p1, p2) =
             (format!("{tasks}/{}/config.json", id(1)), format!("{tasks}/.{}/config.json", id(2)));
@@ -423,8 +421,8 @@ fn snapshot_layers_are_classified_and_attributed() {
             (
                 f.secret.as_str(),
                 f.category.as_str(),
-                f.raw["container"]["id"].as_str().unwrap_or("-"),
-                f.raw["pod"]["uid"].as_str().unwrap_or("-"),
+                owner(f).0,
+                owner(f).1,
                 f.raw["note"].as_str().is_some_and(|n| n.contains("orphan")),
             )
         })
@@ -643,8 +641,9 @@ fn crio_and_docker_layouts() {
         .findings()
         .into_iter()
         .map(|f| {
-            let s = |v: &Value| v.as_str().unwrap_or("-").to_owned();
-            (f.secret, f.site, f.category, s(&f.raw["container"]["id"]), s(&f.raw["pod"]["uid"]))
+            let (c, p) = owner(&f);
+            let (c, p) = (c.to_owned(), p.to_owned());
+            (f.secret, f.site, f.category, c, p)
         })
         .collect();
     let want = |i: usize, site: &str, category: &str, owned: bool| {

@@ -100,8 +100,6 @@ pub struct Container {
     pub pod_namespace: Option<String>,
     /// Pod name.
     pub pod_name: Option<String>,
-    /// True for a pod sandbox (`io.cri-containerd.kind=sandbox`).
-    pub sandbox: bool,
     /// The image reference.
     pub image: Option<String>,
     /// The snapshotter and the snapshot key of its writable layer.
@@ -239,26 +237,18 @@ fn container(ns: &str, id: &str, values: &[(Vec<&[u8]>, &[u8])]) -> Container {
             known.entry(k).or_insert(v);
         }
     }
-    let pick = |keys: [&str; 2]| keys.iter().find_map(|k| known.get(*k).cloned());
-    let snapshot = get("snapshotter").map(lossy).zip(get("snapshotKey").map(lossy));
     Container {
         id: id.to_owned(),
         namespace: ns.to_owned(),
-        name: pick(CONTAINER_NAME),
-        pod_uid: pick(POD_UID),
-        pod_namespace: pick(POD_NAMESPACE),
-        pod_name: pick(POD_NAME),
-        sandbox: known.get("io.cri-containerd.kind").is_some_and(|k| k == "sandbox")
-            || known.get("io.kubernetes.cri.container-type").is_some_and(|k| k == "sandbox"),
         image: get("image").map(lossy),
-        snapshot,
+        snapshot: get("snapshotter").map(lossy).zip(get("snapshotKey").map(lossy)),
+        ..named(&known)
     }
 }
 
-/// The pod and container an OCI spec (JSON, as in a bundle's `config.json`) belongs to,
-/// from the CRI plugin's annotations; fields it does not name are `None`.
-pub fn spec_owner(json: &[u8]) -> Container {
-    let known: BTreeMap<String, String> = json_annotations(json).into_iter().collect();
+/// The container and pod names that kubelet's labels or the CRI plugin's annotations in
+/// `known` give; every other field empty.
+fn named(known: &BTreeMap<String, String>) -> Container {
     let pick = |keys: [&str; 2]| keys.iter().find_map(|k| known.get(*k).cloned());
     Container {
         name: pick(CONTAINER_NAME),
@@ -266,6 +256,24 @@ pub fn spec_owner(json: &[u8]) -> Container {
         pod_namespace: pick(POD_NAMESPACE),
         pod_name: pick(POD_NAME),
         ..Container::default()
+    }
+}
+
+/// The pod and container an OCI spec (JSON, as in a bundle's `config.json`) belongs to,
+/// from the CRI plugin's annotations; fields it does not name are `None`.
+pub fn spec_owner(json: &[u8]) -> Container {
+    named(&json_annotations(json).into_iter().collect())
+}
+
+impl Container {
+    /// The pod, when its uid is known.
+    pub fn pod(&self) -> Option<crate::finding::PodRef> {
+        self.pod_uid.as_ref().map(|uid| crate::finding::PodRef {
+            uid: uid.clone(),
+            namespace: self.pod_namespace.clone(),
+            name: self.pod_name.clone(),
+            live: None,
+        })
     }
 }
 

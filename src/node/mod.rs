@@ -40,23 +40,19 @@ pub enum ScopeKind {
     Extra,
     /// A file or dir whose files all belong to one site (containerd's `meta.db`).
     Site(SiteId),
-    /// A snapshot's `fs` dir: a container's writable layer or an image layer.
-    Snapshot(Layer),
-    /// The `config.json` of an OCI bundle.
-    Bundle {
-        /// The container id (the bundle dir's name, without a leading `.`).
-        id: String,
-    },
+    /// A layer dir or a container's file, whose owner the runtime's records name.
+    Owned(Ownership),
 }
 
-/// What a layer dir (or a container's config file) is, from the runtime's records.
+/// What a layer dir (a snapshot's `fs`, a `diff`) or a container's file (an OCI bundle's
+/// `config.json`, a stored spec) is, from the runtime's records.
 #[derive(Debug)]
-pub struct Layer {
+pub struct Ownership {
     /// The site.
     pub site: SiteId,
-    /// `container-layer` or `image-layer`.
+    /// `container-layer`, `image-layer` or `env-persisted`.
     pub category: Category,
-    /// The container whose writable layer it is.
+    /// The container whose layer or file it is.
     pub container: Option<String>,
     /// That container's pod.
     pub pod_uid: Option<String>,
@@ -234,7 +230,7 @@ fn snapshots(root: &RootDir, ctrd: &Path, scopes: &mut Vec<Scope>, errors: &mut 
         scopes.push(Scope {
             rel: overlay_rel.join(&name).join("fs"),
             node_path: overlay.join("snapshots").join(&name).join("fs"),
-            kind: ScopeKind::Snapshot(Layer {
+            kind: ScopeKind::Owned(Ownership {
                 site: SiteId::ContainerdSnapshot,
                 category,
                 container,
@@ -282,7 +278,13 @@ fn bundles(root: &RootDir, tasks: &Path, scopes: &mut Vec<Scope>, errors: &mut V
             let name = id.to_string_lossy();
             scopes.push(Scope {
                 node_path: tasks.join(&ns).join(&id).join("config.json"),
-                kind: ScopeKind::Bundle { id: name.strip_prefix('.').unwrap_or(&name).to_owned() },
+                kind: ScopeKind::Owned(Ownership {
+                    site: SiteId::OciBundle,
+                    category: Category::EnvPersisted,
+                    container: Some(name.strip_prefix('.').unwrap_or(&name).to_owned()),
+                    pod_uid: None,
+                    note: None,
+                }),
                 rel,
             });
         }

@@ -11,7 +11,7 @@
 //!   `containers/<id>/config.v2.json` holds the container's `Config` with its `Env` and
 //!   `Labels` (the pod from kubelet's `io.kubernetes.pod.uid` label).
 
-use super::{resolve, Layer, Scope, ScopeKind};
+use super::{resolve, Ownership, Scope, ScopeKind};
 use crate::finding::{Category, SiteId};
 use crate::sys::RootDir;
 use std::collections::HashMap;
@@ -47,9 +47,9 @@ fn dirs(root: &RootDir, node: &Path) -> Vec<OsString> {
 }
 
 /// A scope for `node` (a dir or a file) when it exists.
-fn push(root: &RootDir, node: &Path, layer: Layer, scopes: &mut Vec<Scope>) {
+fn push(root: &RootDir, node: &Path, layer: Ownership, scopes: &mut Vec<Scope>) {
     if let Ok(rel) = resolve(root, node) {
-        scopes.push(Scope { rel, node_path: node.to_path_buf(), kind: ScopeKind::Snapshot(layer) });
+        scopes.push(Scope { rel, node_path: node.to_path_buf(), kind: ScopeKind::Owned(layer) });
     }
 }
 
@@ -73,13 +73,13 @@ fn crio(root: &RootDir, graph: &Path, scopes: &mut Vec<Scope>) {
             Some((c, uid)) => (Category::ContainerLayer, Some(c.clone()), uid.clone()),
             None => (Category::ImageLayer, None, None),
         };
-        let layer = Layer { site, category, container, pod_uid, note: None };
+        let layer = Ownership { site, category, container, pod_uid, note: None };
         push(root, &graph.join("overlay").join(&name).join("diff"), layer, scopes);
     }
     for name in dirs(root, &graph.join("overlay-containers")) {
         let Some(id) = name.to_str() else { continue };
         let pod_uid = by_container.get(id).copied().flatten().cloned();
-        let layer = Layer {
+        let layer = Ownership {
             site,
             category: Category::EnvPersisted,
             container: Some(id.to_owned()),
@@ -101,7 +101,7 @@ fn docker(root: &RootDir, data: &Path, scopes: &mut Vec<Scope>) {
             c["Config"]["Labels"]["io.kubernetes.pod.uid"].as_str().map(str::to_owned)
         });
         configs.insert(id.to_owned(), uid.clone());
-        let layer = Layer {
+        let layer = Ownership {
             site,
             category: Category::EnvPersisted,
             container: Some(id.to_owned()),
@@ -129,7 +129,7 @@ fn docker(root: &RootDir, data: &Path, scopes: &mut Vec<Scope>) {
             None => (Category::ImageLayer, None),
         };
         let pod_uid = container.as_ref().and_then(|c| configs.get(c).cloned().flatten());
-        let layer = Layer { site, category, container, pod_uid, note: None };
+        let layer = Ownership { site, category, container, pod_uid, note: None };
         push(root, &data.join("overlay2").join(&name).join("diff"), layer, scopes);
     }
 }
