@@ -236,6 +236,9 @@ pub struct Finding {
     pub pod: Option<PodRef>,
     /// The owning container, when the site has one.
     pub container: Option<ContainerRef>,
+    /// The images an image layer belongs to (their names, as the runtime records them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
     /// What matched.
     #[serde(rename = "match")]
     pub matched: MatchInfo,

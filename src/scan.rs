@@ -542,6 +542,7 @@ fn finding(
     matched: MatchInfo,
     preview: Preview,
 ) -> Finding {
+    let owner = job.owner.as_deref();
     Finding {
         id,
         severity,
@@ -552,9 +553,9 @@ fn finding(
         length,
         count: 1,
         stale: job.stale,
-        pod: match (&job.pod, &job.log) {
+        pod: match (job.pod.as_deref().or(owner.and_then(|o| o.pod_uid.as_deref())), &job.log) {
             (Some(uid), _) => {
-                Some(PodRef { uid: uid.to_string(), namespace: None, name: None, live: None })
+                Some(PodRef { uid: uid.to_owned(), namespace: None, name: None, live: None })
             }
             (None, Some(l)) => Some(PodRef {
                 uid: l.uid.clone(),
@@ -564,18 +565,17 @@ fn finding(
             }),
             (None, None) => None,
         },
-        container: match (&job.container, &job.log) {
-            (Some(id), _) => {
-                Some(ContainerRef { id: Some(id.to_string()), name: None, live: None })
-            }
+        container: match (owner.and_then(|o| o.container.as_deref()), &job.log) {
+            (Some(id), _) => Some(ContainerRef { id: Some(id.to_owned()), name: None, live: None }),
             (None, Some(l)) => {
                 Some(ContainerRef { id: None, name: Some(l.container.clone()), live: None })
             }
             (None, None) => None,
         },
+        images: owner.map(|o| o.images.clone()).unwrap_or_default(),
         matched,
         preview,
-        note: job.note,
+        note: owner.and_then(|o| o.note),
         token: None,
     }
 }
@@ -587,6 +587,7 @@ fn finding(
 /// stale atomic-writer copy is one step less severe than its place.
 fn assess(job: &FileJob, on_tmpfs: bool, live: Option<bool>) -> (Category, Severity) {
     use Severity::{Critical, High, Info, Medium};
+    let category = job.owner.as_ref().map(|o| o.category);
     let (category, [unknown, dead, alive]) = match job.site {
         SiteId::KubeletSecretVolume | SiteId::KubeletProjectedVolume | SiteId::KubeletCsiVolume => {
             if on_tmpfs {
@@ -606,14 +607,14 @@ fn assess(job: &FileJob, on_tmpfs: bool, live: Option<bool>) -> (Category, Sever
         // Every Secret of the cluster in plaintext: encryption at rest is off.
         SiteId::Etcd => (Category::EtcdPlaintext, [Critical, Critical, Critical]),
         // Baked into an image: on every node that pulls it, whoever runs it.
-        SiteId::ContainerdSnapshot if job.category == Some(Category::ImageLayer) => {
+        SiteId::ContainerdSnapshot if category == Some(Category::ImageLayer) => {
             (Category::ImageLayer, [High, High, High])
         }
         // Written by the app into its writable layer: gone with the container, unless
         // the container is gone and the layer is not.
         SiteId::ContainerdSnapshot => (Category::ContainerLayer, [High, High, Medium]),
         // CRI-O and Docker: layers and containers' configs, as their records say.
-        SiteId::CrioStorage | SiteId::DockerStorage => match job.category {
+        SiteId::CrioStorage | SiteId::DockerStorage => match category {
             Some(Category::ImageLayer) => (Category::ImageLayer, [High, High, High]),
             Some(c) => (c, [High, High, Medium]),
             None => (Category::Other, [High, High, Medium]),

@@ -5,10 +5,10 @@
 //! never opened (their type comes from the directory entry, and the open in `scan` checks
 //! again). Parallelism lives in `scan`, which pulls from these iterators with rayon.
 
-use crate::finding::{Category, ScanError, SiteId};
+use crate::finding::{ScanError, SiteId};
 use crate::node::kubelet::{self, AtomicVolume};
 use crate::node::logs::LogOwner;
-use crate::node::{io_message, Scope, ScopeKind};
+use crate::node::{io_message, Ownership, Scope, ScopeKind};
 use crate::report::display_path;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,13 +29,9 @@ pub struct FileJob {
     pub pod: Option<Arc<str>>,
     /// True for a superseded atomic-writer copy.
     pub stale: bool,
-    /// The container id, for files of one container (an OCI bundle, a writable layer).
-    pub container: Option<Arc<str>>,
-    /// The category, where the site alone does not decide it (a snapshot is a container's
-    /// writable layer or an image layer).
-    pub category: Option<Category>,
-    /// What the place is, where the path does not say (an orphaned snapshot).
-    pub note: Option<&'static str>,
+    /// What the runtime's records say of the file's layer or container (an OCI bundle, a
+    /// writable or image layer): category, container, pod, images, a note.
+    pub owner: Option<Arc<Ownership>>,
     /// The pod and container of a pod log, from its path.
     pub log: Option<Arc<LogOwner>>,
 }
@@ -52,20 +48,15 @@ pub enum WalkItem {
 /// Walks one scope. `root_abs` is the canonical root path.
 pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkItem> {
     let Scope { rel, node_path, kind } = scope;
-    let (mut pod, mut category, mut note) = (None, None, None);
-    let (volumes, fixed, container) = match kind {
+    let mut pod = None;
+    let (volumes, fixed, owner) = match kind {
         ScopeKind::Pod { uid, volumes } => {
             pod = Some(Arc::<str>::from(uid));
             (volumes, None, None)
         }
         ScopeKind::Extra => (Default::default(), Some(SiteId::Other), None),
         ScopeKind::Site(site) => (Default::default(), Some(site), None),
-        ScopeKind::Owned(owner) => {
-            pod = owner.pod_uid.map(Arc::from);
-            category = Some(owner.category);
-            note = owner.note;
-            (Default::default(), Some(owner.site), owner.container.map(Arc::from))
-        }
+        ScopeKind::Owned(owner) => (Default::default(), Some(owner.site), Some(Arc::new(owner))),
     };
     let base = root_abs.join(&rel);
     WalkDir::new(&base).follow_links(false).into_iter().filter_map(move |entry| {
@@ -102,9 +93,7 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
             site,
             pod: pod.clone(),
             stale,
-            container: container.clone(),
-            category,
-            note,
+            owner: owner.clone(),
             log,
         }))
     })

@@ -123,7 +123,15 @@ fn meta_db(value: &str, freed_value: &str) -> Vec<u8> {
     let root = BTreeMap::from([(
         b"v1".to_vec(),
         bucket([
-            ("k8s.io", bucket([("containers", containers), ("leases", bucket([]))])),
+            (
+                "k8s.io",
+                bucket([
+                    ("containers", containers),
+                    ("content", images().1),
+                    ("images", images().0),
+                    ("leases", bucket([])),
+                ]),
+            ),
             ("version", data([6])),
         ]),
     )]);
@@ -131,6 +139,43 @@ fn meta_db(value: &str, freed_value: &str) -> Vec<u8> {
     let stale =
         leaf(&[(0, b"spec".to_vec(), old), (0, b"snapshotter".to_vec(), b"overlayfs".to_vec())]);
     Writer::new(4096, true, 64).finish(&root, &[stale], 4)
+}
+
+/// The image records of `meta.db` and the content blobs they lead through, as an unpack
+/// leaves them: `localhost/app:1` and its id `sha256:c0…` (CRI names an image both ways)
+/// target one manifest, whose config was unpacked with overlayfs to the top of
+/// [`chains`]; `native-only:1` targets an index, whose manifest's config was unpacked with
+/// the native snapshotter to the base layer.
+fn images() -> (Node, Node) {
+    let [base, top] = chains();
+    let digest = |b: &str| "sha256:".to_owned() + &b.repeat(32);
+    let image = |target: &str| bucket([("target", bucket([("digest", data(target))]))]);
+    let images = Node::Bucket(BTreeMap::from([
+        (b"localhost/app:1".to_vec(), image(&digest("e1"))),
+        (digest("c0").into_bytes(), image(&digest("e1"))),
+        (b"native-only:1".to_vec(), image(&digest("e2"))),
+    ]));
+    let blob = |labels: &[(&str, &str)]| {
+        let labels = labels.iter().map(|(k, v)| (k.as_bytes().to_vec(), data(v))).collect();
+        bucket([("labels", Node::Bucket(labels)), ("size", data([2]))])
+    };
+    let blobs = BTreeMap::from([
+        (
+            digest("e1").into_bytes(),
+            blob(&[
+                ("containerd.io/gc.ref.content.config", &digest("c0")),
+                ("containerd.io/gc.ref.content.l.0", &digest("d0")),
+            ]),
+        ),
+        (digest("c0").into_bytes(), blob(&[("containerd.io/gc.ref.snapshot.overlayfs", &top)])),
+        (digest("e2").into_bytes(), blob(&[("containerd.io/gc.ref.content.m.0", &digest("e3"))])),
+        (
+            digest("e3").into_bytes(),
+            blob(&[("containerd.io/gc.ref.content.config", &digest("c3"))]),
+        ),
+        (digest("c3").into_bytes(), blob(&[("containerd.io/gc.ref.snapshot.native", &base)])),
+    ]);
+    (images, bucket([("blob", Node::Bucket(blobs)), ("ingests", bucket([]))]))
 }
 
 fn secrets(value: &str, freed: &str) -> Vec<Secret> {
@@ -374,36 +419,55 @@ fn oci_bundle_config_is_attributed() {
 const OVERLAY: &str = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs";
 
 /// The overlayfs snapshotter's `metadata.db`: `v1/snapshots/<ns>/<seq>/<key>` with a
-/// uvarint `id` (the dir name) and a `kind` byte (2 active, 3 committed).
-fn snapshot_db(records: &[(&str, u8, u8)]) -> Vec<u8> {
+/// uvarint `id` (the dir name), a `kind` byte (2 active, 3 committed) and the backend key
+/// of its parent (given as an index into `records`).
+fn snapshot_db(records: &[(&str, u8, u8, Option<usize>)]) -> Vec<u8> {
+    let backend = |seq: usize| format!("k8s.io/{}/{}", seq + 2, records[seq].0);
     let snapshots: BTreeMap<Vec<u8>, Node> = records
         .iter()
         .enumerate()
-        .map(|(seq, (key, id, kind))| {
-            let record = bucket([("id", data([*id])), ("kind", data([*kind]))]);
-            (format!("k8s.io/{}/{key}", seq + 2).into_bytes(), record)
+        .map(|(seq, (_, id, kind, parent))| {
+            let mut record =
+                BTreeMap::from([(b"id".to_vec(), data([*id])), (b"kind".to_vec(), data([*kind]))]);
+            if let Some(p) = parent {
+                record.insert(b"parent".to_vec(), data(backend(*p)));
+            }
+            (backend(seq).into_bytes(), Node::Bucket(record))
         })
         .collect();
     let root = BTreeMap::from([(b"v1".to_vec(), bucket([("snapshots", Node::Bucket(snapshots))]))]);
     Writer::new(4096, true, 64).finish(&root, &[], 0)
 }
 
+/// The chain ids of a two-layer image: base, then top.
+fn chains() -> [String; 2] {
+    ["ab", "cd"].map(|b| "sha256:".to_owned() + &b.repeat(32))
+}
+
 /// Snapshot dirs: a value baked into an image layer (committed, shared by two containers'
-/// writable layers) is one `image-layer` finding with no container; a value an app wrote
-/// into its writable layer is a `container-layer` finding of that container and its pod
-/// (from `meta.db`); a dir neither database knows is an orphan, said so in a note.
+/// writable layers) is one `image-layer` finding with no container, naming the images
+/// whose chains hold the layer (from `meta.db`'s image records and content labels); a
+/// value an app wrote into its writable layer is a `container-layer` finding of that
+/// container and its pod (from `meta.db`); a dir neither database knows is an orphan,
+/// said so in a note.
 #[test]
 fn snapshot_layers_are_classified_and_attributed() {
     let tree = NodeTree::new();
-    let (vals, secrets) = numbered(&tree, 3, 4301);
+    let (vals, secrets) = numbered(&tree, 4, 4301);
     tree.write(META_DB, &meta_db("unrelated-value-0123456789", "unrelated-freed-0123456789"));
-    let chain = "sha256:".to_owned() + &"ab".repeat(32);
-    let db = snapshot_db(&[(&chain, 1, 3), (&id(1), 3, 2), (&id(2), 4, 2)]);
+    let [base, top] = chains();
+    let db = snapshot_db(&[
+        (&base, 1, 3, None),
+        (&top, 2, 3, Some(0)),
+        (&id(1), 3, 2, Some(1)),
+        (&id(2), 4, 2, Some(1)),
+    ]);
     tree.write(format!("{OVERLAY}/metadata.db"), &db);
     tree.write(
         format!("{OVERLAY}/snapshots/1/fs/etc/app.conf"),
         format!("key: {}\n", vals[0]).as_bytes(),
     );
+    tree.write(format!("{OVERLAY}/snapshots/2/fs/srv/env"), format!("T={}", vals[3]).as_bytes());
     tree.write(
         format!("{OVERLAY}/snapshots/3/fs/data/out.txt"),
         format!("secret={}\n", vals[1]).as_bytes(),
@@ -432,6 +496,7 @@ fn snapshot_layers_are_classified_and_attributed() {
         got,
         vec![
             ("shop/s0", "image-layer", "-", "-", false),
+            ("shop/s3", "image-layer", "-", "-", false),
             ("shop/s1", "container-layer", one.as_str(), POD_UID, false),
             ("shop/s2", "container-layer", "-", "-", true),
         ],
@@ -439,6 +504,53 @@ fn snapshot_layers_are_classified_and_attributed() {
         out.stdout_str()
     );
     assert_eq!(findings[0].path, format!("{OVERLAY}/snapshots/1/fs/etc/app.conf"));
+    let names = json!(["localhost/app:1", "sha256:".to_owned() + &"c0".repeat(32)]);
+    for f in &findings[..2] {
+        assert_eq!(f.raw["images"], names, "{}", out.stdout_str());
+    }
+    assert!(findings[2..].iter().all(|f| f.raw.get("images").is_none()));
+    let table = tree.scan(&["--secrets", path_arg(&file)]);
+    let line = table.stdout_str().lines().find(|l| l.contains("snapshots/1/fs")).map(str::to_owned);
+    assert!(
+        line.is_some_and(|l| l.contains("image localhost/app:1 (+1)")),
+        "{}",
+        table.stdout_str()
+    );
+}
+
+/// The native snapshotter keeps a snapshot's files in `snapshots/<id>` itself: its layers
+/// are found and classified as overlayfs ones are, with the native snapshotter's records.
+#[test]
+fn native_snapshotter_layers() {
+    const NATIVE: &str = "/var/lib/containerd/io.containerd.snapshotter.v1.native";
+    let tree = NodeTree::new();
+    let (vals, secrets) = numbered(&tree, 2, 4311);
+    tree.write(META_DB, &meta_db("unrelated-value-0123456789", "unrelated-freed-0123456789"));
+    let [base, _] = chains();
+    tree.write(format!("{NATIVE}/metadata.db"), &snapshot_db(&[(&base, 7, 3, None)]));
+    tree.write(format!("{NATIVE}/snapshots/7/etc/key"), vals[0].as_bytes());
+    tree.write(format!("{NATIVE}/snapshots/8/root/.history"), vals[1].as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let got: Vec<(String, String, String, Value)> = out
+        .findings()
+        .into_iter()
+        .filter(|f| f.site == "containerd-snapshot")
+        .map(|f| (f.path.clone(), f.category.clone(), f.secret.clone(), f.raw["images"].clone()))
+        .collect();
+    let want = |path: &str, category: &str, secret: &str, images: Value| {
+        (format!("{NATIVE}/snapshots/{path}"), category.to_owned(), secret.to_owned(), images)
+    };
+    assert_eq!(
+        got,
+        vec![
+            want("7/etc/key", "image-layer", "shop/s0", json!(["native-only:1"])),
+            want("8/root/.history", "container-layer", "shop/s1", Value::Null),
+        ],
+        "{}",
+        out.stdout_str()
+    );
 }
 
 /// An etcd bbolt db: bucket `key`, revision keys, `mvccpb.KeyValue` values (field 1 the

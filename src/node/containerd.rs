@@ -13,7 +13,7 @@
 //! bbolt has not overwritten yet.
 
 use crate::bbolt::{Bucket, Db, Error, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 
 /// The default containerd root (`root` in `config.toml`).
@@ -26,9 +26,15 @@ pub const DEFAULT_STATE: &str = "/run/containerd";
 /// (`runtime/v2/bundle.go`; a crashed delete leaves `<namespace>/.<id>`).
 pub const TASKS: &str = "io.containerd.runtime.v2.task";
 
-/// The overlayfs snapshotter's dir, relative to the containerd root: `metadata.db` and
-/// `snapshots/<id>/fs` (`snapshots/overlay/overlay.go`).
-pub const OVERLAY: &str = "io.containerd.snapshotter.v1.overlayfs";
+/// The snapshotters whose layers are scanned: the name `meta.db` knows them by, their dir
+/// relative to the containerd root (`metadata.db` and `snapshots/<id>`), and where a
+/// snapshot's files are inside `snapshots/<id>`: overlayfs keeps them in `fs` (the upper
+/// dir of an active one), native in the dir itself, as a full copy
+/// (`snapshots/overlay/overlay.go`, `snapshots/native/native.go`).
+pub const SNAPSHOTTERS: [(&str, &str, &str); 2] = [
+    ("overlayfs", "io.containerd.snapshotter.v1.overlayfs", "fs"),
+    ("native", "io.containerd.snapshotter.v1.native", ""),
+];
 
 /// What a snapshot is (`snapshots/snapshotter.go`, `Kind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,11 +52,15 @@ pub enum SnapshotKind {
 /// A snapshot record of the snapshotter's `metadata.db`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
-    /// The client's key (the last part of the backend key `<ns>/<seq>/<key>`): a
-    /// container's snapshot key, or an image layer's chain id.
+    /// The containerd namespace (the first part of the backend key `<ns>/<seq>/<key>`).
+    pub namespace: String,
+    /// The client's key (the last part of the backend key): a container's snapshot key,
+    /// or an image layer's chain id.
     pub key: String,
     /// What it is.
     pub kind: SnapshotKind,
+    /// The id of the parent snapshot (the layer below), when it has one.
+    pub parent: Option<u64>,
 }
 
 /// The snapshots of a snapshotter's `metadata.db`, by id (the dir name under
@@ -62,27 +72,150 @@ pub fn read_snapshots(data: &[u8]) -> Result<(BTreeMap<u64, Snapshot>, Vec<Error
     let mut errors = Vec::new();
     let Some(v1) = db.root().bucket(b"v1")? else { return Ok((out, errors)) };
     let Some(snapshots) = v1.bucket(b"snapshots")? else { return Ok((out, errors)) };
-    for (key, value) in snapshots.entries()? {
+    let mut ids: HashMap<&[u8], u64> = HashMap::new();
+    let mut parents: Vec<(u64, &[u8])> = Vec::new();
+    for (backend, value) in snapshots.entries()? {
         let Value::Bucket(b) = value else { continue };
-        let fields = match (b.get(b"id"), b.get(b"kind")) {
-            (Ok(id), Ok(kind)) => (id.and_then(|v| varint(v)).map(|(id, _)| id), kind),
-            (Err(e), _) | (_, Err(e)) => {
+        let mut fields = BTreeMap::new();
+        match b.entries() {
+            Ok(entries) => fields.extend(entries.into_iter().filter_map(|(k, v)| match v {
+                Value::Data(d) => Some((k, d)),
+                Value::Bucket(_) => None,
+            })),
+            Err(e) => {
                 errors.push(e);
                 continue;
             }
-        };
-        let (Some(id), kind) = fields else { continue };
-        let kind = match kind.and_then(|k| k.first()) {
+        }
+        let Some((id, _)) = fields.get(&b"id"[..]).and_then(|v| varint(v)) else { continue };
+        let kind = match fields.get(&b"kind"[..]).and_then(|k| k.first()) {
             Some(1) => SnapshotKind::View,
             Some(2) => SnapshotKind::Active,
             Some(3) => SnapshotKind::Committed,
             _ => SnapshotKind::Unknown,
         };
-        let key = lossy(key);
-        let key = key.splitn(3, '/').nth(2).unwrap_or(&key).to_owned();
-        out.insert(id, Snapshot { key, kind });
+        let name = lossy(backend);
+        let mut parts = name.splitn(3, '/');
+        let (namespace, key) = match (parts.next(), parts.next(), parts.next()) {
+            (Some(ns), Some(_), Some(key)) => (ns.to_owned(), key.to_owned()),
+            _ => (String::new(), name.clone()),
+        };
+        ids.insert(backend, id);
+        if let Some(parent) = fields.get(&b"parent"[..]) {
+            parents.push((id, parent));
+        }
+        out.insert(id, Snapshot { namespace, key, kind, parent: None });
+    }
+    for (id, parent) in parents {
+        if let (Some(&p), Some(s)) = (ids.get(parent), out.get_mut(&id)) {
+            s.parent = Some(p);
+        }
     }
     Ok((out, errors))
+}
+
+/// The image names of each snapshot in `snapshots` (one snapshotter's records): every
+/// layer of an image's chain, from the top layer `images` names down through the parents,
+/// carries the image's names. A layer that several images share carries all of them.
+pub fn layer_images(
+    snapshotter: &str,
+    snapshots: &BTreeMap<u64, Snapshot>,
+    images: &[ImageTop],
+) -> HashMap<u64, BTreeSet<String>> {
+    let by_key: HashMap<(&str, &str), u64> =
+        snapshots.iter().map(|(id, s)| ((s.namespace.as_str(), s.key.as_str()), *id)).collect();
+    let mut out: HashMap<u64, BTreeSet<String>> = HashMap::new();
+    for top in images.iter().filter(|t| t.snapshotter == snapshotter) {
+        let mut next = by_key.get(&(top.namespace.as_str(), top.chain.as_str())).copied();
+        // A parent loop in a damaged file ends at the first layer already named.
+        while let Some(id) = next {
+            let names = out.entry(id).or_default();
+            if names.contains(&top.name) {
+                break;
+            }
+            names.insert(top.name.clone());
+            next = snapshots.get(&id).and_then(|s| s.parent);
+        }
+    }
+    out
+}
+
+/// An image of `meta.db` and the top layer it was unpacked to: the chain id of its last
+/// layer, as the snapshot key of one snapshotter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageTop {
+    /// The containerd namespace.
+    pub namespace: String,
+    /// The image name (a tag, a digest reference or CRI's `sha256:<config>` id).
+    pub name: String,
+    /// The snapshotter it was unpacked with.
+    pub snapshotter: String,
+    /// The top layer's chain id (`sha256:…`).
+    pub chain: String,
+}
+
+/// Content labels that link an image's blobs (`images/mediatypes.go`, `image.go`): a
+/// manifest's config, an index's manifests, and the top snapshot a config was unpacked
+/// to, per snapshotter.
+const GC_CONFIG: &[u8] = b"containerd.io/gc.ref.content.config";
+const GC_MANIFEST: &[u8] = b"containerd.io/gc.ref.content.m.";
+const GC_SNAPSHOT: &[u8] = b"containerd.io/gc.ref.snapshot.";
+
+/// The images of namespace `ns` and their top layers: `images/<name>/target/digest` is a
+/// manifest (or an index, whose `m.<i>` labels name its manifests); the manifest blob's
+/// `config` label names the config blob, whose `gc.ref.snapshot.<snapshotter>` labels name
+/// the top layer's chain id.
+fn image_tops(ns: &str, ns_bucket: &Bucket<'_>, out: &mut Vec<ImageTop>) -> Result<(), Error> {
+    let Some(images) = ns_bucket.bucket(b"images")? else { return Ok(()) };
+    let content = ns_bucket.bucket(b"content")?;
+    let blobs = content.map(|c| c.bucket(b"blob")).transpose()?.flatten();
+    let blobs: HashMap<&[u8], Bucket<'_>> = blobs
+        .map(|b| b.entries())
+        .transpose()?
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(k, v)| match v {
+            Value::Bucket(b) => Some((k, b)),
+            Value::Data(_) => None,
+        })
+        .collect();
+    let labels = |digest: &[u8]| -> Vec<(&[u8], &[u8])> {
+        let Some(Ok(Some(l))) = blobs.get(digest).map(|b| b.bucket(b"labels")) else {
+            return Vec::new();
+        };
+        l.entries()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(k, v)| match v {
+                Value::Data(d) => Some((k, d)),
+                Value::Bucket(_) => None,
+            })
+            .collect()
+    };
+    for (name, value) in images.entries()? {
+        let Value::Bucket(image) = value else { continue };
+        let target = image.bucket(b"target")?.map(|t| t.get(b"digest")).transpose()?;
+        let Some(target) = target.flatten() else { continue };
+        // The target, and the manifests of an index (one level, as CRI pulls them).
+        let mut manifests = vec![target];
+        manifests.extend(
+            labels(target).into_iter().filter(|(k, _)| k.starts_with(GC_MANIFEST)).map(|kv| kv.1),
+        );
+        for manifest in manifests {
+            for (_, config) in labels(manifest).into_iter().filter(|(k, _)| *k == GC_CONFIG) {
+                for (k, chain) in labels(config) {
+                    let Some(snapshotter) = k.strip_prefix(GC_SNAPSHOT) else { continue };
+                    out.push(ImageTop {
+                        namespace: ns.to_owned(),
+                        name: lossy(name),
+                        snapshotter: lossy(snapshotter),
+                        chain: lossy(chain),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A container record of `meta.db`.
@@ -122,6 +255,8 @@ pub enum Owner<'m> {
 pub struct MetaDb {
     /// Every container record, in (namespace, id) order.
     pub containers: Vec<Container>,
+    /// Every image and the top layer it was unpacked to.
+    pub images: Vec<ImageTop>,
     /// Byte ranges of container values, sorted, with the index of their container.
     values: Vec<(Range<u64>, usize)>,
     /// Byte ranges of dead pages, sorted.
@@ -143,6 +278,9 @@ impl MetaDb {
         let Some(v1) = db.root().bucket(b"v1")? else { return Ok((out, errors)) };
         for (ns, value) in v1.entries()? {
             let Value::Bucket(ns_bucket) = value else { continue };
+            if let Err(e) = image_tops(&lossy(ns), &ns_bucket, &mut out.images) {
+                errors.push(e);
+            }
             let containers = match ns_bucket.bucket(b"containers") {
                 Ok(Some(b)) => b,
                 Ok(None) => continue,
@@ -366,9 +504,34 @@ mod tests {
             snaps.values().filter(|s| s.kind == SnapshotKind::Active).collect();
         assert_eq!(active.len(), 1, "{snaps:?}");
         assert_eq!(active[0].key, ID);
-        assert!(snaps
-            .values()
-            .any(|s| s.kind == SnapshotKind::Committed && s.key.starts_with("sha256:")));
+        let layer = snaps
+            .iter()
+            .find(|(_, s)| s.kind == SnapshotKind::Committed && s.key.starts_with("sha256:"));
+        let (layer, _) = layer.unwrap_or_else(|| panic!("no image layer: {snaps:?}"));
+        assert_eq!(active[0].parent, Some(*layer));
+        assert_eq!(active[0].namespace, "k8s.io");
+    }
+
+    /// The image of the real run, through its manifest's and config's content labels, to
+    /// the layer it was unpacked to; that layer carries the image's name.
+    #[test]
+    fn real_image_layers() {
+        let (db, errors) = MetaDb::read(META).unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+        let (snaps, _) = read_snapshots(SNAPSHOTS).unwrap();
+        assert_eq!(db.images.len(), 1, "{:?}", db.images);
+        let top = &db.images[0];
+        assert_eq!(
+            (top.namespace.as_str(), top.name.as_str(), top.snapshotter.as_str()),
+            ("k8s.io", "localhost/kresidue-test:1", "overlayfs")
+        );
+        let named = layer_images("overlayfs", &snaps, &db.images);
+        let want: BTreeSet<String> = [top.name.clone()].into();
+        let layers: Vec<u64> = named.keys().copied().collect();
+        assert_eq!(layers.len(), 1);
+        assert_eq!(snaps[&layers[0]].key, top.chain);
+        assert_eq!(named[&layers[0]], want);
+        assert!(layer_images("native", &snaps, &db.images).is_empty());
     }
 
     /// Truncated and damaged copies of the real databases: errors or partial results,

@@ -58,6 +58,8 @@ pub struct Ownership {
     pub pod_uid: Option<String>,
     /// Said of an orphan (a dir no snapshot record names).
     pub note: Option<&'static str>,
+    /// The images an image layer belongs to, as far as the runtime's records tell.
+    pub images: Vec<String>,
 }
 
 /// What an orphaned snapshot dir is.
@@ -171,73 +173,96 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
     scopes
 }
 
-/// The `fs` dir of every overlayfs snapshot, with what it is: a snapshot the snapshotter
-/// records as active, whose key is a container's snapshot key in `meta.db`, is that
-/// container's writable layer; a committed one is an image layer (scanned once however
-/// many containers share it); one no record names is an orphan.
+/// The files of every snapshot of the overlayfs and native snapshotters, with what each
+/// is: a snapshot the snapshotter records as active, whose key is a container's snapshot
+/// key in `meta.db`, is that container's writable layer; a committed one is an image layer
+/// (scanned once however many containers share it), named after the images whose chains
+/// hold it; one no record names is an orphan.
 fn snapshots(root: &RootDir, ctrd: &Path, scopes: &mut Vec<Scope>, errors: &mut Vec<ScanError>) {
-    let overlay = ctrd.join(containerd::OVERLAY);
-    let Ok(overlay_rel) = resolve(root, &overlay.join("snapshots")) else { return };
-    let read = |node: &Path, errors: &mut Vec<ScanError>| -> Option<Vec<u8>> {
-        let rel = resolve(root, node).ok()?;
-        let mut f = root.open_file(&rel).map_err(|e| errors.push(error_at(node, &e))).ok()?;
-        let mut data = Vec::new();
-        match f.by_ref().take(1 << 30).read_to_end(&mut data) {
-            Ok(_) => Some(data),
-            Err(e) => {
-                errors.push(error_at(node, &e));
-                None
-            }
-        }
-    };
-    let db_path = overlay.join("metadata.db");
-    let mut records = BTreeMap::new();
-    if let Some(data) = read(&db_path, errors) {
-        match containerd::read_snapshots(&data) {
-            Ok((r, errs)) => {
-                records = r;
-                errors.extend(errs.iter().map(|e| bolt_error(&db_path, e)));
-            }
-            Err(e) => errors.push(bolt_error(&db_path, &e)),
-        }
-    }
-    let mut owners: HashMap<String, (String, Option<String>)> = HashMap::new();
-    if let Some(data) = read(&ctrd.join(containerd::META_DB), &mut Vec::new()) {
-        if let Ok((db, _)) = containerd::MetaDb::read(&data) {
-            for c in db.containers {
-                if let Some((_, key)) = c.snapshot {
-                    owners.insert(key, (c.id, c.pod_uid));
-                }
-            }
-        }
-    }
-    let Ok(dir) = std::fs::read_dir(root.path().join(&overlay_rel)) else { return };
-    let mut ids: Vec<(u64, std::ffi::OsString)> = dir
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.file_name())))
+    let present: Vec<_> = containerd::SNAPSHOTTERS
+        .iter()
+        .filter_map(|&(name, dir, files)| {
+            let base = ctrd.join(dir);
+            let rel = resolve(root, &base.join("snapshots")).ok()?;
+            Some((name, base, rel, files))
+        })
         .collect();
-    ids.sort();
-    for (id, name) in ids {
-        let (category, owner, note) = match records.get(&id) {
-            Some(s) if s.kind == containerd::SnapshotKind::Committed => {
-                (Category::ImageLayer, None, None)
+    if present.is_empty() {
+        return;
+    }
+    // Errors of meta.db are its own scope's to report.
+    let meta = read_db(root, &ctrd.join(containerd::META_DB), &mut Vec::new())
+        .and_then(|data| containerd::MetaDb::read(&data).ok())
+        .map(|(db, _)| db)
+        .unwrap_or_default();
+    let mut owners: HashMap<(&str, &str), (&str, Option<&str>)> = HashMap::new();
+    for c in &meta.containers {
+        if let Some((snapshotter, key)) = &c.snapshot {
+            owners.insert((snapshotter, key), (&c.id, c.pod_uid.as_deref()));
+        }
+    }
+    for (snapshotter, base, rel, files) in present {
+        let db_path = base.join("metadata.db");
+        let mut records = BTreeMap::new();
+        if let Some(data) = read_db(root, &db_path, errors) {
+            match containerd::read_snapshots(&data) {
+                Ok((r, errs)) => {
+                    records = r;
+                    errors.extend(errs.iter().map(|e| bolt_error(&db_path, e)));
+                }
+                Err(e) => errors.push(bolt_error(&db_path, &e)),
             }
-            Some(s) => (Category::ContainerLayer, owners.get(&s.key).cloned(), None),
-            None => (Category::ContainerLayer, None, Some(ORPHAN)),
-        };
-        let (container, pod_uid) = owner.map_or((None, None), |(c, p)| (Some(c), p));
-        scopes.push(Scope {
-            rel: overlay_rel.join(&name).join("fs"),
-            node_path: overlay.join("snapshots").join(&name).join("fs"),
-            kind: ScopeKind::Owned(Ownership {
+        }
+        let images = containerd::layer_images(snapshotter, &records, &meta.images);
+        let mut ids: Vec<(u64, std::ffi::OsString)> = subdirs(root, &rel)
+            .into_iter()
+            .filter_map(|name| Some((name.to_str()?.parse().ok()?, name)))
+            .collect();
+        ids.sort();
+        for (id, name) in ids {
+            let mut own = Ownership {
                 site: SiteId::ContainerdSnapshot,
-                category,
-                container,
-                pod_uid,
-                note,
-            }),
-        });
+                category: Category::ContainerLayer,
+                container: None,
+                pod_uid: None,
+                note: None,
+                images: Vec::new(),
+            };
+            match records.get(&id) {
+                Some(s) if s.kind == containerd::SnapshotKind::Committed => {
+                    own.category = Category::ImageLayer;
+                    own.images = images.get(&id).into_iter().flatten().cloned().collect();
+                }
+                Some(s) => {
+                    if let Some((c, pod)) = owners.get(&(snapshotter, s.key.as_str())) {
+                        own.container = Some(c.to_string());
+                        own.pod_uid = pod.map(str::to_owned);
+                    }
+                }
+                None => own.note = Some(ORPHAN),
+            }
+            // `join("")` would add a trailing slash.
+            let within = |p: PathBuf| if files.is_empty() { p } else { p.join(files) };
+            scopes.push(Scope {
+                rel: within(rel.join(&name)),
+                node_path: within(base.join("snapshots").join(&name)),
+                kind: ScopeKind::Owned(own),
+            });
+        }
+    }
+}
+
+/// The bytes of a database file (at most 1 GiB), or none with an error entry.
+fn read_db(root: &RootDir, node: &Path, errors: &mut Vec<ScanError>) -> Option<Vec<u8>> {
+    let rel = resolve(root, node).ok()?;
+    let mut f = root.open_file(&rel).map_err(|e| errors.push(error_at(node, &e))).ok()?;
+    let mut data = Vec::new();
+    match f.by_ref().take(1 << 30).read_to_end(&mut data) {
+        Ok(_) => Some(data),
+        Err(e) => {
+            errors.push(error_at(node, &e));
+            None
+        }
     }
 }
 
@@ -284,6 +309,7 @@ fn bundles(root: &RootDir, tasks: &Path, scopes: &mut Vec<Scope>, errors: &mut V
                     container: Some(name.strip_prefix('.').unwrap_or(&name).to_owned()),
                     pod_uid: None,
                     note: None,
+                    images: Vec::new(),
                 }),
                 rel,
             });

@@ -73,7 +73,8 @@ fn crio(root: &RootDir, graph: &Path, scopes: &mut Vec<Scope>) {
             Some((c, uid)) => (Category::ContainerLayer, Some(c.clone()), uid.clone()),
             None => (Category::ImageLayer, None, None),
         };
-        let layer = Ownership { site, category, container, pod_uid, note: None };
+        let layer =
+            Ownership { site, category, container, pod_uid, note: None, images: Vec::new() };
         push(root, &graph.join("overlay").join(&name).join("diff"), layer, scopes);
     }
     for name in dirs(root, &graph.join("overlay-containers")) {
@@ -85,6 +86,7 @@ fn crio(root: &RootDir, graph: &Path, scopes: &mut Vec<Scope>) {
             container: Some(id.to_owned()),
             pod_uid,
             note: None,
+            images: Vec::new(),
         };
         let config = graph.join("overlay-containers").join(&name).join("userdata/config.json");
         push(root, &config, layer, scopes);
@@ -107,6 +109,7 @@ fn docker(root: &RootDir, data: &Path, scopes: &mut Vec<Scope>) {
             container: Some(id.to_owned()),
             pod_uid: uid,
             note: None,
+            images: Vec::new(),
         };
         push(root, &config, layer, scopes);
     }
@@ -129,7 +132,8 @@ fn docker(root: &RootDir, data: &Path, scopes: &mut Vec<Scope>) {
             None => (Category::ImageLayer, None),
         };
         let pod_uid = container.as_ref().and_then(|c| configs.get(c).cloned().flatten());
-        let layer = Ownership { site, category, container, pod_uid, note: None };
+        let layer =
+            Ownership { site, category, container, pod_uid, note: None, images: Vec::new() };
         push(root, &data.join("overlay2").join(&name).join("diff"), layer, scopes);
     }
 }

@@ -56,12 +56,18 @@ fn row(f: &Finding) -> [String; 9] {
             (Some(ns), Some(name)) => format!("{ns}/{name}"),
             _ => p.uid.clone(),
         }),
-        f.container.as_ref().map_or("-".to_owned(), |c| match (&c.name, &c.id) {
-            (Some(name), _) => name.clone(),
-            // Container ids are 64 hex digits; 12 name one, as `crictl ps` shows them.
-            (None, Some(id)) => id.chars().take(12).collect(),
-            (None, None) => "-".to_owned(),
-        }),
+        match (&f.container, f.images.as_slice()) {
+            (Some(c), _) => match (&c.name, &c.id) {
+                (Some(name), _) => name.clone(),
+                // Container ids are 64 hex digits; 12 name one, as `crictl ps` shows them.
+                (None, Some(id)) => id.chars().take(12).collect(),
+                (None, None) => "-".to_owned(),
+            },
+            // An image layer: its (first) image.
+            (None, [one]) => format!("image {one}"),
+            (None, [first, more @ ..]) => format!("image {first} (+{})", more.len()),
+            (None, []) => "-".to_owned(),
+        },
         what,
         m.label.clone().unwrap_or_else(|| "-".to_owned()),
         f.preview.as_str().to_owned(),
