@@ -210,7 +210,7 @@ fn main() {
     // `KRESIDUE_BENCH_ONLY=10000` times just that configuration (e.g. under `perf record`).
     let only: Option<usize> =
         std::env::var("KRESIDUE_BENCH_ONLY").ok().and_then(|v| v.parse().ok());
-    for &n in CONFIGS.iter().filter(|&&n| only.map_or(true, |o| o == n)) {
+    for &n in CONFIGS.iter().filter(|&&n| only.is_none_or(|o| o == n)) {
         let t = Instant::now();
         let (set, stats) = FingerprintSet::build(&vals[..n], "current", [0x5a; 32]);
         assert_eq!(stats.values, n, "every generated value is fingerprinted");

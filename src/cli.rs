@@ -46,6 +46,12 @@ pub enum Command {
     /// kubeconfigs with credentials, …) without knowing any value; `scan` runs them unless
     /// given --no-rules.
     Rules(RulesArgs),
+    /// List the pods and containers the container runtime reports, over CRI.
+    ///
+    /// What `scan` consults for `live`: a pod is live when a sandbox with its uid exists in
+    /// any state, a container when it is running or created.
+    #[command(after_help = EXIT_CODES)]
+    Pods(PodsArgs),
 }
 
 /// Arguments of `kresidue rules`.
@@ -128,9 +134,17 @@ pub struct ScanArgs {
     #[arg(long = "path", value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 
+    /// How to reach the container runtime.
+    #[command(flatten)]
+    pub cri: CriArgs,
+
     /// Do not ask the container runtime which pods are alive (liveness is then unknown).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["endpoint", "require_cri"])]
     pub no_cri: bool,
+
+    /// Exit with 2 when the container runtime cannot be asked.
+    #[arg(long)]
+    pub require_cri: bool,
 
     /// Print nothing but the report.
     #[arg(short, long)]
@@ -139,6 +153,36 @@ pub struct ScanArgs {
     /// Bytes read per buffer (testing aid).
     #[arg(long, value_name = "BYTES", hide = true)]
     pub chunk_size: Option<usize>,
+}
+
+/// How to reach the container runtime over CRI.
+#[derive(Debug, Args)]
+pub struct CriArgs {
+    /// The runtime's CRI socket, `unix:///path` [default with --root /: the first of
+    /// containerd's, CRI-O's and cri-dockerd's default sockets that exists; with another
+    /// root: none].
+    #[arg(long = "cri", value_name = "ENDPOINT", id = "endpoint")]
+    pub endpoint: Option<String>,
+
+    /// Seconds each CRI call may take (the connection included).
+    #[arg(long, value_name = "SECONDS", default_value = "5")]
+    pub cri_timeout: String,
+}
+
+/// Arguments of `kresidue pods`.
+#[derive(Debug, Args)]
+pub struct PodsArgs {
+    /// Root of the node's filesystem: default sockets are looked for beneath it.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+
+    /// How to reach the container runtime.
+    #[command(flatten)]
+    pub cri: CriArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
+    pub format: FormatArg,
 }
 
 /// Arguments of `kresidue fingerprint`.
@@ -190,7 +234,8 @@ Findings at or above \fB\-\-fail\-on\fR.
 .TP
 \fB2\fR
 The job could not be done: bad arguments, a missing or unreadable root, a corrupt
-fingerprint file, malformed kubectl JSON, a baseline that is not a kresidue report.
+fingerprint file, malformed kubectl JSON, a baseline that is not a kresidue report,
+\fB\-\-require\-cri\fR with a runtime that cannot be asked.
 One line on stderr says why.
 Unreadable files during a scan do not change the exit status; they are listed in the
 report's \fBerrors\fR.
@@ -204,6 +249,14 @@ and the rest of the pod dir (other).
 Atomic\-writer volumes are reported under the names a pod sees; a superseded
 timestamped directory or a leftover \fB..data_tmp\fR target is reported at its real
 path and marked stale.
+.SH LIVENESS
+With \fB\-\-root /\fR (or \fB\-\-cri\fR), kresidue asks the container runtime over CRI
+which sandboxes and containers exist. A pod is live when a sandbox with its uid exists
+in any state; a container when it is running or created. A container's env at rest or
+writable layer whose container is exited or gone is \fBdead\-container\fR. A runtime
+that cannot be asked within \fB\-\-cri\-timeout\fR leaves every \fBlive\fR null,
+\fBcri.status\fR \fBunreachable\fR and the reason in \fBerrors\fR.
+\fBkresidue pods\fR lists what the runtime reports.
 .SH RULES
 \fBkresidue rules\fR lists the built\-in detection rules. One literal prefilter pass
 per buffer finds every rule's literals; a rule's regex runs only around its literal
@@ -214,9 +267,12 @@ subject, audience and expiry.
 .SH SEVERITY
 severity = place + (material \- high) + (1 if the label is \fBrevoked\fR), clamped to
 info..critical.
-Place: \fBnon\-tmpfs\-volume\fR critical, \fBorphaned\-volume\fR high,
-\fBstale\-subpath\fR medium, \fBother\fR high while liveness is unknown; stale copies
-one step lower.
+Place, with the owner unknown / dead / alive: \fBnon\-tmpfs\-volume\fR
+critical/critical/high, \fBorphaned\-volume\fR high/critical/info,
+\fBstale\-subpath\fR medium/high/medium, \fBenv\-persisted\fR and
+\fBcontainer\-layer\fR high/\fBdead\-container\fR high/medium, \fBimage\-layer\fR and
+\fBpod\-log\fR high, \fBetcd\-plaintext\fR critical, \fBother\fR high/high/medium;
+stale copies one step lower.
 Material: a fingerprinted value high; a rule match its rule's severity; a
 service\-account token critical without expiry, high before and low after it.
 The same material several times in a file is one finding with a \fBcount\fR.
@@ -238,6 +294,7 @@ sudo kresidue scan \-\-fingerprints cluster.fp
 kresidue scan \-\-root /mnt/node \-\-secrets secrets.json \-\-format json \-o report.json
 kresidue scan \-\-root /mnt/image \-\-no\-cri \-\-baseline last.json \-\-format json
 kresidue rules \-\-format json
+sudo kresidue pods \-\-cri unix:///run/containerd/containerd.sock
 .fi
 "#;
 
@@ -254,7 +311,7 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     man.render_subcommands_section(&mut top).expect("in-memory write");
     top.extend_from_slice(MAN_EXTRA.as_bytes());
     top.extend_from_slice(
-        b".SH SEE ALSO\n\\fBkresidue\\-scan\\fR(1), \\fBkresidue\\-fingerprint\\fR(1), \\fBkresidue\\-rules\\fR(1)\n",
+        b".SH SEE ALSO\n\\fBkresidue\\-scan\\fR(1), \\fBkresidue\\-fingerprint\\fR(1), \\fBkresidue\\-rules\\fR(1), \\fBkresidue\\-pods\\fR(1)\n",
     );
     man.render_version_section(&mut top).expect("in-memory write");
     pages.push(("kresidue.1".to_owned(), top));

@@ -1,7 +1,8 @@
 //! Validated settings: turns raw command-line arguments into what a run needs, failing
 //! fast (exit 2) before any file under the root is read.
 
-use crate::cli::{FailOn, FormatArg, ScanArgs};
+use crate::cli::{CriArgs, FailOn, FormatArg, ScanArgs};
+use crate::cri;
 use crate::finding::Severity;
 use crate::fingerprint::{self, BuildStats, FingerprintSet};
 use crate::kubectl;
@@ -13,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Everything `scan` needs, checked.
 pub struct ScanConfig {
@@ -36,6 +38,12 @@ pub struct ScanConfig {
     pub output: Option<PathBuf>,
     /// `--fail-on` threshold (`None` = never).
     pub fail_on: Option<Severity>,
+    /// Which container runtime to ask which pods live.
+    pub cri: cri::Choice,
+    /// The timeout of each CRI call.
+    pub cri_timeout: Duration,
+    /// Whether a runtime that cannot be asked fails the scan.
+    pub require_cri: bool,
 }
 
 impl ScanConfig {
@@ -76,6 +84,7 @@ impl ScanConfig {
         if sets.is_empty() && args.no_rules {
             bail!("nothing to look for: --no-rules without --fingerprints FILE or --secrets FILE");
         }
+        let (cri, cri_timeout) = cri_choice(&args.cri, args.no_cri, &root)?;
         let baseline = match &args.baseline {
             Some(path) => read_baseline(path)?,
             None => HashSet::new(),
@@ -103,6 +112,9 @@ impl ScanConfig {
             extra: args.paths.iter().map(|p| node_path(p)).collect(),
         };
         Ok(ScanConfig {
+            cri,
+            cri_timeout,
+            require_cri: args.require_cri,
             root,
             root_arg: args.root.clone(),
             settings: ScanSettings { layout, threads, chunk },
@@ -156,6 +168,21 @@ fn read_baseline(path: &Path) -> Result<HashSet<String>> {
 /// A node path is absolute; a relative one is taken from the node's `/`.
 fn node_path(p: &Path) -> PathBuf {
     Path::new("/").join(p)
+}
+
+/// The runtime to ask and the call timeout: `--cri` if given; else, with the root `/`, the
+/// default sockets; else none (a mounted node image has no runtime of its own running).
+pub fn cri_choice(args: &CriArgs, no_cri: bool, root: &RootDir) -> Result<(cri::Choice, Duration)> {
+    let timeout = cri::parse_timeout(&args.cri_timeout).map_err(anyhow::Error::msg)?;
+    let choice = match (&args.endpoint, no_cri) {
+        (_, true) => cri::Choice::Disabled,
+        (Some(e), false) => {
+            cri::Choice::Given(cri::Endpoint::parse(e).map_err(anyhow::Error::msg)?)
+        }
+        (None, false) if root.path() == Path::new("/") => cri::Choice::Defaults,
+        (None, false) => cri::Choice::Disabled,
+    };
+    Ok((choice, timeout))
 }
 
 /// Reads a file, or stdin for `-`.

@@ -251,6 +251,26 @@ pub struct Finding {
     /// What a matched JWT says about itself (issuer, subject, audience, expiry).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<crate::rules::jwt::Insight>,
+    /// What the severity is made of besides the place, kept to rate the finding again
+    /// once its owner's liveness is known.
+    #[serde(skip)]
+    pub material: Material,
+}
+
+/// The material part of a finding's severity: the rule's severity (`high` for a
+/// fingerprinted value), and whether the value is labelled `revoked`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Material {
+    /// The material's own severity.
+    pub severity: Severity,
+    /// A rotated-out value (one step more severe).
+    pub revoked: bool,
+}
+
+impl Default for Material {
+    fn default() -> Material {
+        Material { severity: Severity::High, revoked: false }
+    }
 }
 
 /// Domain separation of finding ids.

@@ -4,7 +4,8 @@
 //! Layers, top to bottom (dependencies point down): [`cli`] (clap types) → [`config`]
 //! (validated settings) → [`scan`] (orchestration) → [`node`] (layout knowledge) and
 //! [`walk`] (confined walk) → [`matcher`] (compiled fingerprints) → [`fingerprint`] /
-//! [`kubectl`] (inputs) → [`finding`] (the model); [`report`] writers print a finished
+//! [`kubectl`] (inputs) → [`finding`] (the model); [`cri`] asks the container runtime which
+//! pods and containers live; [`report`] writers print a finished
 //! [`finding::Report`]; [`sys`] is the only home of system calls. [`bbolt`] reads the
 //! runtime's metadata databases (containerd's `meta.db`, etcd's db) from bytes.
 #![deny(missing_docs)]
@@ -12,6 +13,7 @@
 pub mod bbolt;
 pub mod cli;
 pub mod config;
+pub mod cri;
 pub mod finding;
 pub mod fingerprint;
 pub mod kubectl;
@@ -23,9 +25,9 @@ pub mod scan;
 pub mod sys;
 pub mod walk;
 
-use anyhow::Result;
-use cli::{Cli, Command, FingerprintArgs, RulesArgs, ScanArgs};
-use finding::{CriInfo, CriStatus, ExitStatus, Report, Summary};
+use anyhow::{bail, Context, Result};
+use cli::{Cli, Command, FingerprintArgs, PodsArgs, RulesArgs, ScanArgs};
+use finding::{CriInfo, CriStatus, ExitStatus, Report, ScanError, Summary};
 use fingerprint::{BuildStats, FingerprintSet, MAX_FORM_LEN, MIN_VALUE_LEN};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -46,16 +48,47 @@ pub fn run(cli: Cli, stdout: &mut dyn Write) -> Result<Outcome> {
         Command::Scan(args) => run_scan(&args, stdout),
         Command::Fingerprint(args) => run_fingerprint(&args, stdout),
         Command::Rules(args) => run_rules(&args, stdout),
+        Command::Pods(args) => run_pods(&args, stdout),
     }
 }
 
 fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let started = Instant::now();
     let cfg = config::ScanConfig::from_args(args)?;
+    // Connected (and the version asked) before the scan, so that `--require-cri` fails
+    // fast; the pods are listed after it, so that a pod started meanwhile counts as live.
+    let connected = match cri::connect(&cfg.cri, cfg.cri_timeout) {
+        Err((endpoint, e)) if cfg.require_cri => bail!("CRI {endpoint}: {e}"),
+        other => other,
+    };
     let matcher = matcher::Matcher::new(cfg.sets);
     let rules = if cfg.rules { rules::Rules::builtin(unix_now()) } else { rules::Rules::none() };
     let searchers = scan::Searchers { matcher: &matcher, rules: &rules };
     let mut result = scan::scan(&cfg.root, &cfg.settings, &searchers)?;
+    let unreachable = |endpoint: String, e: cri::Error, errors: &mut Vec<ScanError>| {
+        errors.push(ScanError { path: endpoint.clone(), error: format!("CRI: {e}") });
+        errors.sort();
+        CriInfo { status: CriStatus::Unreachable, endpoint: Some(endpoint), runtime: None }
+    };
+    let cri_info = match connected {
+        Ok(None) => CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None },
+        Ok(Some((mut client, runtime))) => {
+            let endpoint = client.endpoint().to_string();
+            match cri::Live::query(&mut client) {
+                Ok(live) => {
+                    scan::judge(&mut result.findings, &live);
+                    CriInfo {
+                        status: CriStatus::Ok,
+                        endpoint: Some(endpoint),
+                        runtime: Some(runtime),
+                    }
+                }
+                Err(e) if cfg.require_cri => bail!("CRI {endpoint}: {e}"),
+                Err(e) => unreachable(endpoint, e, &mut result.errors),
+            }
+        }
+        Err((endpoint, e)) => unreachable(endpoint, e, &mut result.errors),
+    };
     let before = result.findings.len();
     result.findings.retain(|f| !cfg.baseline.contains(&f.id));
     let baselined = (before - result.findings.len()) as u64;
@@ -63,7 +96,7 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         schema: Report::SCHEMA,
         root: report::display_path(cfg.root_arg.as_os_str()),
         node: node_name(&cfg.root),
-        cri: CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None },
+        cri: cri_info,
         summary: Summary {
             files: result.files,
             bytes: result.bytes,
@@ -87,6 +120,24 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         notes.extend(skip_note(&stats));
     }
     Ok(Outcome { status: report.exit_status(cfg.fail_on), notes })
+}
+
+fn run_pods(args: &PodsArgs, stdout: &mut dyn Write) -> Result<Outcome> {
+    let root =
+        sys::RootDir::open(&args.root).with_context(|| format!("root {}", args.root.display()))?;
+    let (choice, timeout) = config::cri_choice(&args.cri, false, &root)?;
+    if choice == cri::Choice::Disabled {
+        bail!("no container runtime to ask with --root other than /: give one with --cri");
+    }
+    let (mut client, runtime) = match cri::connect(&choice, timeout) {
+        Ok(Some(c)) => c,
+        Ok(None) => unreachable!("a disabled choice was refused above"),
+        Err((endpoint, e)) => bail!("CRI {endpoint}: {e}"),
+    };
+    let endpoint = client.endpoint().to_string();
+    let live = cri::Live::query(&mut client).map_err(|e| anyhow::anyhow!("CRI {endpoint}: {e}"))?;
+    report::write_pods(&live, &endpoint, &runtime, args.format, stdout)?;
+    Ok(Outcome { status: ExitStatus::Clean, notes: Vec::new() })
 }
 
 fn run_fingerprint(args: &FingerprintArgs, stdout: &mut dyn Write) -> Result<Outcome> {

@@ -9,8 +9,8 @@
 //! so a binary value that begins or ends with zeros is still found at a hole's edge.
 
 use crate::finding::{
-    rank, Category, ContainerRef, Encoding, Finding, MatchInfo, MatchKind, PodRef, Preview,
-    ScanError, Severity, SiteId,
+    rank, Category, ContainerRef, Encoding, Finding, MatchInfo, MatchKind, Material, PodRef,
+    Preview, ScanError, Severity, SiteId,
 };
 use crate::matcher::{Hit, Matcher};
 use crate::node::containerd::{self, MetaDb, Owner};
@@ -177,8 +177,8 @@ impl Worker {
         if !seen.lock().expect("lock").insert((md.dev(), md.ino())) {
             return Ok(None);
         }
-        // Liveness comes with the CRI cross-check; until then it is unknown.
-        let place = assess(job, sys::is_tmpfs(&f), None);
+        // Liveness is applied to the findings once all are made (see `judge`).
+        let place = place(category(job, sys::is_tmpfs(&f)), job.stale, None);
         let size = md.len();
         let gz = job.rel.extension().is_some_and(|e| e == "gz");
         if job.site == SiteId::PodLog && (gz || size <= MAX_LOG) {
@@ -501,9 +501,9 @@ fn lift(
         rule: None,
         encoding: form.encoding,
     };
-    let severity = rank(place.1, Severity::High, entry.label == REVOKED);
+    let material = Material { severity: Severity::High, revoked: entry.label == REVOKED };
     let id = Finding::make_id(job.site, &job.node_path, &m, &[]);
-    finding(job, id, severity, place.0, h.offset, h.len as u64, m, Preview::redact(matched))
+    finding(job, id, place, material, h.offset, h.len as u64, m, Preview::redact(matched))
 }
 
 /// Lifts a rule hit to a finding. `secret` is the secret part of the match, used only for
@@ -523,10 +523,10 @@ fn lift_rule(
         rule: Some(rules.spec(h.rule).id.to_owned()),
         encoding: Encoding::Raw,
     };
-    let severity = rank(place.1, h.severity, false);
+    let material = Material { severity: h.severity, revoked: false };
     let id = Finding::make_id(job.site, &job.node_path, &m, secret);
     let mut f =
-        finding(job, id, severity, place.0, h.offset, h.len as u64, m, Preview::redact(secret));
+        finding(job, id, place, material, h.offset, h.len as u64, m, Preview::redact(secret));
     f.token = h.token;
     f
 }
@@ -535,8 +535,8 @@ fn lift_rule(
 fn finding(
     job: &FileJob,
     id: String,
-    severity: Severity,
-    category: Category,
+    (category, place): (Category, Severity),
+    material: Material,
     offset: u64,
     length: u64,
     matched: MatchInfo,
@@ -545,7 +545,7 @@ fn finding(
     let owner = job.owner.as_deref();
     Finding {
         id,
-        severity,
+        severity: rank(place, material.severity, material.revoked),
         category,
         site: job.site,
         path: job.node_path.clone(),
@@ -577,55 +577,95 @@ fn finding(
         preview,
         note: owner.and_then(|o| o.note),
         token: None,
+        material,
     }
 }
 
-/// Category and severity of the place (the README's severity model). `live` is whether
-/// the owning pod is alive (`None`: the runtime was not asked). A secret volume's data on
+/// The category of a file's place, before liveness is known. A secret volume's data on
 /// disk instead of tmpfs outlives the pod and a reboot; on tmpfs it is an orphaned mount
-/// unless its pod lives; subPath copies are pinned at container start and go stale; a
-/// stale atomic-writer copy is one step less severe than its place.
-fn assess(job: &FileJob, on_tmpfs: bool, live: Option<bool>) -> (Category, Severity) {
-    use Severity::{Critical, High, Info, Medium};
-    let category = job.owner.as_ref().map(|o| o.category);
-    let (category, [unknown, dead, alive]) = match job.site {
+/// unless its pod lives; subPath copies are pinned at container start and go stale.
+fn category(job: &FileJob, on_tmpfs: bool) -> Category {
+    match job.site {
         SiteId::KubeletSecretVolume | SiteId::KubeletProjectedVolume | SiteId::KubeletCsiVolume => {
             if on_tmpfs {
-                (Category::OrphanedVolume, [High, Critical, Info])
+                Category::OrphanedVolume
             } else {
-                (Category::NonTmpfsVolume, [Critical, Critical, High])
+                Category::NonTmpfsVolume
             }
         }
-        SiteId::KubeletSubpath => (Category::StaleSubpath, [Medium, High, Medium]),
-        // A container's env at rest on disk: expected for a live container, residue once
-        // it is gone (the record, or a freed page, outlives it).
-        SiteId::ContainerdMetadata | SiteId::OciBundle => {
-            (Category::EnvPersisted, [High, High, Medium])
+        SiteId::KubeletSubpath => Category::StaleSubpath,
+        SiteId::ContainerdMetadata | SiteId::OciBundle => Category::EnvPersisted,
+        SiteId::PodLog => Category::PodLog,
+        SiteId::Etcd => Category::EtcdPlaintext,
+        // Layers and containers' files: as the runtime's records say.
+        SiteId::ContainerdSnapshot | SiteId::CrioStorage | SiteId::DockerStorage => {
+            job.owner.as_ref().map_or(Category::Other, |o| o.category)
         }
-        // Printed by an app: in the log until it rotates out, and shipped wherever logs go.
-        SiteId::PodLog => (Category::PodLog, [High, High, High]),
-        // Every Secret of the cluster in plaintext: encryption at rest is off.
-        SiteId::Etcd => (Category::EtcdPlaintext, [Critical, Critical, Critical]),
+        _ => Category::Other,
+    }
+}
+
+/// Rates `findings` again with what the runtime said: each pod is live when a sandbox
+/// with its uid exists (in any state), each container when it is running or created (by
+/// id; by name within its pod where only the name is known, as for pod logs). A place
+/// owned by a container (its env at rest, its writable layer) takes the container's
+/// liveness, falling back to its pod's; every other place takes its pod's.
+pub fn judge(findings: &mut [Finding], live: &crate::cri::Live) {
+    for f in findings {
+        let pod = f.pod.as_mut().map(|p| {
+            p.live = Some(live.pod_live(&p.uid));
+            p.uid.clone()
+        });
+        if let Some(c) = f.container.as_mut() {
+            c.live = match (&c.id, &c.name, &pod) {
+                (Some(id), _, _) => Some(live.container_live(id)),
+                (None, Some(name), Some(uid)) => Some(live.container_live_in(uid, name)),
+                _ => None,
+            };
+        }
+        let pod_live = f.pod.as_ref().and_then(|p| p.live);
+        let owner_live = match f.category {
+            Category::EnvPersisted | Category::ContainerLayer => {
+                f.container.as_ref().and_then(|c| c.live).or(pod_live)
+            }
+            _ => pod_live,
+        };
+        let (category, place) = place(f.category, f.stale, owner_live);
+        f.category = category;
+        f.severity = rank(place, f.material.severity, f.material.revoked);
+    }
+}
+
+/// Category and place severity (the README's severity model) of a place of `category`:
+/// `live` is whether its owner is alive (`None`: unknown), `stale` a superseded copy (one
+/// step less severe than its place). A container's env or writable layer whose container
+/// is gone is a `dead-container`.
+pub fn place(category: Category, stale: bool, live: Option<bool>) -> (Category, Severity) {
+    use Severity::{Critical, High, Info, Medium};
+    let (category, [unknown, dead, alive]) = match category {
+        Category::NonTmpfsVolume => (category, [Critical, Critical, High]),
+        Category::OrphanedVolume => (category, [High, Critical, Info]),
+        Category::StaleSubpath => (category, [Medium, High, Medium]),
+        // A container's env at rest, or what an app wrote into its writable layer:
+        // expected while the container lives, residue once it is gone.
+        Category::EnvPersisted | Category::ContainerLayer if live == Some(false) => {
+            (Category::DeadContainer, [High, High, High])
+        }
+        Category::EnvPersisted | Category::ContainerLayer => (category, [High, High, Medium]),
         // Baked into an image: on every node that pulls it, whoever runs it.
-        SiteId::ContainerdSnapshot if category == Some(Category::ImageLayer) => {
-            (Category::ImageLayer, [High, High, High])
-        }
-        // Written by the app into its writable layer: gone with the container, unless
-        // the container is gone and the layer is not.
-        SiteId::ContainerdSnapshot => (Category::ContainerLayer, [High, High, Medium]),
-        // CRI-O and Docker: layers and containers' configs, as their records say.
-        SiteId::CrioStorage | SiteId::DockerStorage => match category {
-            Some(Category::ImageLayer) => (Category::ImageLayer, [High, High, High]),
-            Some(c) => (c, [High, High, Medium]),
-            None => (Category::Other, [High, High, Medium]),
-        },
-        _ => (Category::Other, [High, High, Medium]),
+        Category::ImageLayer => (category, [High, High, High]),
+        // Printed by an app: in the log until it rotates out, and shipped wherever logs go.
+        Category::PodLog => (category, [High, High, High]),
+        // Every Secret of the cluster in plaintext: encryption at rest is off.
+        Category::EtcdPlaintext => (category, [Critical, Critical, Critical]),
+        Category::DeadContainer => (category, [High, High, High]),
+        Category::Other => (category, [High, High, Medium]),
     };
     let severity = match live {
         None => unknown,
         Some(false) => dead,
         Some(true) => alive,
     };
-    let severity = if job.stale { rank(severity, Medium, false) } else { severity };
+    let severity = if stale { rank(severity, Medium, false) } else { severity };
     (category, severity)
 }

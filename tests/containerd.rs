@@ -1,19 +1,29 @@
-//! A real containerd (Debian's, with runc), started by the test in private dirs: an image
-//! built here from busybox-static is imported (no network), a container runs with a
-//! generated secret in its env and writes it into its writable layer, and the built
-//! binary scans the node: the value is found in `meta.db`, the task bundle and the
-//! writable layer, each attributed to the container; after the container is removed,
-//! nothing is attributed to it any more and whatever remains is reported.
+//! A real containerd (Debian's, with runc and its CRI plugin), started by the test in
+//! private dirs and driven over CRI with kresidue's own client, as kubelet drives it: two
+//! images built here from busybox-static are imported (no network; one has a generated
+//! value baked into a layer), a host-network pod sandbox runs, and in it a container with
+//! a generated secret in its env, which it prints to its log and writes into its writable
+//! layer. The built binary then scans the node, asking the same runtime over CRI:
+//! - the env value is found in `meta.db` (the spec and the CRI plugin's copy), the task
+//!   bundle, the writable layer and the pod log, each attributed to the container and pod,
+//!   all live; the baked value in the image layer, named after its image;
+//! - a kubelet pod dir of the live pod's uid is `live: true`, another is `live: false`,
+//!   with the categories and severities of the README;
+//! - once the container is stopped its leftovers are `dead-container`; once removed,
+//!   nothing is attributed to it and whatever remains is marked for what it is.
 //!
 //! Needs root and `containerd`, `ctr`, `runc`, `busybox` and `tar` on the machine; `.ci/run`
 //! installs them and sets `KRESIDUE_REAL_CONTAINERD=1`, which makes a missing piece a
 //! failure. Without that variable the test says it is skipped and passes.
 //! `KRESIDUE_UPDATE_FIXTURES=1` also saves the run's databases to `fixtures/containerd/`.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kresidue::cri::proto;
+use kresidue::cri::{Client, Endpoint};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -21,13 +31,19 @@ use crate::util::*;
 
 const NS: &str = "k8s.io";
 const IMAGE: &str = "localhost/kresidue-test:1";
+const PAUSE: &str = "localhost/kresidue-pause:1";
 const POD_UID: &str = "5d1c3b7a-0e2f-4a6b-8c9d-1e2f3a4b5c6d";
+const DEAD_UID: &str = "0dead000-0e2f-4a6b-8c9d-1e2f3a4b5c6d";
+/// The timeout of the test's own CRI calls (pulling nothing, but starting runc).
+const CALL: Duration = Duration::from_secs(60);
 
-/// A containerd serving a private root, state dir and socket; stopped and cleaned up on
-/// drop.
+/// A containerd serving a private root, state dir and socket; its pods, containers,
+/// shims, mounts and cgroups are removed on drop.
 struct Containerd {
     dir: tempfile::TempDir,
     child: Child,
+    /// The pods' cgroup parent, unique per run.
+    cgroup: String,
 }
 
 impl Containerd {
@@ -47,13 +63,46 @@ impl Containerd {
         // Short: unix socket paths must stay under 108 bytes.
         let dir = tempfile::Builder::new().prefix("krc").tempdir_in("/tmp").unwrap();
         let d = dir.path().display().to_string();
+        for sub in ["cni/bin", "cni/net.d", "certs.d", "pods", "runc"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        // The CRI plugin as kubelet's runtime, confined to our dirs: no CNI (pods use the
+        // host network), no TCP streaming port, no AppArmor; the pause container may not
+        // lower its OOM score here (no CAP_SYS_RESOURCE in this sandbox).
         let config = format!(
-            "version = 2\nroot = \"{d}/root\"\nstate = \"{d}/state\"\n\
-             disabled_plugins = [\"io.containerd.grpc.v1.cri\", \"io.containerd.snapshotter.v1.aufs\",\n\
-             \"io.containerd.snapshotter.v1.btrfs\", \"io.containerd.snapshotter.v1.devmapper\",\n\
-             \"io.containerd.snapshotter.v1.zfs\"]\n\
-             [grpc]\n  address = \"{d}/c.sock\"\n[ttrpc]\n  address = \"{d}/c.sock.ttrpc\"\n\
-             [plugins]\n  [plugins.\"io.containerd.internal.v1.opt\"]\n    path = \"{d}/opt\"\n"
+            r#"version = 2
+root = "{d}/root"
+state = "{d}/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs"]
+[grpc]
+  address = "{d}/c.sock"
+[ttrpc]
+  address = "{d}/c.sock.ttrpc"
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "{d}/opt"
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "{PAUSE}"
+    disable_tcp_service = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    disable_apparmor = true
+    restrict_oom_score_adj = true
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "{d}/cni/bin"
+      conf_dir = "{d}/cni/net.d"
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      config_path = "{d}/certs.d"
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          Root = "{d}/runc"
+          SystemdCgroup = false
+"#
         );
         std::fs::write(dir.path().join("config.toml"), config).unwrap();
         let log = std::fs::File::create(dir.path().join("containerd.log")).unwrap();
@@ -64,7 +113,8 @@ impl Containerd {
             .stderr(log)
             .spawn()
             .expect("containerd runs");
-        let c = Containerd { dir, child };
+        let cgroup = format!("/kresidue-test-{}", &hex(&Sha256::digest(d.as_bytes()))[..12]);
+        let c = Containerd { dir, child, cgroup };
         let t = Instant::now();
         while c.ctr(&["version"]).is_err() {
             assert!(t.elapsed() < Duration::from_secs(30), "containerd answers: {}", c.log());
@@ -94,14 +144,24 @@ impl Containerd {
         }
     }
 
-    /// Builds an OCI image of busybox-static (one uncompressed layer) and imports it.
-    fn import_image(&self) {
-        let w = self.dir.path().join("img");
+    fn cri(&self) -> Client {
+        Client::connect(&Endpoint { path: self.sock() }, CALL).expect("CRI answers")
+    }
+
+    /// Builds an OCI image named `name` of busybox-static (one uncompressed layer) plus
+    /// `files`, and imports it.
+    fn import_image(&self, name: &str, entrypoint: &[&str], files: &[(&str, &[u8])]) {
+        let w = self.dir.path().join("img").join(hex(&Sha256::digest(name.as_bytes())));
         let rootfs = w.join("rootfs");
         std::fs::create_dir_all(rootfs.join("bin")).unwrap();
         std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).expect("busybox-static");
-        for a in ["sh", "sleep", "echo"] {
+        for a in ["sh", "sleep", "echo", "cat"] {
             std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(a)).unwrap();
+        }
+        for (path, bytes) in files {
+            let p = rootfs.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
         }
         let blobs = w.join("oci/blobs/sha256");
         std::fs::create_dir_all(&blobs).unwrap();
@@ -119,7 +179,7 @@ impl Containerd {
         };
         let (ldig, lsz) = blob(&std::fs::read(&layer).unwrap());
         let config = serde_json::json!({"architecture": "amd64", "os": "linux",
-            "config": {"Env": ["PATH=/bin"], "Entrypoint": ["/bin/sh"], "WorkingDir": "/"},
+            "config": {"Env": ["PATH=/bin"], "Entrypoint": entrypoint, "WorkingDir": "/"},
             "rootfs": {"type": "layers", "diff_ids": [ldig]}});
         let (cdig, csz) = blob(&serde_json::to_vec(&config).unwrap());
         let manifest = serde_json::json!({"schemaVersion": 2,
@@ -127,12 +187,13 @@ impl Containerd {
             "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cdig, "size": csz},
             "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ldig, "size": lsz}]});
         let (mdig, msz) = blob(&serde_json::to_vec(&manifest).unwrap());
+        let tag = name.rsplit(':').next().unwrap();
         let index = serde_json::json!({"schemaVersion": 2,
             "mediaType": "application/vnd.oci.image.index.v1+json",
             "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
                 "digest": mdig, "size": msz, "platform": {"architecture": "amd64", "os": "linux"},
-                "annotations": {"io.containerd.image.name": IMAGE,
-                                "org.opencontainers.image.ref.name": "1"}}]});
+                "annotations": {"io.containerd.image.name": name,
+                                "org.opencontainers.image.ref.name": tag}}]});
         std::fs::write(w.join("oci/index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
         std::fs::write(w.join("oci/oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
         let tar = w.join("image.tar");
@@ -145,35 +206,144 @@ impl Containerd {
         self.ctr(&["images", "import", "--snapshotter", "overlayfs", &tar]).expect("image import");
     }
 
-    /// Removes the container `id` and its task; true when it is gone.
-    fn remove(&self, id: &str) -> bool {
-        let _ = self.ctr(&["tasks", "kill", "-s", "SIGKILL", id]);
-        let t = Instant::now();
-        while self.ctr(&["tasks", "delete", "-f", id]).is_err()
-            && self.ctr(&["tasks", "ls", "-q"]).is_ok_and(|l| l.lines().any(|t| t == id))
-            && t.elapsed() < Duration::from_secs(20)
-        {
-            std::thread::sleep(Duration::from_millis(100));
+    /// The sandbox config of the test pod, as kubelet sends it: host network (no CNI here),
+    /// its log dir under our `pods/`.
+    fn sandbox_config(&self) -> proto::PodSandboxConfig {
+        let host = proto::NamespaceOption {
+            network: proto::NamespaceMode::Node as i32,
+            ..Default::default()
+        };
+        proto::PodSandboxConfig {
+            metadata: Some(proto::PodSandboxMetadata {
+                name: "web-0".into(),
+                uid: POD_UID.into(),
+                namespace: "shop".into(),
+                attempt: 0,
+            }),
+            log_directory: self
+                .pod_logs()
+                .join(format!("shop_web-0_{POD_UID}"))
+                .display()
+                .to_string(),
+            labels: HashMap::from([("io.kubernetes.pod.uid".into(), POD_UID.into())]),
+            linux: Some(proto::LinuxPodSandboxConfig {
+                cgroup_parent: self.cgroup.clone(),
+                security_context: Some(proto::LinuxSandboxSecurityContext {
+                    namespace_options: Some(host),
+                    privileged: false,
+                }),
+            }),
+            ..Default::default()
         }
-        self.ctr(&["containers", "delete", id]).is_ok()
     }
+
+    fn pod_logs(&self) -> PathBuf {
+        self.dir.path().join("pods")
+    }
+
+    /// Runs the pod, and in it container `app`: `env` set, `script` run by `sh -c`.
+    fn run_pod(&self, cri: &mut Client, env: &[(&str, &str)], script: &str) -> (String, String) {
+        let sandbox = self.sandbox_config();
+        let config = sandbox.clone();
+        let sid = cri
+            .call("RunPodSandbox", |mut c| async move {
+                c.run_pod_sandbox(proto::RunPodSandboxRequest {
+                    config: Some(config),
+                    runtime_handler: String::new(),
+                })
+                .await
+            })
+            .unwrap_or_else(|e| panic!("RunPodSandbox: {e}\n{}", self.log()))
+            .pod_sandbox_id;
+        let labels = HashMap::from([
+            ("io.kubernetes.pod.uid".to_owned(), POD_UID.to_owned()),
+            ("io.kubernetes.pod.namespace".to_owned(), "shop".to_owned()),
+            ("io.kubernetes.pod.name".to_owned(), "web-0".to_owned()),
+            ("io.kubernetes.container.name".to_owned(), "app".to_owned()),
+        ]);
+        let host = proto::NamespaceOption {
+            network: proto::NamespaceMode::Node as i32,
+            ..Default::default()
+        };
+        let config = proto::ContainerConfig {
+            metadata: Some(proto::ContainerMetadata { name: "app".into(), attempt: 0 }),
+            image: Some(proto::ImageSpec { image: IMAGE.into(), ..Default::default() }),
+            command: vec!["/bin/sh".into(), "-c".into()],
+            args: vec![script.into()],
+            envs: env
+                .iter()
+                .map(|(k, v)| proto::KeyValue { key: (*k).into(), value: v.as_bytes().to_vec() })
+                .collect(),
+            labels,
+            log_path: "app/0.log".into(),
+            linux: Some(proto::LinuxContainerConfig {
+                security_context: Some(proto::LinuxContainerSecurityContext {
+                    privileged: false,
+                    namespace_options: Some(host),
+                }),
+            }),
+            ..Default::default()
+        };
+        let pod_sandbox_id = sid.clone();
+        let cid = cri
+            .call("CreateContainer", |mut c| async move {
+                c.create_container(proto::CreateContainerRequest {
+                    pod_sandbox_id,
+                    config: Some(config),
+                    sandbox_config: Some(sandbox),
+                })
+                .await
+            })
+            .unwrap_or_else(|e| panic!("CreateContainer: {e}\n{}", self.log()))
+            .container_id;
+        let container_id = cid.clone();
+        cri.call("StartContainer", |mut c| async move {
+            c.start_container(proto::StartContainerRequest { container_id }).await
+        })
+        .unwrap_or_else(|e| panic!("StartContainer: {e}\n{}", self.log()));
+        (sid, cid)
+    }
+
+    /// Every container and sandbox stopped and removed, over CRI.
+    fn remove_all(&self) {
+        let Ok(mut cri) = Client::connect(&Endpoint { path: self.sock() }, CALL) else { return };
+        for c in cri.containers().unwrap_or_default() {
+            stop_container(&mut cri, &c.id);
+            let _ = cri.remove_container(&c.id);
+        }
+        for p in cri.pod_sandboxes().unwrap_or_default() {
+            for call in ["StopPodSandbox", "RemovePodSandbox"] {
+                let pod_sandbox_id = p.id.clone();
+                let _ = cri.call(call, |mut c| async move {
+                    if call == "StopPodSandbox" {
+                        c.stop_pod_sandbox(proto::StopPodSandboxRequest { pod_sandbox_id })
+                            .await
+                            .map(|r| r.map(|_| ()))
+                    } else {
+                        c.remove_pod_sandbox(proto::RemovePodSandboxRequest { pod_sandbox_id })
+                            .await
+                            .map(|r| r.map(|_| ()))
+                    }
+                });
+            }
+        }
+    }
+}
+
+fn stop_container(cri: &mut Client, id: &str) {
+    let container_id = id.to_owned();
+    cri.call("StopContainer", |mut c| async move {
+        c.stop_container(proto::StopContainerRequest { container_id, timeout: 2 }).await
+    })
+    .unwrap_or_else(|e| panic!("StopContainer: {e}"));
 }
 
 impl Drop for Containerd {
     fn drop(&mut self) {
-        // Containers left by a failed test: their tasks, runc state and shim sockets live
-        // in fixed places under /run/containerd, not in our dirs.
-        for id in self.ctr(&["containers", "ls", "-q"]).unwrap_or_default().lines() {
-            self.remove(id);
-            let _ = std::fs::remove_dir_all(Path::new("/run/containerd/runc").join(NS).join(id));
-            let shim = format!("{}/{NS}/{id}", self.sock().display());
-            let _ = std::fs::remove_file(
-                Path::new("/run/containerd/s").join(hex(&Sha256::digest(shim.as_bytes()))),
-            );
-        }
+        self.remove_all();
         let _ = self.child.kill();
         let _ = self.child.wait();
-        // Shims are started with `-address <our socket>`.
+        // Shims outlive containerd; they are started with `-address <our socket>`.
         let sock = self.sock().display().to_string();
         for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
@@ -183,7 +353,17 @@ impl Drop for Containerd {
             }
         }
         std::thread::sleep(Duration::from_millis(200));
-        // Overlay mounts of the task rootfs, innermost first.
+        // containerd 1.6 puts shim sockets in /run/containerd/s, named by the hash of
+        // `<our socket>/<namespace>/<id>`: the bundles name the ids.
+        let tasks = self.state().join("io.containerd.runtime.v2.task").join(NS);
+        for e in std::fs::read_dir(tasks).into_iter().flatten().flatten() {
+            let id = e.file_name().to_string_lossy().trim_start_matches('.').to_owned();
+            let shim = format!("{sock}/{NS}/{id}");
+            let _ = std::fs::remove_file(
+                Path::new("/run/containerd/s").join(hex(&Sha256::digest(shim.as_bytes()))),
+            );
+        }
+        // Mounts (task rootfs, sandbox shm), innermost first.
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
         let dir = self.dir.path().display().to_string();
         let mut ours: Vec<&str> = mounts
@@ -195,6 +375,20 @@ impl Drop for Containerd {
         for m in ours {
             let _ = Command::new("umount").arg("-l").arg(m).status();
         }
+        // The pods' cgroups (v2: /sys/fs/cgroup/<parent>; v1: under each controller),
+        // empty once their processes are gone.
+        let mut groups = vec![PathBuf::from(format!("/sys/fs/cgroup{}", self.cgroup))];
+        for e in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+            groups.push(e.path().join(self.cgroup.trim_start_matches('/')));
+        }
+        for g in groups.into_iter().filter(|g| g.is_dir()) {
+            for sub in std::fs::read_dir(&g).into_iter().flatten().flatten() {
+                if sub.path().is_dir() {
+                    let _ = std::fs::remove_dir(sub.path());
+                }
+            }
+            let _ = std::fs::remove_dir(&g);
+        }
     }
 }
 
@@ -203,41 +397,58 @@ fn run(c: &mut Command) {
     assert!(out.status.success(), "{c:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// `kresidue scan --root / --no-cri` over this containerd's dirs, as JSON.
-fn scan(c: &Containerd, secrets: &Path, guard: &[u8]) -> Value {
+/// `kresidue scan --root / --cri <its socket>` over this containerd's dirs and `kubelet`,
+/// as JSON. No output may hold a value of `guards`.
+fn scan(c: &Containerd, secrets: &Path, kubelet: &Path, guards: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_kresidue"))
-        .args(["scan", "--root", "/", "--no-cri", "--format", "json", "--secrets"])
+        .args(["scan", "--root", "/", "--format", "json", "--secrets"])
         .arg(secrets)
+        .arg("--cri")
+        .arg(format!("unix://{}", c.sock().display()))
         .arg("--containerd-root")
         .arg(c.root())
         .arg("--containerd-state")
         .arg(c.state())
-        .args(["--kubelet-dir", "/nonexistent-kubelet", "--pod-log-dir", "/nonexistent-logs"])
+        .arg("--kubelet-dir")
+        .arg(kubelet)
+        .arg("--pod-log-dir")
+        .arg(c.pod_logs())
         .output()
         .unwrap();
     for stream in [&out.stdout, &out.stderr] {
-        assert!(!contains(stream, guard), "the value is printed");
+        for g in guards {
+            assert!(!contains(stream, g.as_bytes()), "a value is printed");
+        }
     }
     assert!(out.status.code() == Some(0) || out.status.code() == Some(1), "{out:?}");
-    serde_json::from_slice(&out.stdout).unwrap()
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["cri"]["status"], "ok", "{report}");
+    report
 }
 
-/// Findings of `secret` under this containerd's dirs: (site, category, container id, pod
-/// uid, stale).
-fn ours(report: &Value, c: &Containerd) -> Vec<(String, String, String, String, bool)> {
-    let dir = c.dir.path().display().to_string();
+/// A finding of ours, as (site, category, severity, container id, pod uid, container
+/// live, pod live, stale).
+type Row = (String, String, String, String, String, Option<bool>, Option<bool>, bool);
+
+/// Findings of `secret` under this run's dirs.
+fn ours(report: &Value, c: &Containerd, kubelet: &Path, secret: &str) -> Vec<Row> {
+    let dirs = [c.dir.path().display().to_string(), kubelet.display().to_string()];
     let s = |v: &Value| v.as_str().unwrap_or("-").to_owned();
-    let mut out: Vec<_> = report["findings"]
+    let mut out: Vec<Row> = report["findings"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| f["path"].as_str().unwrap_or("").starts_with(&dir))
+        .filter(|f| dirs.iter().any(|d| f["path"].as_str().unwrap_or("").starts_with(d.as_str())))
+        .filter(|f| f["match"]["secret"] == secret)
         .map(|f| {
             (
                 s(&f["site"]),
                 s(&f["category"]),
+                s(&f["severity"]),
                 s(&f["container"]["id"]),
                 s(&f["pod"]["uid"]),
+                f["container"]["live"].as_bool(),
+                f["pod"]["live"].as_bool(),
                 f["stale"].as_bool().unwrap_or(false),
             )
         })
@@ -247,7 +458,7 @@ fn ours(report: &Value, c: &Containerd) -> Vec<(String, String, String, String, 
 }
 
 /// Copies this run's `meta.db` and overlayfs `metadata.db` to `fixtures/containerd/`
-/// (the bbolt reader's unit tests read them), with the container id they hold.
+/// (the bbolt reader's unit tests read them), with the app container's id.
 fn save_fixtures(c: &Containerd, id: &str) {
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/containerd");
     std::fs::create_dir_all(&out).unwrap();
@@ -261,10 +472,19 @@ fn save_fixtures(c: &Containerd, id: &str) {
     std::fs::write(out.join("container-id"), id).unwrap();
 }
 
+/// Waits until `done` or panics after 30 s with `what`.
+fn wait(what: &str, mut done: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !done() {
+        assert!(t.elapsed() < Duration::from_secs(30), "{what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 // The skip message is for the person running the tests.
 #[allow(clippy::print_stderr)]
-fn real_containerd_env_secret_is_found_and_attributed() {
+fn real_containerd_over_cri() {
     let required = std::env::var_os("KRESIDUE_REAL_CONTAINERD").is_some();
     let tools = ["containerd", "ctr", "runc", "tar"].iter().all(|t| {
         Command::new("sh")
@@ -278,72 +498,131 @@ fn real_containerd_env_secret_is_found_and_attributed() {
         eprintln!("skipped: needs root, containerd, ctr, runc, tar and busybox-static (set KRESIDUE_REAL_CONTAINERD=1 to require)");
         return;
     }
-    let c = Containerd::start();
-    c.import_image();
     let value = String::from_utf8(fake_secret(4601)).unwrap();
+    let baked = String::from_utf8(fake_secret(4602)).unwrap();
+    let c = Containerd::start();
+    c.import_image(PAUSE, &["/bin/sleep", "2147483647"], &[]);
+    let conf = format!("api_key: {baked}\n");
+    c.import_image(IMAGE, &["/bin/sh"], &[("etc/app.conf", conf.as_bytes())]);
+    let mut cri = c.cri();
+    let version = cri.version().unwrap();
+    assert_eq!(version.runtime_name, "containerd", "{version:?}");
+
     let work = tempfile::tempdir().unwrap();
     let secrets = work.path().join("secrets.json");
-    let secret = Secret::opaque("shop", "db", &[("password", value.as_bytes())]);
-    std::fs::write(&secrets, kubectl_json(&[secret])).unwrap();
-    // Unique, like a runtime's: runc keeps state under a fixed /run path by id.
-    let id = hex(&Sha256::digest(format!("{:?}{}", Instant::now(), std::process::id())));
-    let env = format!("MY_SECRET={value}");
-    c.ctr(&[
-        "run",
-        "-d",
-        "--snapshotter",
-        "overlayfs",
-        "--net-host",
-        "--env",
-        &env,
-        "--label",
-        &format!("io.kubernetes.pod.uid={POD_UID}"),
-        "--label",
-        "io.kubernetes.container.name=app",
-        IMAGE,
-        &id,
-        "/bin/sh",
-        "-c",
-        "echo \"secret=$MY_SECRET\" > /out.txt; exec sleep 600",
-    ])
-    .unwrap_or_else(|e| panic!("ctr run: {e}\n{}", c.log()));
-    // Wait for the container to write the value into its writable layer.
-    let snapshots = c.root().join("io.containerd.snapshotter.v1.overlayfs/snapshots");
-    let t = Instant::now();
-    while !std::fs::read_dir(&snapshots)
-        .map(|d| d.flatten().any(|e| e.path().join("fs/out.txt").exists()))
-        .unwrap_or(false)
-    {
-        assert!(t.elapsed() < Duration::from_secs(30), "the container writes /out.txt");
-        std::thread::sleep(Duration::from_millis(100));
+    let db = Secret::opaque("shop", "db", &[("password", value.as_bytes())]);
+    let image = Secret::opaque("shop", "image", &[("key", baked.as_bytes())]);
+    std::fs::write(&secrets, kubectl_json(&[db, image])).unwrap();
+    // Kubelet's pod dirs: one of the live pod's uid, one of a pod the runtime never saw.
+    let kubelet = work.path().join("kubelet");
+    for uid in [POD_UID, DEAD_UID] {
+        let vol = kubelet.join("pods").join(uid).join("volumes/kubernetes.io~secret/db");
+        std::fs::create_dir_all(&vol).unwrap();
+        std::fs::write(vol.join("password"), &value).unwrap();
     }
 
-    let live = ours(&scan(&c, &secrets, value.as_bytes()), &c);
+    let (_, id) = c.run_pod(
+        &mut cri,
+        &[("MY_SECRET", &value)],
+        "echo \"secret=$MY_SECRET\"; echo \"secret=$MY_SECRET\" > /out.txt; exec sleep 600",
+    );
+    let snapshots = c.root().join("io.containerd.snapshotter.v1.overlayfs/snapshots");
+    wait("the container writes /out.txt", || {
+        std::fs::read_dir(&snapshots)
+            .map(|d| d.flatten().any(|e| e.path().join("fs/out.txt").exists()))
+            .unwrap_or(false)
+    });
+    let guards = [value.as_str(), baked.as_str()];
+    let report = scan(&c, &secrets, &kubelet, &guards);
+    assert!(report["cri"]["runtime"].as_str().unwrap().starts_with("containerd "), "{report}");
     if std::env::var_os("KRESIDUE_UPDATE_FIXTURES").is_some() {
         save_fixtures(&c, &id);
     }
-    // (site, category, container id, pod uid, stale): the pod from the container's labels
-    // (meta.db, the layer) or the spec's annotations, which `ctr run` fills from them.
-    let has = |site: &str, category: &str, pod: &str| {
-        live.contains(&(site.into(), category.into(), id.clone(), pod.into(), false))
+    let live = ours(&report, &c, &kubelet, "shop/db");
+    let row = |site: &str, category: &str, severity: &str, cid: &str, uid: &str, cl, pl| -> Row {
+        (site.into(), category.into(), severity.into(), cid.into(), uid.into(), cl, pl, false)
     };
-    assert!(has("containerd-metadata", "env-persisted", POD_UID), "meta.db: {live:?}");
-    assert!(has("oci-bundle", "env-persisted", POD_UID), "bundle: {live:?}");
-    assert!(has("containerd-snapshot", "container-layer", POD_UID), "writable layer: {live:?}");
+    let alive =
+        |site: &str| row(site, "env-persisted", "medium", &id, POD_UID, Some(true), Some(true));
+    // On tmpfs the live pod's volume is expected (info); on disk it is not.
+    let tmpfs = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(work.path())
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"tmpfs"));
+    let volume = |uid: &str, live: bool| {
+        let (category, severity) = match (tmpfs, live) {
+            (true, true) => ("orphaned-volume", "info"),
+            (true, false) => ("orphaned-volume", "critical"),
+            (false, true) => ("non-tmpfs-volume", "high"),
+            (false, false) => ("non-tmpfs-volume", "critical"),
+        };
+        row("kubelet-secret-volume", category, severity, "-", uid, None, Some(live))
+    };
+    for want in [
+        alive("containerd-metadata"),
+        alive("oci-bundle"),
+        row(
+            "containerd-snapshot",
+            "container-layer",
+            "medium",
+            &id,
+            POD_UID,
+            Some(true),
+            Some(true),
+        ),
+        row("pod-log", "pod-log", "high", "-", POD_UID, Some(true), Some(true)),
+        volume(POD_UID, true),
+        volume(DEAD_UID, false),
+    ] {
+        assert!(live.contains(&want), "missing {want:?} in {live:#?}");
+    }
+    // The value baked into the image: one image-layer finding, named after the image.
+    let layers: Vec<&Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["match"]["secret"] == "shop/image")
+        .collect();
+    assert_eq!(layers.len(), 1, "{layers:#?}");
+    assert_eq!(layers[0]["category"], "image-layer");
+    assert!(layers[0]["images"].as_array().unwrap().iter().any(|n| n == IMAGE), "{:#?}", layers[0]);
 
-    assert!(c.remove(&id), "the container is removed: {}", c.log());
-    let after = ours(&scan(&c, &secrets, value.as_bytes()), &c);
-    assert!(
-        after.iter().all(|f| f.2 != id),
-        "nothing is attributed to a removed container: {after:?}"
+    // Stopped: the container still exists (exited), its leftovers are a dead container's.
+    stop_container(&mut cri, &id);
+    let stopped = ours(&scan(&c, &secrets, &kubelet, &guards), &c, &kubelet, "shop/db");
+    let layer = stopped.iter().find(|r| r.0 == "containerd-snapshot");
+    assert_eq!(
+        layer,
+        Some(&row(
+            "containerd-snapshot",
+            "dead-container",
+            "high",
+            &id,
+            POD_UID,
+            Some(false),
+            Some(true)
+        )),
+        "{stopped:#?}"
     );
-    // What remains (freed pages of meta.db not yet reused, a layer not yet collected) is
-    // reported, marked for what it is.
+    assert!(
+        stopped.iter().filter(|r| r.3 == id).all(|r| r.1 == "dead-container" && r.5 == Some(false)),
+        "{stopped:#?}"
+    );
+
+    // Removed: nothing is attributed to it; what remains (freed pages of meta.db not yet
+    // reused, a layer not yet collected) is reported, marked for what it is.
+    cri.remove_container(&id).unwrap();
+    let after = ours(&scan(&c, &secrets, &kubelet, &guards), &c, &kubelet, "shop/db");
+    assert!(
+        after.iter().all(|f| f.3 != id),
+        "nothing is attributed to a removed container: {after:#?}"
+    );
     for f in &after {
         match f.0.as_str() {
-            "containerd-metadata" => assert!(f.4, "a leftover in meta.db is a freed page: {f:?}"),
-            "containerd-snapshot" => {}
-            other => panic!("unexpected leftover at {other}: {after:?}"),
+            "containerd-metadata" => assert!(f.7, "a leftover in meta.db is a freed page: {f:?}"),
+            "containerd-snapshot" | "pod-log" | "kubelet-secret-volume" => {}
+            other => panic!("unexpected leftover at {other}: {after:#?}"),
         }
     }
 }

@@ -11,15 +11,21 @@
 //! - `rules`: the built-in rules end to end: every rule on its own examples in realistic
 //!   files, ordinary files of this machine (no rule may fire), JWT insight and severities,
 //!   `--baseline`, counts, `kresidue rules`, `--no-rules`, matches straddling buffers.
-//! - `containerd`: a real containerd (started by the test, private dirs, a locally built
-//!   image): a secret env var found in `meta.db`, the task bundle and the writable layer,
-//!   attributed to the container; what remains after its removal.
+//! - `containerd`: a real containerd (started by the test, private dirs, locally built
+//!   images) driven over CRI like kubelet: a pod's secret env var found in `meta.db`, the
+//!   task bundle, the writable layer and the pod log, attributed and live; a value baked
+//!   into an image; kubelet pod dirs of a live and a dead pod; what remains once the
+//!   container is stopped, then removed.
+//! - `cri`: a fake CRI server speaking the same proto: NOTREADY sandboxes, exited and
+//!   unknown containers; runtimes that never answer or answer garbage, a missing socket, a
+//!   socket without permission; `--require-cri`.
 //! - `runtime`: containerd's `meta.db` (generated with the crate's bbolt writer):
 //!   attribution to containers and pods, freed pages, damaged databases.
 //! - `safety`: FIFOs, sockets, symlinks out of the root, loops, deep trees, a 1 GiB sparse
 //!   file with bounded memory, nothing written by `--secrets`.
 
 mod containerd;
+mod cri;
 mod fingerprint;
 mod report;
 mod rules;

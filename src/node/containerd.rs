@@ -464,8 +464,9 @@ mod tests {
     use super::*;
 
     /// A real containerd 1.6 run's databases (`tests/containerd.rs` writes them with
-    /// `KRESIDUE_UPDATE_FIXTURES=1`): one container started with `ctr run` and kubelet's
-    /// pod labels, a generated secret in its env.
+    /// `KRESIDUE_UPDATE_FIXTURES=1`): a pod sandbox and in it one container, created over
+    /// CRI as kubelet creates them (kubelet's pod labels, a generated secret in its env),
+    /// from two images imported with `ctr`.
     const META: &[u8] = include_bytes!("../../fixtures/containerd/meta.db");
     const SNAPSHOTS: &[u8] = include_bytes!("../../fixtures/containerd/metadata.db");
     const ID: &str = include_str!("../../fixtures/containerd/container-id");
@@ -500,16 +501,18 @@ mod tests {
     fn real_snapshot_db_kinds() {
         let (snaps, errors) = read_snapshots(SNAPSHOTS).unwrap();
         assert!(errors.is_empty(), "{errors:?}");
+        // The sandbox's and the container's writable layers, each on an image layer.
         let active: Vec<&Snapshot> =
             snaps.values().filter(|s| s.kind == SnapshotKind::Active).collect();
-        assert_eq!(active.len(), 1, "{snaps:?}");
-        assert_eq!(active[0].key, ID);
-        let layer = snaps
-            .iter()
-            .find(|(_, s)| s.kind == SnapshotKind::Committed && s.key.starts_with("sha256:"));
-        let (layer, _) = layer.unwrap_or_else(|| panic!("no image layer: {snaps:?}"));
-        assert_eq!(active[0].parent, Some(*layer));
-        assert_eq!(active[0].namespace, "k8s.io");
+        assert_eq!(active.len(), 2, "{snaps:?}");
+        let app = active.iter().find(|s| s.key == ID).expect("the container's layer");
+        assert_eq!(app.namespace, "k8s.io");
+        let parent = app.parent.and_then(|p| snaps.get(&p));
+        assert!(
+            parent
+                .is_some_and(|p| p.kind == SnapshotKind::Committed && p.key.starts_with("sha256:")),
+            "{snaps:?}"
+        );
     }
 
     /// The image of the real run, through its manifest's and config's content labels, to
@@ -519,18 +522,21 @@ mod tests {
         let (db, errors) = MetaDb::read(META).unwrap();
         assert!(errors.is_empty(), "{errors:?}");
         let (snaps, _) = read_snapshots(SNAPSHOTS).unwrap();
-        assert_eq!(db.images.len(), 1, "{:?}", db.images);
-        let top = &db.images[0];
-        assert_eq!(
-            (top.namespace.as_str(), top.name.as_str(), top.snapshotter.as_str()),
-            ("k8s.io", "localhost/kresidue-test:1", "overlayfs")
+        let names: BTreeSet<&str> = db.images.iter().map(|t| t.name.as_str()).collect();
+        assert!(
+            names.is_superset(&["localhost/kresidue-test:1", "localhost/kresidue-pause:1"].into())
         );
+        assert!(db.images.iter().all(|t| t.namespace == "k8s.io" && t.snapshotter == "overlayfs"));
         let named = layer_images("overlayfs", &snaps, &db.images);
-        let want: BTreeSet<String> = [top.name.clone()].into();
-        let layers: Vec<u64> = named.keys().copied().collect();
-        assert_eq!(layers.len(), 1);
-        assert_eq!(snaps[&layers[0]].key, top.chain);
-        assert_eq!(named[&layers[0]], want);
+        // The container's image layer is named after its image (and only images on it).
+        let (_, app) = snaps.iter().find(|(_, s)| s.key == ID).unwrap();
+        let layer = &named[&app.parent.unwrap()];
+        assert!(layer.contains("localhost/kresidue-test:1"), "{layer:?}");
+        assert!(!layer.contains("localhost/kresidue-pause:1"), "{layer:?}");
+        // Every committed layer is some image's; no writable layer is.
+        for (id, s) in &snaps {
+            assert_eq!(named.contains_key(id), s.kind == SnapshotKind::Committed, "{s:?}");
+        }
         assert!(layer_images("native", &snaps, &db.images).is_empty());
     }
 

@@ -195,7 +195,7 @@ mod tests {
             for (i, &b) in c.bytes.iter().enumerate() {
                 let f = c.file_offset(i as u64);
                 proptest::prop_assert_eq!(log[f as usize], b);
-                proptest::prop_assert!(last.map_or(true, |l| f > l));
+                proptest::prop_assert!(last.is_none_or(|l| f > l));
                 last = Some(f);
             }
         }

@@ -6,7 +6,10 @@
 //! redacted previews.
 
 pub mod json;
+pub mod pods;
 pub mod table;
+
+pub use pods::write as write_pods;
 
 use crate::finding::Report;
 use anyhow::{Context, Result};

@@ -195,7 +195,7 @@ fn has_word(s: &[u8], lower: &[u8], word: &[u8], open_end: bool) -> bool {
         let found = &s[i..i + word.len()];
         let cased = found == word || found == upper.as_slice() || found == capital.as_slice();
         let open = i == 0 || !s[i - 1].is_ascii_alphabetic();
-        let close = open_end || s.get(i + word.len()).map_or(true, |c| !c.is_ascii_alphabetic());
+        let close = open_end || s.get(i + word.len()).is_none_or(|c| !c.is_ascii_alphabetic());
         // All-caps `EXAMPLE` counts anywhere: `AKIAIOSFODNN7EXAMPLE`.
         cased && ((close && open) || (open_end && found == upper.as_slice()))
     })

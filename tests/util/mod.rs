@@ -888,8 +888,15 @@ impl<'a> Kr<'a> {
 
     /// `kresidue scan --root <root> --no-cri ARGS`, asserting the tree is unchanged.
     pub fn scan(self, args: &[&str]) -> Out {
+        self.scan_asking(&["--no-cri"], args)
+    }
+
+    /// `kresidue scan --root <root> CRI ARGS` (CRI: how to ask the runtime), asserting the
+    /// tree is unchanged.
+    pub fn scan_asking(self, cri: &[&str], args: &[&str]) -> Out {
         let tree = self.tree;
-        let mut full = vec!["scan", "--root", tree.root_arg(), "--no-cri"];
+        let mut full = vec!["scan", "--root", tree.root_arg()];
+        full.extend_from_slice(cri);
         full.extend_from_slice(args);
         let before = tree.digest();
         let out = self.run(&full);

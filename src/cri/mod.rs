@@ -1,0 +1,421 @@
+//! The CRI client: asks the node's container runtime, over the Kubernetes CRI gRPC API
+//! (`runtime.v1.RuntimeService`) on its unix socket, which pods and containers exist.
+//!
+//! The rest of kresidue is synchronous; this module owns a single-threaded tokio runtime
+//! and blocks on each call, and every call (the connection included) is bounded by one
+//! timeout, so a runtime that accepts and never answers costs at most that long. What the
+//! runtime says is reduced to a [`Live`] view: pods by uid and containers by id, with their
+//! state, which the scan consults for `live`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The generated `runtime.v1` messages and service stubs (`runtime.proto`, field numbers as
+/// upstream `k8s.io/cri-api`).
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod proto {
+    tonic::include_proto!("runtime.v1");
+}
+
+use proto::runtime_service_client::RuntimeServiceClient;
+use tonic::transport::Channel;
+
+/// The sockets tried, in turn, when no `--cri` is given and the root is `/`: containerd's,
+/// CRI-O's and cri-dockerd's defaults, as each documents them.
+pub const DEFAULT_ENDPOINTS: [&str; 3] =
+    ["/run/containerd/containerd.sock", "/var/run/crio/crio.sock", "/var/run/cri-dockerd.sock"];
+
+/// The default timeout of each call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The largest response accepted: kubelet's own limit (16 MiB), ample for thousands of
+/// containers with their labels and annotations.
+const MAX_MESSAGE: usize = 16 << 20;
+
+/// A runtime's socket, as `unix:///path` or a plain absolute path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The socket's path.
+    pub path: PathBuf,
+}
+
+impl Endpoint {
+    /// Parses `unix:///path` or `/path`; any other scheme is refused (CRI runtimes listen
+    /// on unix sockets).
+    pub fn parse(s: &str) -> Result<Endpoint, String> {
+        let path = match s.split_once("://") {
+            Some(("unix", path)) => path,
+            Some((scheme, _)) => {
+                return Err(format!("unsupported CRI endpoint scheme {scheme:?}: use unix:///path"))
+            }
+            None => s,
+        };
+        if !path.starts_with('/') {
+            return Err(format!("CRI endpoint {s:?} is not an absolute socket path"));
+        }
+        Ok(Endpoint { path: PathBuf::from(path) })
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unix://{}", self.path.display())
+    }
+}
+
+/// Why a call failed, in one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error(String);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl Error {
+    /// One line, at most 300 characters, of what a peer said (it is not ours to trust).
+    fn from_peer(what: &str, detail: &str) -> Error {
+        let detail: String =
+            detail.chars().map(|c| if c.is_control() { ' ' } else { c }).take(300).collect();
+        Error(format!("{what}: {detail}"))
+    }
+}
+
+/// A connection to a runtime.
+pub struct Client {
+    runtime: tokio::runtime::Runtime,
+    inner: RuntimeServiceClient<Channel>,
+    timeout: Duration,
+    endpoint: Endpoint,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("endpoint", &self.endpoint).finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects to `endpoint` (the HTTP/2 handshake included) within `timeout`.
+    pub fn connect(endpoint: &Endpoint, timeout: Duration) -> Result<Client, Error> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| Error(format!("cannot start the CRI client: {e}")))?;
+        let path = endpoint.path.clone();
+        let connect = async move {
+            // The URI is required by the API and ignored by the connector.
+            tonic::transport::Endpoint::from_static("http://localhost")
+                .connect_timeout(timeout)
+                .timeout(timeout)
+                .connect_with_connector(tower::service_fn(move |_| {
+                    let path = path.clone();
+                    async move {
+                        let stream = tokio::net::UnixStream::connect(path).await?;
+                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+                    }
+                }))
+                .await
+        };
+        let channel = match runtime.block_on(async { tokio::time::timeout(timeout, connect).await })
+        {
+            Ok(Ok(channel)) => channel,
+            Ok(Err(e)) => return Err(connect_error(&e)),
+            Err(_) => return Err(Error(format!("no answer within {} s", timeout.as_secs_f64()))),
+        };
+        let inner = RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
+        Ok(Client { runtime, inner, timeout, endpoint: endpoint.clone() })
+    }
+
+    /// The endpoint this client is connected to.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Runs one call within the timeout: `call` gets the stub and returns its future.
+    pub fn call<T, F, Fut>(&mut self, what: &str, call: F) -> Result<T, Error>
+    where
+        F: FnOnce(RuntimeServiceClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let fut = call(self.inner.clone());
+        let timeout = self.timeout;
+        match self.runtime.block_on(async { tokio::time::timeout(timeout, fut).await }) {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => Err(status_error(what, &status)),
+            Err(_) => Err(Error(format!("{what}: no answer within {} s", timeout.as_secs_f64()))),
+        }
+    }
+
+    /// `Version`: the runtime's name and version.
+    pub fn version(&mut self) -> Result<proto::VersionResponse, Error> {
+        self.call("Version", |mut c| async move {
+            c.version(proto::VersionRequest { version: "v1".into() }).await
+        })
+    }
+
+    /// `ListPodSandbox`, unfiltered: every sandbox in any state.
+    pub fn pod_sandboxes(&mut self) -> Result<Vec<proto::PodSandbox>, Error> {
+        self.call("ListPodSandbox", |mut c| async move {
+            c.list_pod_sandbox(proto::ListPodSandboxRequest { filter: None }).await
+        })
+        .map(|r| r.items)
+    }
+
+    /// `ListContainers`, unfiltered: every container in any state.
+    pub fn containers(&mut self) -> Result<Vec<proto::Container>, Error> {
+        self.call("ListContainers", |mut c| async move {
+            c.list_containers(proto::ListContainersRequest { filter: None }).await
+        })
+        .map(|r| r.containers)
+    }
+
+    /// `PodSandboxStatus` of one sandbox.
+    pub fn pod_sandbox_status(
+        &mut self,
+        id: &str,
+    ) -> Result<Option<proto::PodSandboxStatus>, Error> {
+        let pod_sandbox_id = id.to_owned();
+        self.call("PodSandboxStatus", |mut c| async move {
+            c.pod_sandbox_status(proto::PodSandboxStatusRequest { pod_sandbox_id, verbose: false })
+                .await
+        })
+        .map(|r| r.status)
+    }
+
+    /// `ContainerStatus` of one container.
+    pub fn container_status(&mut self, id: &str) -> Result<Option<proto::ContainerStatus>, Error> {
+        let container_id = id.to_owned();
+        self.call("ContainerStatus", |mut c| async move {
+            c.container_status(proto::ContainerStatusRequest { container_id, verbose: false }).await
+        })
+        .map(|r| r.status)
+    }
+
+    /// `RemoveContainer`: the runtime removes the container and its writable layer.
+    pub fn remove_container(&mut self, id: &str) -> Result<(), Error> {
+        let container_id = id.to_owned();
+        self.call("RemoveContainer", |mut c| async move {
+            c.remove_container(proto::RemoveContainerRequest { container_id }).await
+        })
+        .map(|_| ())
+    }
+}
+
+/// A connection failure, with the cause that says most (tonic wraps the I/O error).
+fn connect_error(e: &(dyn std::error::Error + 'static)) -> Error {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+        return Error(crate::node::io_message(io));
+    }
+    Error::from_peer("cannot connect", &cause.to_string())
+}
+
+/// A call's failure status, in one line.
+fn status_error(what: &str, status: &tonic::Status) -> Error {
+    Error::from_peer(&format!("{what} failed ({:?})", status.code()), status.message())
+}
+
+/// Which runtime to ask, and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// Not at all (`--no-cri`, or a root other than `/` without `--cri`).
+    Disabled,
+    /// The endpoint `--cri` names.
+    Given(Endpoint),
+    /// The first default socket that exists.
+    Defaults,
+}
+
+/// Parses `--cri-timeout`: seconds, more than 0 and at most an hour.
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("--cri-timeout {s:?}: expected a number of seconds"))?;
+    if !(secs > 0.0 && secs <= 3600.0) {
+        return Err(format!("--cri-timeout {s:?}: must be more than 0 and at most 3600"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Connects to the runtime `choice` names and asks its version. `Ok(None)` when it is
+/// disabled; the error names the endpoint (or the sockets looked for) and the reason.
+pub fn connect(
+    choice: &Choice,
+    timeout: Duration,
+) -> Result<Option<(Client, String)>, (String, Error)> {
+    let endpoint = match choice {
+        Choice::Disabled => return Ok(None),
+        Choice::Given(e) => e.clone(),
+        Choice::Defaults => {
+            let found = DEFAULT_ENDPOINTS.iter().find(|p| Path::new(p).exists());
+            let Some(path) = found else {
+                return Err((
+                    DEFAULT_ENDPOINTS.map(|p| format!("unix://{p}")).join(", "),
+                    Error("no container runtime socket found (give one with --cri)".to_owned()),
+                ));
+            };
+            Endpoint { path: PathBuf::from(path) }
+        }
+    };
+    let shown = endpoint.to_string();
+    let mut client = Client::connect(&endpoint, timeout).map_err(|e| (shown.clone(), e))?;
+    let version = client.version().map_err(|e| (shown.clone(), e))?;
+    let runtime = format!("{} {}", version.runtime_name, version.runtime_version).trim().to_owned();
+    Ok(Some((client, runtime)))
+}
+
+/// A pod sandbox as the runtime reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pod {
+    /// The sandbox id.
+    pub id: String,
+    /// Pod uid, namespace and name (from the sandbox's metadata).
+    pub uid: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub name: String,
+    /// True when the sandbox is ready (its pod runs).
+    pub ready: bool,
+}
+
+/// A container as the runtime reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Container {
+    /// The container id.
+    pub id: String,
+    /// Its name in the pod.
+    pub name: String,
+    /// The sandbox it belongs to.
+    pub sandbox: String,
+    /// `created`, `running`, `exited` or `unknown`.
+    pub state: &'static str,
+}
+
+impl Container {
+    /// Running or created: a container that is, or is about to be, alive.
+    pub fn live(&self) -> bool {
+        matches!(self.state, "running" | "created")
+    }
+}
+
+/// What the runtime said: every sandbox and every container.
+#[derive(Clone, Debug, Default)]
+pub struct Live {
+    /// Sandboxes by pod uid (a pod restarted in place has several: all are kept).
+    pub pods: BTreeMap<String, Vec<Pod>>,
+    /// Containers by id.
+    pub containers: HashMap<String, Container>,
+}
+
+impl Live {
+    /// Asks `client` for every sandbox and container.
+    pub fn query(client: &mut Client) -> Result<Live, Error> {
+        let mut live = Live::default();
+        for p in client.pod_sandboxes()? {
+            let meta = p.metadata.unwrap_or_default();
+            let pod = Pod {
+                id: p.id,
+                uid: meta.uid,
+                namespace: meta.namespace,
+                name: meta.name,
+                // READY is 0: absent on the wire, the default.
+                ready: p.state == proto::PodSandboxState::SandboxReady as i32,
+            };
+            live.pods.entry(pod.uid.clone()).or_default().push(pod);
+        }
+        for c in client.containers()? {
+            let state = match proto::ContainerState::try_from(c.state) {
+                Ok(proto::ContainerState::ContainerCreated) => "created",
+                Ok(proto::ContainerState::ContainerRunning) => "running",
+                Ok(proto::ContainerState::ContainerExited) => "exited",
+                _ => "unknown",
+            };
+            let name = c.metadata.map(|m| m.name).unwrap_or_default();
+            live.containers.insert(
+                c.id.clone(),
+                Container { id: c.id, name, sandbox: c.pod_sandbox_id, state },
+            );
+        }
+        Ok(live)
+    }
+
+    /// Whether a pod with `uid` has a sandbox, in any state.
+    pub fn pod_live(&self, uid: &str) -> bool {
+        self.pods.contains_key(uid)
+    }
+
+    /// Whether the container `id` is running or created; false when the runtime does not
+    /// know it.
+    pub fn container_live(&self, id: &str) -> bool {
+        self.containers.get(id).is_some_and(Container::live)
+    }
+
+    /// Whether a container named `name` in a sandbox of the pod `uid` is running or
+    /// created.
+    pub fn container_live_in(&self, uid: &str, name: &str) -> bool {
+        let Some(sandboxes) = self.pods.get(uid) else { return false };
+        self.containers
+            .values()
+            .any(|c| c.name == name && c.live() && sandboxes.iter().any(|p| p.id == c.sandbox))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_parse() {
+        let e = Endpoint::parse("unix:///run/containerd/containerd.sock").unwrap();
+        assert_eq!(e.path, Path::new("/run/containerd/containerd.sock"));
+        assert_eq!(e.to_string(), "unix:///run/containerd/containerd.sock");
+        assert_eq!(
+            Endpoint::parse("/run/crio/crio.sock").unwrap().path,
+            Path::new("/run/crio/crio.sock")
+        );
+        for bad in ["tcp://1.2.3.4:10010", "npipe:////./pipe/x", "run/x.sock", "unix://relative"] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// What a newer runtime adds is skipped; a ready sandbox's state (0) is absent on the
+    /// wire and decodes as ready.
+    #[test]
+    fn unknown_fields_and_default_states_decode() {
+        use prost::Message;
+        let pod = proto::PodSandbox {
+            id: "s1".into(),
+            metadata: Some(proto::PodSandboxMetadata { uid: "u1".into(), ..Default::default() }),
+            ..Default::default()
+        };
+        let mut item = pod.encode_to_vec();
+        assert!(!item.windows(2).any(|w| w == [0x18, 0x00]), "state 0 is not encoded");
+        // Field 99 (varint) and field 100 (bytes), unknown to this proto.
+        item.extend_from_slice(&[0x98, 0x06, 0x01, 0xa2, 0x06, 0x03, b'x', b'y', b'z']);
+        let mut list = vec![0x0a, item.len() as u8];
+        list.extend_from_slice(&item);
+        let decoded = proto::ListPodSandboxResponse::decode(&list[..]).unwrap();
+        assert_eq!(decoded.items, vec![pod]);
+        assert_eq!(decoded.items[0].state, proto::PodSandboxState::SandboxReady as i32);
+    }
+
+    #[test]
+    fn peer_text_is_one_bounded_line() {
+        let e = Error::from_peer("ListContainers failed", &format!("a\nb\r{}", "x".repeat(1000)));
+        let s = e.to_string();
+        assert!(!s.contains('\n') && !s.contains('\r'));
+        assert!(s.len() < 400);
+    }
+}

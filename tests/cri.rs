@@ -1,0 +1,448 @@
+//! The CRI cross-check against a fake runtime: a gRPC server in the test speaking the same
+//! `runtime.v1` proto on a unix socket, for what a real runtime here cannot be made to
+//! show (a NOTREADY sandbox, exited containers, a runtime that never answers or answers
+//! garbage), and sockets that are missing or forbidden.
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kresidue::cri::proto;
+use kresidue::cri::proto::runtime_service_server::{RuntimeService, RuntimeServiceServer};
+use serde_json::Value;
+use tonic::{Request, Response, Status};
+
+use crate::util::*;
+
+const READY_UID: &str = "11111111-0000-4000-8000-000000000001";
+const NOTREADY_UID: &str = "22222222-0000-4000-8000-000000000002";
+const GONE_UID: &str = "33333333-0000-4000-8000-000000000003";
+const RUNNING: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const EXITED: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const UNKNOWN: &str = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+
+/// What the fake runtime reports.
+#[derive(Clone, Default)]
+struct Fake {
+    pods: Vec<proto::PodSandbox>,
+    containers: Vec<proto::Container>,
+}
+
+fn sandbox(id: &str, uid: &str, state: proto::PodSandboxState) -> proto::PodSandbox {
+    proto::PodSandbox {
+        id: id.into(),
+        metadata: Some(proto::PodSandboxMetadata {
+            name: format!("pod-{id}"),
+            uid: uid.into(),
+            namespace: "shop".into(),
+            attempt: 0,
+        }),
+        state: state as i32,
+        ..Default::default()
+    }
+}
+
+fn container(
+    id: &str,
+    sandbox: &str,
+    name: &str,
+    state: proto::ContainerState,
+) -> proto::Container {
+    proto::Container {
+        id: id.into(),
+        pod_sandbox_id: sandbox.into(),
+        metadata: Some(proto::ContainerMetadata { name: name.into(), attempt: 0 }),
+        state: state as i32,
+        ..Default::default()
+    }
+}
+
+#[tonic::async_trait]
+impl RuntimeService for Fake {
+    async fn version(
+        &self,
+        _: Request<proto::VersionRequest>,
+    ) -> Result<Response<proto::VersionResponse>, Status> {
+        Ok(Response::new(proto::VersionResponse {
+            version: "0.1.0".into(),
+            runtime_name: "fake-cri".into(),
+            runtime_version: "9.9.9".into(),
+            runtime_api_version: "v1".into(),
+        }))
+    }
+    async fn list_pod_sandbox(
+        &self,
+        _: Request<proto::ListPodSandboxRequest>,
+    ) -> Result<Response<proto::ListPodSandboxResponse>, Status> {
+        Ok(Response::new(proto::ListPodSandboxResponse { items: self.pods.clone() }))
+    }
+    async fn list_containers(
+        &self,
+        _: Request<proto::ListContainersRequest>,
+    ) -> Result<Response<proto::ListContainersResponse>, Status> {
+        Ok(Response::new(proto::ListContainersResponse { containers: self.containers.clone() }))
+    }
+    async fn run_pod_sandbox(
+        &self,
+        _: Request<proto::RunPodSandboxRequest>,
+    ) -> Result<Response<proto::RunPodSandboxResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn stop_pod_sandbox(
+        &self,
+        _: Request<proto::StopPodSandboxRequest>,
+    ) -> Result<Response<proto::StopPodSandboxResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn remove_pod_sandbox(
+        &self,
+        _: Request<proto::RemovePodSandboxRequest>,
+    ) -> Result<Response<proto::RemovePodSandboxResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn pod_sandbox_status(
+        &self,
+        _: Request<proto::PodSandboxStatusRequest>,
+    ) -> Result<Response<proto::PodSandboxStatusResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn create_container(
+        &self,
+        _: Request<proto::CreateContainerRequest>,
+    ) -> Result<Response<proto::CreateContainerResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn start_container(
+        &self,
+        _: Request<proto::StartContainerRequest>,
+    ) -> Result<Response<proto::StartContainerResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn stop_container(
+        &self,
+        _: Request<proto::StopContainerRequest>,
+    ) -> Result<Response<proto::StopContainerResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn remove_container(
+        &self,
+        _: Request<proto::RemoveContainerRequest>,
+    ) -> Result<Response<proto::RemoveContainerResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn container_status(
+        &self,
+        _: Request<proto::ContainerStatusRequest>,
+    ) -> Result<Response<proto::ContainerStatusResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+}
+
+/// A server on a unix socket in a temp dir, running on its own thread until dropped.
+struct Server {
+    dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn sock(&self) -> PathBuf {
+        self.dir.path().join("cri.sock")
+    }
+
+    fn endpoint(&self) -> String {
+        format!("unix://{}", self.sock().display())
+    }
+
+    /// A gRPC server answering as `fake`.
+    fn grpc(fake: Fake) -> Server {
+        Server::spawn(move |listener, stop| async move {
+            let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+            tonic::transport::Server::builder()
+                .add_service(RuntimeServiceServer::new(fake))
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stop.await;
+                })
+                .await
+                .unwrap();
+        })
+    }
+
+    /// A server that accepts connections and then answers each with `reply` (nothing at
+    /// all when empty), keeping it open.
+    fn raw(reply: &'static [u8]) -> Server {
+        Server::spawn(move |listener, mut stop| async move {
+            use tokio::io::AsyncWriteExt;
+            let mut held = Vec::new();
+            loop {
+                tokio::select! {
+                    _ = &mut stop => break,
+                    Ok((mut s, _)) = listener.accept() => {
+                        let _ = s.write_all(reply).await;
+                        held.push(s);
+                    }
+                }
+            }
+        })
+    }
+
+    fn spawn<F, Fut>(serve: F) -> Server
+    where
+        F: FnOnce(tokio::net::UnixListener, tokio::sync::oneshot::Receiver<()>) -> Fut
+            + Send
+            + 'static,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let dir = tempfile::Builder::new().prefix("kcri").tempdir_in("/tmp").unwrap();
+        let sock = dir.path().join("cri.sock");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::UnixListener::bind(&sock).unwrap();
+                ready_tx.send(()).unwrap();
+                serve(listener, rx).await;
+            });
+        });
+        ready_rx.recv().unwrap();
+        Server { dir, stop: Some(tx), thread: Some(thread) }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A node with one generated value in: the secret volumes of a pod whose sandbox is
+/// ready, one whose sandbox is NOTREADY and one with no sandbox; the OCI bundles of a
+/// running, an exited and an unknown container; and the log of the ready pod's `app`
+/// container.
+fn node() -> (NodeTree, PathBuf) {
+    let tree = NodeTree::new();
+    let value = String::from_utf8(fake_secret(5101)).unwrap();
+    let secrets = [Secret::opaque("shop", "db", &[("password", value.as_bytes())])];
+    tree.guard_secrets(&secrets);
+    for uid in [READY_UID, NOTREADY_UID, GONE_UID] {
+        tree.pod(uid).secret_volume("db").key("password", value.as_bytes());
+    }
+    let spec = serde_json::json!({"process": {"env": [format!("DB_PASSWORD={value}")]}});
+    for id in [RUNNING, EXITED, UNKNOWN] {
+        tree.write(
+            format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/config.json"),
+            serde_json::to_string(&spec).unwrap().as_bytes(),
+        );
+    }
+    tree.write(
+        format!("/var/log/pods/shop_pod-s1_{READY_UID}/app/0.log"),
+        format!("2026-11-30T10:00:00.000000000Z stdout F password={value}\n").as_bytes(),
+    );
+    let file = tree.secrets_file("secrets.json", &secrets);
+    (tree, file)
+}
+
+fn fake() -> Fake {
+    use proto::ContainerState::{ContainerExited, ContainerRunning};
+    use proto::PodSandboxState::{SandboxNotready, SandboxReady};
+    Fake {
+        pods: vec![
+            sandbox("s1", READY_UID, SandboxReady),
+            sandbox("s2", NOTREADY_UID, SandboxNotready),
+        ],
+        containers: vec![
+            container(RUNNING, "s1", "app", ContainerRunning),
+            container(EXITED, "s2", "app", ContainerExited),
+        ],
+    }
+}
+
+/// A finding as (path tail, category, severity, pod live, container live).
+type Row = (String, String, String, Option<bool>, Option<bool>);
+
+/// The findings of `report` as rows, sorted.
+fn rows(report: &Value) -> Vec<Row> {
+    let mut out: Vec<_> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let path = f["path"].as_str().unwrap();
+            let tail = path.split('/').rev().take(3).collect::<Vec<_>>().join("<");
+            (
+                tail,
+                f["category"].as_str().unwrap().to_owned(),
+                f["severity"].as_str().unwrap().to_owned(),
+                f["pod"]["live"].as_bool(),
+                f["container"]["live"].as_bool(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A sandbox in any state makes its pod live (NOTREADY included); a pod no sandbox names
+/// is dead. A running container is live; an exited one, or one the runtime does not know,
+/// is dead and its env at rest is `dead-container`. A log's container is matched by name
+/// within its pod. The report's `cri` block names the runtime.
+#[test]
+fn liveness_from_a_fake_runtime() {
+    let (tree, file) = node();
+    let server = Server::grpc(fake());
+    let out = tree.kr().scan_asking(
+        &["--cri", &server.endpoint()],
+        &["--secrets", path_arg(&file), "--format", "json"],
+    );
+    out.assert_code(1);
+    let report = out.json();
+    assert_eq!(report["cri"]["status"], "ok");
+    assert_eq!(report["cri"]["runtime"], "fake-cri 9.9.9");
+    assert_eq!(report["cri"]["endpoint"], server.endpoint());
+    let tmpfs = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(tree.host("/"))
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"tmpfs"));
+    let (volume, live_sev, dead_sev) = if tmpfs {
+        ("orphaned-volume", "info", "critical")
+    } else {
+        ("non-tmpfs-volume", "high", "critical")
+    };
+    let s = |x: &str| x.to_owned();
+    let bundle = |id: &str, category: &str, severity: &str, live: bool| {
+        (format!("config.json<{id}<k8s.io"), s(category), s(severity), None, Some(live))
+    };
+    let got = rows(report);
+    let mut want = vec![
+        bundle(RUNNING, "env-persisted", "medium", true),
+        bundle(EXITED, "dead-container", "high", false),
+        bundle(UNKNOWN, "dead-container", "high", false),
+        (s("0.log<app<shop_pod-s1_") + READY_UID, s("pod-log"), s("high"), Some(true), Some(true)),
+    ];
+    want.sort();
+    for w in &want {
+        assert!(got.contains(w), "missing {w:?} in {got:#?}");
+    }
+    // The volumes, by pod.
+    let by_pod: HashMap<String, (String, String, Option<bool>)> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["site"] == "kubelet-secret-volume")
+        .map(|f| {
+            (
+                f["pod"]["uid"].as_str().unwrap().to_owned(),
+                (
+                    s(f["category"].as_str().unwrap()),
+                    s(f["severity"].as_str().unwrap()),
+                    f["pod"]["live"].as_bool(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(by_pod[READY_UID], (s(volume), s(live_sev), Some(true)));
+    assert_eq!(by_pod[NOTREADY_UID], (s(volume), s(live_sev), Some(true)));
+    assert_eq!(by_pod[GONE_UID], (s(volume), s(dead_sev), Some(false)));
+    drop(server);
+}
+
+/// A runtime that cannot be asked: the scan still completes, with `live: null`,
+/// `cri.status = "unreachable"` and the reason in `errors`; with `--require-cri` it exits
+/// 2 with one line. A socket that accepts and never answers costs at most the timeout.
+#[test]
+fn unreachable_runtimes() {
+    let (tree, file) = node();
+    let silent = Server::raw(b"");
+    let garbage =
+        Server::raw(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello\x00\xff\x13garbage");
+    let missing =
+        format!("unix://{}/nothing-here.sock", tree.work("x").parent().unwrap().display());
+    let cases: [(&str, String, &str); 3] = [
+        ("silent", silent.endpoint(), "no answer within 1 s"),
+        ("garbage", garbage.endpoint(), ""),
+        ("missing", missing, "No such file or directory"),
+    ];
+    for (what, endpoint, reason) in &cases {
+        let t = Instant::now();
+        let out = tree.kr().scan_asking(
+            &["--cri", endpoint, "--cri-timeout", "1"],
+            &["--secrets", path_arg(&file), "--format", "json"],
+        );
+        out.assert_code(1);
+        // Connecting and the first call each have the timeout; the scan itself is quick.
+        assert!(t.elapsed() < Duration::from_secs(8), "{what}: took {:?}", t.elapsed());
+        let report = out.json();
+        assert_eq!(report["cri"]["status"], "unreachable", "{what}");
+        assert_eq!(report["cri"]["endpoint"], endpoint.as_str(), "{what}");
+        let errors = report["errors"].as_array().unwrap();
+        let e = errors.iter().find(|e| e["path"] == endpoint.as_str());
+        let e = e.unwrap_or_else(|| panic!("{what}: no error entry: {errors:?}"));
+        let text = e["error"].as_str().unwrap();
+        assert!(text.starts_with("CRI: ") && text.contains(reason), "{what}: {text}");
+        assert!(!text.contains('\n'), "{what}: {text}");
+        let findings = report["findings"].as_array().unwrap();
+        assert!(!findings.is_empty());
+        assert!(
+            findings.iter().all(|f| f["pod"].is_null() || f["pod"]["live"].is_null()),
+            "{what}"
+        );
+        assert!(findings.iter().all(|f| f["category"] != "dead-container"), "{what}");
+
+        let out = tree.kr().scan_asking(
+            &["--cri", endpoint, "--cri-timeout", "1", "--require-cri"],
+            &["--secrets", path_arg(&file)],
+        );
+        out.assert_code(2);
+        let err = out.stderr_str();
+        assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+        assert!(
+            err.starts_with("kresidue: error: CRI ") && err.contains(endpoint.as_str()),
+            "{what}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{what}: no report when the scan cannot be done");
+    }
+}
+
+/// A socket the user may not open: unreachable with "Permission denied". As root (who
+/// may open anything) the scan runs as `nobody`, from a copy of the binary it can reach.
+#[test]
+fn socket_without_permission() {
+    let server = Server::grpc(fake());
+    std::fs::set_permissions(server.sock(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n");
+    let tree = NodeTree::new();
+    tree.write("/etc/hostname", b"node-1\n");
+    let mut cmd = if root {
+        let bin_dir = tempfile::tempdir().unwrap().keep();
+        let bin = bin_dir.join("kresidue");
+        std::fs::copy(assert_cmd::cargo::cargo_bin("kresidue"), &bin).unwrap();
+        for p in [&bin_dir, &bin] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(&bin);
+        c
+    } else {
+        std::fs::set_permissions(server.sock(), std::fs::Permissions::from_mode(0o000)).unwrap();
+        Command::new(assert_cmd::cargo::cargo_bin("kresidue"))
+    };
+    let out = cmd
+        .args(["scan", "--root", "/proc/self/fdinfo", "--format", "json", "--cri-timeout", "2"])
+        .args(["--cri", &server.endpoint()])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(report["cri"]["status"], "unreachable");
+    let errors = report["errors"].to_string();
+    assert!(errors.contains("Permission denied"), "{errors}");
+}
