@@ -107,7 +107,8 @@ pub struct ScanArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
-    /// Kubelet root dir, as a node path (kubelet's --root-dir) [default: /var/lib/kubelet].
+    /// Kubelet root dir, as a node path (kubelet's --root-dir) [default: learned from where
+    /// the runtime's running containers mount their volumes from, else /var/lib/kubelet].
     #[arg(long, value_name = "PATH")]
     pub kubelet_dir: Option<PathBuf>,
 

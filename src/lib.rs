@@ -54,13 +54,21 @@ pub fn run(cli: Cli, stdout: &mut dyn Write) -> Result<Outcome> {
 
 fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let started = Instant::now();
-    let cfg = config::ScanConfig::from_args(args)?;
+    let mut cfg = config::ScanConfig::from_args(args)?;
     // Connected (and the version asked) before the scan, so that `--require-cri` fails
     // fast; the pods are listed after it, so that a pod started meanwhile counts as live.
-    let connected = match cri::connect(&cfg.cri, cfg.cri_timeout) {
+    let mut connected = match cri::connect(&cfg.cri, cfg.cri_timeout) {
         Err((endpoint, e)) if cfg.require_cri => bail!("CRI {endpoint}: {e}"),
         other => other,
     };
+    // kubelet's root dir, when not given: where the runtime's containers mount volumes from.
+    if let Ok(Some((client, _))) = &mut connected {
+        if !cfg.settings.layout.kubelet_dir_explicit {
+            if let Ok(Some(dir)) = cri::kubelet_dir(client) {
+                cfg.settings.layout.kubelet_dir = dir;
+            }
+        }
+    }
     let matcher = matcher::Matcher::new(cfg.sets);
     let rules = if cfg.rules { rules::Rules::builtin(unix_now()) } else { rules::Rules::none() };
     let searchers = scan::Searchers { matcher: &matcher, rules: &rules };

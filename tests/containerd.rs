@@ -241,8 +241,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         self.dir.path().join("pods")
     }
 
-    /// Runs the pod, and in it container `app`: `env` set, `script` run by `sh -c`.
-    fn run_pod(&self, cri: &mut Client, env: &[(&str, &str)], script: &str) -> (String, String) {
+    /// Runs the pod, and in it container `app`: `env` set, `script` run by `sh -c`, the
+    /// host dir `volume` mounted at `/etc/db` (as kubelet mounts a secret volume).
+    fn run_pod(
+        &self,
+        cri: &mut Client,
+        env: &[(&str, &str)],
+        script: &str,
+        volume: &Path,
+    ) -> (String, String) {
         let sandbox = self.sandbox_config();
         let config = sandbox.clone();
         let sid = cri
@@ -275,6 +282,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 .map(|(k, v)| proto::KeyValue { key: (*k).into(), value: v.as_bytes().to_vec() })
                 .collect(),
             labels,
+            mounts: vec![proto::Mount {
+                container_path: "/etc/db".into(),
+                host_path: volume.display().to_string(),
+                readonly: true,
+                selinux_relabel: false,
+            }],
             log_path: "app/0.log".into(),
             linux: Some(proto::LinuxContainerConfig {
                 security_context: Some(proto::LinuxContainerSecurityContext {
@@ -397,11 +410,11 @@ fn run(c: &mut Command) {
     assert!(out.status.success(), "{c:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// `kresidue scan --root / --cri <its socket>` over this containerd's dirs and `kubelet`,
-/// as JSON. No output may hold a value of `guards`.
-fn scan(c: &Containerd, secrets: &Path, kubelet: &Path, guards: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_kresidue"))
-        .args(["scan", "--root", "/", "--format", "json", "--secrets"])
+/// `kresidue scan --root / --cri <its socket>` over this containerd's dirs and `kubelet`
+/// (learned from the runtime when `None`), as JSON. No output may hold a value of `guards`.
+fn scan(c: &Containerd, secrets: &Path, kubelet: Option<&Path>, guards: &[&str]) -> Value {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kresidue"));
+    cmd.args(["scan", "--root", "/", "--format", "json", "--secrets"])
         .arg(secrets)
         .arg("--cri")
         .arg(format!("unix://{}", c.sock().display()))
@@ -409,12 +422,12 @@ fn scan(c: &Containerd, secrets: &Path, kubelet: &Path, guards: &[&str]) -> Valu
         .arg(c.root())
         .arg("--containerd-state")
         .arg(c.state())
-        .arg("--kubelet-dir")
-        .arg(kubelet)
         .arg("--pod-log-dir")
-        .arg(c.pod_logs())
-        .output()
-        .unwrap();
+        .arg(c.pod_logs());
+    if let Some(k) = kubelet {
+        cmd.arg("--kubelet-dir").arg(k);
+    }
+    let out = cmd.output().unwrap();
     for stream in [&out.stdout, &out.stderr] {
         for g in guards {
             assert!(!contains(stream, g.as_bytes()), "a value is printed");
@@ -521,10 +534,12 @@ fn real_containerd_over_cri() {
         std::fs::write(vol.join("password"), &value).unwrap();
     }
 
+    let volume = kubelet.join("pods").join(POD_UID).join("volumes/kubernetes.io~secret/db");
     let (_, id) = c.run_pod(
         &mut cri,
         &[("MY_SECRET", &value)],
         "echo \"secret=$MY_SECRET\"; echo \"secret=$MY_SECRET\" > /out.txt; exec sleep 600",
+        &volume,
     );
     let snapshots = c.root().join("io.containerd.snapshotter.v1.overlayfs/snapshots");
     wait("the container writes /out.txt", || {
@@ -533,7 +548,8 @@ fn real_containerd_over_cri() {
             .unwrap_or(false)
     });
     let guards = [value.as_str(), baked.as_str()];
-    let report = scan(&c, &secrets, &kubelet, &guards);
+    // No --kubelet-dir: learned from where the container's volume is mounted from.
+    let report = scan(&c, &secrets, None, &guards);
     assert!(report["cri"]["runtime"].as_str().unwrap().starts_with("containerd "), "{report}");
     if std::env::var_os("KRESIDUE_UPDATE_FIXTURES").is_some() {
         save_fixtures(&c, &id);
@@ -590,7 +606,7 @@ fn real_containerd_over_cri() {
 
     // Stopped: the container still exists (exited), its leftovers are a dead container's.
     stop_container(&mut cri, &id);
-    let stopped = ours(&scan(&c, &secrets, &kubelet, &guards), &c, &kubelet, "shop/db");
+    let stopped = ours(&scan(&c, &secrets, Some(&kubelet), &guards), &c, &kubelet, "shop/db");
     let layer = stopped.iter().find(|r| r.0 == "containerd-snapshot");
     assert_eq!(
         layer,
@@ -613,7 +629,7 @@ fn real_containerd_over_cri() {
     // Removed: nothing is attributed to it; what remains (freed pages of meta.db not yet
     // reused, a layer not yet collected) is reported, marked for what it is.
     cri.remove_container(&id).unwrap();
-    let after = ours(&scan(&c, &secrets, &kubelet, &guards), &c, &kubelet, "shop/db");
+    let after = ours(&scan(&c, &secrets, Some(&kubelet), &guards), &c, &kubelet, "shop/db");
     assert!(
         after.iter().all(|f| f.3 != id),
         "nothing is attributed to a removed container: {after:#?}"

@@ -28,6 +28,8 @@ const UNKNOWN: &str = "ccccccccccccccccccccccccccccccccccccccccccccccccccccccccc
 struct Fake {
     pods: Vec<proto::PodSandbox>,
     containers: Vec<proto::Container>,
+    /// Host paths of each container's mounts (`ContainerStatus`).
+    mounts: HashMap<String, Vec<String>>,
 }
 
 fn sandbox(id: &str, uid: &str, state: proto::PodSandboxState) -> proto::PodSandbox {
@@ -134,9 +136,29 @@ impl RuntimeService for Fake {
     }
     async fn container_status(
         &self,
-        _: Request<proto::ContainerStatusRequest>,
+        request: Request<proto::ContainerStatusRequest>,
     ) -> Result<Response<proto::ContainerStatusResponse>, Status> {
-        Err(Status::unimplemented("fake"))
+        let id = request.into_inner().container_id;
+        let Some(c) = self.containers.iter().find(|c| c.id == id) else {
+            return Err(Status::not_found(format!("container {id}")));
+        };
+        let mounts = self.mounts.get(&id).into_iter().flatten();
+        let mounts = mounts
+            .map(|host| proto::Mount {
+                container_path: "/etc/db".into(),
+                host_path: host.clone(),
+                ..Default::default()
+            })
+            .collect();
+        Ok(Response::new(proto::ContainerStatusResponse {
+            status: Some(proto::ContainerStatus {
+                id: c.id.clone(),
+                metadata: c.metadata.clone(),
+                state: c.state,
+                mounts,
+                ..Default::default()
+            }),
+        }))
     }
 }
 
@@ -262,6 +284,7 @@ fn fake() -> Fake {
             container(RUNNING, "s1", "app", ContainerRunning),
             container(EXITED, "s2", "app", ContainerExited),
         ],
+        mounts: HashMap::new(),
     }
 }
 
@@ -445,4 +468,42 @@ fn socket_without_permission() {
     assert_eq!(report["cri"]["status"], "unreachable");
     let errors = report["errors"].to_string();
     assert!(errors.contains("Permission denied"), "{errors}");
+}
+
+/// Without `--kubelet-dir`, kubelet's root dir is learned from where a running container's
+/// volumes are mounted from (`ContainerStatus`): pods under a moved `--root-dir` are found.
+#[test]
+fn kubelet_dir_learned_from_the_runtime() {
+    let tree = NodeTree::with_kubelet_dir("/data/kubelet");
+    let value = String::from_utf8(fake_secret(5201)).unwrap();
+    let secrets = [Secret::opaque("shop", "db", &[("password", value.as_bytes())])];
+    tree.guard_secrets(&secrets);
+    tree.pod(READY_UID).secret_volume("db").key("password", value.as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let mut fake = fake();
+    fake.mounts.insert(
+        EXITED.into(),
+        vec![format!("/elsewhere/pods/{NOTREADY_UID}/volumes/kubernetes.io~secret/db")],
+    );
+    fake.mounts.insert(
+        RUNNING.into(),
+        vec![
+            "/etc/resolv.conf".into(),
+            format!("/data/kubelet/pods/{READY_UID}/volumes/kubernetes.io~secret/db"),
+        ],
+    );
+    let server = Server::grpc(fake);
+    let args = ["--secrets", path_arg(&file), "--format", "json"];
+    let out = tree.kr().scan_asking(&["--cri", &server.endpoint()], &args);
+    out.assert_code(1);
+    let findings = out.findings();
+    assert_eq!(findings.len(), 1, "{}", out.stdout_str());
+    assert_eq!(findings[0].site, "kubelet-secret-volume");
+    assert!(findings[0].path.starts_with("/data/kubelet/pods/"), "{}", findings[0].path);
+    assert_eq!(out.json()["findings"][0]["pod"]["live"], true);
+    // Given, it wins; without the runtime, the default is used.
+    let given = ["--kubelet-dir", "/var/lib/kubelet"];
+    let out = tree.kr().scan_asking(&["--cri", &server.endpoint()], &[&args[..], &given].concat());
+    assert!(out.findings().is_empty(), "{}", out.stdout_str());
+    assert!(tree.scan(&args).findings().is_empty());
 }

@@ -111,9 +111,9 @@ impl Client {
         let path = endpoint.path.clone();
         let connect = async move {
             // The URI is required by the API and ignored by the connector.
+            // Each call is bounded by `call`'s own timeout, one clock for all.
             tonic::transport::Endpoint::from_static("http://localhost")
                 .connect_timeout(timeout)
-                .timeout(timeout)
                 .connect_with_connector(tower::service_fn(move |_| {
                     let path = path.clone();
                     async move {
@@ -275,6 +275,35 @@ pub fn connect(
     Ok(Some((client, runtime)))
 }
 
+/// kubelet's root dir (its `--root-dir`), learned from where the runtime's running
+/// containers mount their volumes from: a mount's host path
+/// `<root-dir>/pods/<uid>/{volumes,volume-subpaths,etc-hosts,containers}/…` names it.
+/// Asks `ContainerStatus` of at most 16 running containers; `None` when none tells.
+pub fn kubelet_dir(client: &mut Client) -> Result<Option<PathBuf>, Error> {
+    let running = proto::ContainerState::ContainerRunning as i32;
+    let containers = client.containers()?;
+    for c in containers.iter().filter(|c| c.state == running).take(16) {
+        let Some(status) = client.container_status(&c.id)? else { continue };
+        if let Some(dir) = status.mounts.iter().find_map(|m| kubelet_root_of(&m.host_path)) {
+            return Ok(Some(dir));
+        }
+    }
+    Ok(None)
+}
+
+/// The kubelet root dir a pod's host path lies under, if it is one.
+fn kubelet_root_of(host_path: &str) -> Option<PathBuf> {
+    let parts: Vec<&str> = host_path.split('/').collect();
+    let is_uid = |s: &str| s.len() >= 8 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    let at = parts.windows(3).position(|w| {
+        w[0] == "pods"
+            && is_uid(w[1])
+            && matches!(w[2], "volumes" | "volume-subpaths" | "etc-hosts" | "containers")
+    })?;
+    let root = parts[..at].join("/");
+    root.starts_with('/').then(|| PathBuf::from(root))
+}
+
 /// A pod sandbox as the runtime reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pod {
@@ -409,6 +438,25 @@ mod tests {
         let decoded = proto::ListPodSandboxResponse::decode(&list[..]).unwrap();
         assert_eq!(decoded.items, vec![pod]);
         assert_eq!(decoded.items[0].state, proto::PodSandboxState::SandboxReady as i32);
+    }
+
+    #[test]
+    fn kubelet_root_from_mount_sources() {
+        let uid = "5d1c3b7a-0e2f-4a6b-8c9d-1e2f3a4b5c6d";
+        for (path, want) in [
+            (
+                format!("/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~secret/db"),
+                Some("/var/lib/kubelet"),
+            ),
+            (format!("/data/k/pods/{uid}/etc-hosts"), Some("/data/k")),
+            (format!("/srv/pods/{uid}/volume-subpaths/cfg/app/0"), Some("/srv")),
+            (format!("/var/lib/kubelet/pods/{uid}"), None),
+            ("/var/log/pods/shop_web-0_x/app".to_owned(), None),
+            (format!("pods/{uid}/volumes/x"), None),
+            ("/etc/resolv.conf".to_owned(), None),
+        ] {
+            assert_eq!(kubelet_root_of(&path), want.map(PathBuf::from), "{path}");
+        }
     }
 
     #[test]
