@@ -444,11 +444,11 @@ fn socket_without_permission() {
     let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n");
     let tree = NodeTree::new();
     tree.write("/etc/hostname", b"node-1\n");
+    let bin_dir = tempfile::tempdir().unwrap();
     let mut cmd = if root {
-        let bin_dir = tempfile::tempdir().unwrap().keep();
-        let bin = bin_dir.join("kresidue");
+        let bin = bin_dir.path().join("kresidue");
         std::fs::copy(assert_cmd::cargo::cargo_bin("kresidue"), &bin).unwrap();
-        for p in [&bin_dir, &bin] {
+        for p in [bin_dir.path(), &bin] {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         let mut c = Command::new("setpriv");
