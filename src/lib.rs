@@ -58,11 +58,11 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     // Connected (and the version asked) before the scan, so that `--require-cri` fails
     // fast; the pods are listed after it, so that a pod started meanwhile counts as live.
     let mut connected = match cri::connect(&cfg.cri, cfg.cri_timeout) {
-        Err((endpoint, e)) if cfg.require_cri => bail!("CRI {endpoint}: {e}"),
+        Err(u) if cfg.require_cri => bail!("{u}"),
         other => other,
     };
     // kubelet's root dir, when not given: where the runtime's containers mount volumes from.
-    if let Ok(Some((client, _))) = &mut connected {
+    if let Ok(Some(client)) = &mut connected {
         if !cfg.settings.layout.kubelet_dir_explicit {
             if let Ok(Some(dir)) = cri::kubelet_dir(client) {
                 cfg.settings.layout.kubelet_dir = dir;
@@ -73,30 +73,7 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let rules = if cfg.rules { rules::Rules::builtin(unix_now()) } else { rules::Rules::none() };
     let searchers = scan::Searchers { matcher: &matcher, rules: &rules };
     let mut result = scan::scan(&cfg.root, &cfg.settings, &searchers)?;
-    let unreachable = |endpoint: String, e: cri::Error, errors: &mut Vec<ScanError>| {
-        errors.push(ScanError { path: endpoint.clone(), error: format!("CRI: {e}") });
-        errors.sort();
-        CriInfo { status: CriStatus::Unreachable, endpoint: Some(endpoint), runtime: None }
-    };
-    let cri_info = match connected {
-        Ok(None) => CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None },
-        Ok(Some((mut client, runtime))) => {
-            let endpoint = client.endpoint().to_string();
-            match cri::Live::query(&mut client) {
-                Ok(live) => {
-                    scan::judge(&mut result.findings, &live);
-                    CriInfo {
-                        status: CriStatus::Ok,
-                        endpoint: Some(endpoint),
-                        runtime: Some(runtime),
-                    }
-                }
-                Err(e) if cfg.require_cri => bail!("CRI {endpoint}: {e}"),
-                Err(e) => unreachable(endpoint, e, &mut result.errors),
-            }
-        }
-        Err((endpoint, e)) => unreachable(endpoint, e, &mut result.errors),
-    };
+    let cri_info = cross_check(connected, &mut result, cfg.require_cri)?;
     let before = result.findings.len();
     result.findings.retain(|f| !cfg.baseline.contains(&f.id));
     let baselined = (before - result.findings.len()) as u64;
@@ -130,21 +107,58 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     Ok(Outcome { status: report.exit_status(cfg.fail_on), notes })
 }
 
+/// Asks the runtime what runs now and rates the findings by it; the report's `cri` block.
+/// A runtime that cannot be asked leaves liveness unknown and says why in `errors` (or
+/// fails the scan with `--require-cri`).
+fn cross_check(
+    connected: Result<Option<cri::Client>, cri::Unreachable>,
+    result: &mut scan::ScanResult,
+    require: bool,
+) -> Result<CriInfo> {
+    let asked = connected.and_then(|client| match client {
+        None => Ok(None),
+        Some(mut client) => client.live().map(|live| Some((client, live))),
+    });
+    Ok(match asked {
+        Ok(None) => CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None },
+        Ok(Some((client, live))) => {
+            scan::judge(&mut result.findings, &live);
+            CriInfo {
+                status: CriStatus::Ok,
+                endpoint: Some(client.endpoint().to_string()),
+                runtime: Some(client.runtime().to_owned()),
+            }
+        }
+        Err(u) if require => bail!("{u}"),
+        Err(u) => {
+            result
+                .errors
+                .push(ScanError { path: u.endpoint.clone(), error: format!("CRI: {}", u.error) });
+            result.errors.sort();
+            CriInfo { status: CriStatus::Unreachable, endpoint: Some(u.endpoint), runtime: None }
+        }
+    })
+}
+
 fn run_pods(args: &PodsArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let root =
         sys::RootDir::open(&args.root).with_context(|| format!("root {}", args.root.display()))?;
     let (choice, timeout) = config::cri_choice(&args.cri, false, &root)?;
-    if choice == cri::Choice::Disabled {
-        bail!("no container runtime to ask with --root other than /: give one with --cri");
-    }
-    let (mut client, runtime) = match cri::connect(&choice, timeout) {
-        Ok(Some(c)) => c,
-        Ok(None) => unreachable!("a disabled choice was refused above"),
-        Err((endpoint, e)) => bail!("CRI {endpoint}: {e}"),
+    let mut client = match cri::connect(&choice, timeout) {
+        Ok(Some(client)) => client,
+        Ok(None) => {
+            bail!("no container runtime to ask with --root other than /: give one with --cri")
+        }
+        Err(u) => bail!("{u}"),
     };
-    let endpoint = client.endpoint().to_string();
-    let live = cri::Live::query(&mut client).map_err(|e| anyhow::anyhow!("CRI {endpoint}: {e}"))?;
-    report::write_pods(&live, &endpoint, &runtime, args.format, stdout)?;
+    let live = client.live().map_err(|u| anyhow::anyhow!("{u}"))?;
+    report::write_pods(
+        &live,
+        &client.endpoint().to_string(),
+        client.runtime(),
+        args.format,
+        stdout,
+    )?;
     Ok(Outcome { status: ExitStatus::Clean, notes: Vec::new() })
 }
 

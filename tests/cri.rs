@@ -251,9 +251,7 @@ impl Drop for Server {
 /// container.
 fn node() -> (NodeTree, PathBuf) {
     let tree = NodeTree::new();
-    let value = String::from_utf8(fake_secret(5101)).unwrap();
-    let secrets = [Secret::opaque("shop", "db", &[("password", value.as_bytes())])];
-    tree.guard_secrets(&secrets);
+    let (value, secrets) = db_password(&tree, 5101);
     for uid in [READY_UID, NOTREADY_UID, GONE_UID] {
         tree.pod(uid).secret_volume("db").key("password", value.as_bytes());
     }
@@ -475,9 +473,7 @@ fn socket_without_permission() {
 #[test]
 fn kubelet_dir_learned_from_the_runtime() {
     let tree = NodeTree::with_kubelet_dir("/data/kubelet");
-    let value = String::from_utf8(fake_secret(5201)).unwrap();
-    let secrets = [Secret::opaque("shop", "db", &[("password", value.as_bytes())])];
-    tree.guard_secrets(&secrets);
+    let (value, secrets) = db_password(&tree, 5201);
     tree.pod(READY_UID).secret_volume("db").key("password", value.as_bytes());
     let file = tree.secrets_file("secrets.json", &secrets);
     let mut fake = fake();

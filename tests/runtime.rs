@@ -637,9 +637,7 @@ fn cri_line(second: u32, tag: &str, content: &str) -> String {
 #[test]
 fn pod_logs_partial_lines_and_rotations() {
     let tree = NodeTree::new();
-    let value = String::from_utf8(fake_secret(4501)).unwrap();
-    let secrets = [Secret::opaque("shop", "db", &[("password", value.as_bytes())])];
-    tree.guard_secrets(&secrets);
+    let (value, secrets) = db_password(&tree, 4501);
     let (head, tail) = value.split_at(value.len() / 2);
     let split = [
         cri_line(1, "F", "starting"),
@@ -686,9 +684,7 @@ fn pod_logs_partial_lines_and_rotations() {
 #[test]
 fn pod_log_gzip_bomb_and_damage_are_bounded() {
     let tree = NodeTree::new();
-    let value = String::from_utf8(fake_secret(4502)).unwrap();
-    let secrets = [Secret::opaque("shop", "db", &[("password", value.as_bytes())])];
-    tree.guard_secrets(&secrets);
+    let (value, secrets) = db_password(&tree, 4502);
     let mut bomb = cri_line(1, "F", &format!("pw {value}")).into_bytes();
     bomb.resize(80 << 20, b'\n');
     let packed = gzip(&bomb);

@@ -88,10 +88,12 @@ impl Error {
 
 /// A connection to a runtime.
 pub struct Client {
-    runtime: tokio::runtime::Runtime,
+    tokio: tokio::runtime::Runtime,
     inner: RuntimeServiceClient<Channel>,
     timeout: Duration,
     endpoint: Endpoint,
+    /// `<name> <version>` as `Version` said, once [`connect`] asked.
+    runtime: String,
 }
 
 impl std::fmt::Debug for Client {
@@ -103,7 +105,7 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// Connects to `endpoint` (the HTTP/2 handshake included) within `timeout`.
     pub fn connect(endpoint: &Endpoint, timeout: Duration) -> Result<Client, Error> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
+        let tokio = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()
@@ -123,19 +125,23 @@ impl Client {
                 }))
                 .await
         };
-        let channel = match runtime.block_on(async { tokio::time::timeout(timeout, connect).await })
-        {
+        let channel = match tokio.block_on(async { tokio::time::timeout(timeout, connect).await }) {
             Ok(Ok(channel)) => channel,
             Ok(Err(e)) => return Err(connect_error(&e)),
             Err(_) => return Err(Error(format!("no answer within {} s", timeout.as_secs_f64()))),
         };
         let inner = RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
-        Ok(Client { runtime, inner, timeout, endpoint: endpoint.clone() })
+        Ok(Client { tokio, inner, timeout, endpoint: endpoint.clone(), runtime: String::new() })
     }
 
     /// The endpoint this client is connected to.
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
+    }
+
+    /// The runtime's name and version (empty until [`connect`] asked `Version`).
+    pub fn runtime(&self) -> &str {
+        &self.runtime
     }
 
     /// Runs one call within the timeout: `call` gets the stub and returns its future.
@@ -146,7 +152,7 @@ impl Client {
     {
         let fut = call(self.inner.clone());
         let timeout = self.timeout;
-        match self.runtime.block_on(async { tokio::time::timeout(timeout, fut).await }) {
+        match self.tokio.block_on(async { tokio::time::timeout(timeout, fut).await }) {
             Ok(Ok(response)) => Ok(response.into_inner()),
             Ok(Err(status)) => Err(status_error(what, &status)),
             Err(_) => Err(Error(format!("{what}: no answer within {} s", timeout.as_secs_f64()))),
@@ -248,31 +254,55 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A runtime that could not be asked: where (the endpoint, or the sockets looked for)
+/// and why.
+#[derive(Clone, Debug)]
+pub struct Unreachable {
+    /// The endpoint, as `unix:///path`.
+    pub endpoint: String,
+    /// Why.
+    pub error: Error,
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CRI {}: {}", self.endpoint, self.error)
+    }
+}
+
+impl Client {
+    /// Every sandbox and container the runtime reports ([`Live::query`]), or why not.
+    pub fn live(&mut self) -> Result<Live, Unreachable> {
+        Live::query(self)
+            .map_err(|error| Unreachable { endpoint: self.endpoint.to_string(), error })
+    }
+}
+
 /// Connects to the runtime `choice` names and asks its version. `Ok(None)` when it is
-/// disabled; the error names the endpoint (or the sockets looked for) and the reason.
-pub fn connect(
-    choice: &Choice,
-    timeout: Duration,
-) -> Result<Option<(Client, String)>, (String, Error)> {
+/// disabled.
+pub fn connect(choice: &Choice, timeout: Duration) -> Result<Option<Client>, Unreachable> {
     let endpoint = match choice {
         Choice::Disabled => return Ok(None),
         Choice::Given(e) => e.clone(),
         Choice::Defaults => {
             let found = DEFAULT_ENDPOINTS.iter().find(|p| Path::new(p).exists());
             let Some(path) = found else {
-                return Err((
-                    DEFAULT_ENDPOINTS.map(|p| format!("unix://{p}")).join(", "),
-                    Error("no container runtime socket found (give one with --cri)".to_owned()),
-                ));
+                return Err(Unreachable {
+                    endpoint: DEFAULT_ENDPOINTS.map(|p| format!("unix://{p}")).join(", "),
+                    error: Error(
+                        "no container runtime socket found (give one with --cri)".to_owned(),
+                    ),
+                });
             };
             Endpoint { path: PathBuf::from(path) }
         }
     };
-    let shown = endpoint.to_string();
-    let mut client = Client::connect(&endpoint, timeout).map_err(|e| (shown.clone(), e))?;
-    let version = client.version().map_err(|e| (shown.clone(), e))?;
-    let runtime = format!("{} {}", version.runtime_name, version.runtime_version).trim().to_owned();
-    Ok(Some((client, runtime)))
+    let unreachable = |error| Unreachable { endpoint: endpoint.to_string(), error };
+    let mut client = Client::connect(&endpoint, timeout).map_err(unreachable)?;
+    let version = client.version().map_err(unreachable)?;
+    client.runtime =
+        format!("{} {}", version.runtime_name, version.runtime_version).trim().to_owned();
+    Ok(Some(client))
 }
 
 /// kubelet's root dir (its `--root-dir`), learned from where the runtime's running

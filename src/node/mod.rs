@@ -62,6 +62,18 @@ pub struct Ownership {
     pub images: Vec<String>,
 }
 
+impl Ownership {
+    /// A place of `site` and `category` owned by `container` of the pod `pod_uid`.
+    pub fn new(
+        site: SiteId,
+        category: Category,
+        container: Option<String>,
+        pod_uid: Option<String>,
+    ) -> Ownership {
+        Ownership { site, category, container, pod_uid, note: None, images: Vec::new() }
+    }
+}
+
 /// What an orphaned snapshot dir is.
 const ORPHAN: &str = "a snapshot dir the snapshotter's database does not know (an orphan \
     left by an interrupted removal)";
@@ -220,14 +232,8 @@ fn snapshots(root: &RootDir, ctrd: &Path, scopes: &mut Vec<Scope>, errors: &mut 
             .collect();
         ids.sort();
         for (id, name) in ids {
-            let mut own = Ownership {
-                site: SiteId::ContainerdSnapshot,
-                category: Category::ContainerLayer,
-                container: None,
-                pod_uid: None,
-                note: None,
-                images: Vec::new(),
-            };
+            let mut own =
+                Ownership::new(SiteId::ContainerdSnapshot, Category::ContainerLayer, None, None);
             match records.get(&id) {
                 Some(s) if s.kind == containerd::SnapshotKind::Committed => {
                     own.category = Category::ImageLayer;
@@ -303,14 +309,12 @@ fn bundles(root: &RootDir, tasks: &Path, scopes: &mut Vec<Scope>, errors: &mut V
             let name = id.to_string_lossy();
             scopes.push(Scope {
                 node_path: tasks.join(&ns).join(&id).join("config.json"),
-                kind: ScopeKind::Owned(Ownership {
-                    site: SiteId::OciBundle,
-                    category: Category::EnvPersisted,
-                    container: Some(name.strip_prefix('.').unwrap_or(&name).to_owned()),
-                    pod_uid: None,
-                    note: None,
-                    images: Vec::new(),
-                }),
+                kind: ScopeKind::Owned(Ownership::new(
+                    SiteId::OciBundle,
+                    Category::EnvPersisted,
+                    Some(name.strip_prefix('.').unwrap_or(&name).to_owned()),
+                    None,
+                )),
                 rel,
             });
         }

@@ -73,21 +73,13 @@ fn crio(root: &RootDir, graph: &Path, scopes: &mut Vec<Scope>) {
             Some((c, uid)) => (Category::ContainerLayer, Some(c.clone()), uid.clone()),
             None => (Category::ImageLayer, None, None),
         };
-        let layer =
-            Ownership { site, category, container, pod_uid, note: None, images: Vec::new() };
+        let layer = Ownership::new(site, category, container, pod_uid);
         push(root, &graph.join("overlay").join(&name).join("diff"), layer, scopes);
     }
     for name in dirs(root, &graph.join("overlay-containers")) {
         let Some(id) = name.to_str() else { continue };
         let pod_uid = by_container.get(id).copied().flatten().cloned();
-        let layer = Ownership {
-            site,
-            category: Category::EnvPersisted,
-            container: Some(id.to_owned()),
-            pod_uid,
-            note: None,
-            images: Vec::new(),
-        };
+        let layer = Ownership::new(site, Category::EnvPersisted, Some(id.to_owned()), pod_uid);
         let config = graph.join("overlay-containers").join(&name).join("userdata/config.json");
         push(root, &config, layer, scopes);
     }
@@ -103,14 +95,7 @@ fn docker(root: &RootDir, data: &Path, scopes: &mut Vec<Scope>) {
             c["Config"]["Labels"]["io.kubernetes.pod.uid"].as_str().map(str::to_owned)
         });
         configs.insert(id.to_owned(), uid.clone());
-        let layer = Ownership {
-            site,
-            category: Category::EnvPersisted,
-            container: Some(id.to_owned()),
-            pod_uid: uid,
-            note: None,
-            images: Vec::new(),
-        };
+        let layer = Ownership::new(site, Category::EnvPersisted, Some(id.to_owned()), uid);
         push(root, &config, layer, scopes);
     }
     // Writable layer id → container.
@@ -132,8 +117,7 @@ fn docker(root: &RootDir, data: &Path, scopes: &mut Vec<Scope>) {
             None => (Category::ImageLayer, None),
         };
         let pod_uid = container.as_ref().and_then(|c| configs.get(c).cloned().flatten());
-        let layer =
-            Ownership { site, category, container, pod_uid, note: None, images: Vec::new() };
+        let layer = Ownership::new(site, category, container, pod_uid);
         push(root, &data.join("overlay2").join(&name).join("diff"), layer, scopes);
     }
 }

@@ -21,8 +21,7 @@ pub fn write(
     let of = |sandbox: &str| -> Vec<&crate::cri::Container> {
         containers.iter().copied().filter(|c| c.sandbox == sandbox).collect()
     };
-    let ids: std::collections::HashSet<&str> =
-        live.pods.values().flatten().map(|p| p.id.as_str()).collect();
+    let ids: std::collections::HashSet<&str> = sandboxes.clone().map(|p| p.id.as_str()).collect();
     let orphans = containers.iter().filter(|c| !ids.contains(c.sandbox.as_str()));
     match format {
         FormatArg::Json => {

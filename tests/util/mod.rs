@@ -305,6 +305,15 @@ impl Secret {
     }
 }
 
+/// A generated value (from `seed`) as the Secret `shop/db`, key `password`, guarded on
+/// `tree` (no run may print it).
+pub fn db_password(tree: &NodeTree, seed: u64) -> (String, [Secret; 1]) {
+    let value = String::from_utf8(fake_secret(seed)).unwrap();
+    let secrets = [Secret::opaque("shop", "db", &[("password", value.as_bytes())])];
+    tree.guard_secrets(&secrets);
+    (value, secrets)
+}
+
 /// `kubectl get secrets -A -o json` output: a `List` of the secrets.
 pub fn kubectl_json(secrets: &[Secret]) -> Vec<u8> {
     let list = json!({
