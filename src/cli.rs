@@ -254,7 +254,9 @@ path and marked stale.
 With \fB\-\-root /\fR (or \fB\-\-cri\fR), kresidue asks the container runtime over CRI
 which sandboxes and containers exist. A pod is live when a sandbox with its uid exists
 in any state; a container when it is running or created. A container's env at rest or
-writable layer whose container is exited or gone is \fBdead\-container\fR. A runtime
+writable layer whose container is exited or gone is \fBdead\-container\fR; a secret
+volume of a pod with no sandbox is \fBorphaned\-volume\fR; a live pod's subPath copy
+of the value its volume holds now is \fBinfo\fR, of any other value stale. A runtime
 that cannot be asked within \fB\-\-cri\-timeout\fR leaves every \fBlive\fR null,
 \fBcri.status\fR \fBunreachable\fR and the reason in \fBerrors\fR.
 \fBkresidue pods\fR lists what the runtime reports.
@@ -269,7 +271,7 @@ subject, audience and expiry.
 severity = place + (material \- high) + (1 if the label is \fBrevoked\fR), clamped to
 info..critical.
 Place, with the owner unknown / dead / alive: \fBnon\-tmpfs\-volume\fR
-critical/critical/high, \fBorphaned\-volume\fR high/critical/info,
+critical/(orphaned)/high, \fBorphaned\-volume\fR high/critical/info,
 \fBstale\-subpath\fR medium/high/medium, \fBenv\-persisted\fR and
 \fBcontainer\-layer\fR high/\fBdead\-container\fR high/medium, \fBimage\-layer\fR and
 \fBpod\-log\fR high, \fBetcd\-plaintext\fR critical, \fBother\fR high/high/medium;

@@ -610,7 +610,21 @@ fn category(job: &FileJob, on_tmpfs: bool) -> Category {
 /// id; by name within its pod where only the name is known, as for pod logs). A place
 /// owned by a container (its env at rest, its writable layer) takes the container's
 /// liveness, falling back to its pod's; every other place takes its pod's.
+///
+/// A live pod's subPath copy holding what its volume holds now (the same fingerprinted
+/// value, not labelled revoked) is expected (`info`); any other subPath copy of a live pod
+/// holds a stale value and stays `stale-subpath`.
 pub fn judge(findings: &mut [Finding], live: &crate::cri::Live) {
+    // What each pod's volumes hold now: (pod uid, volume, fingerprinted value).
+    let current: std::collections::BTreeSet<(String, String, MatchInfo)> = findings
+        .iter()
+        .filter(|f| f.matched.kind == MatchKind::Fingerprint && f.site != SiteId::KubeletSubpath)
+        .filter_map(|f| {
+            let uid = f.pod.as_ref()?.uid.as_str();
+            let vol = pod_volume(f.site, &f.path, uid)?;
+            Some((uid.to_owned(), vol.to_owned(), f.matched.clone()))
+        })
+        .collect();
     for f in findings {
         let pod = f.pod.as_mut().map(|p| {
             p.live = Some(live.pod_live(&p.uid));
@@ -630,10 +644,31 @@ pub fn judge(findings: &mut [Finding], live: &crate::cri::Live) {
             }
             _ => pod_live,
         };
-        let (category, place) = place(f.category, f.stale, owner_live);
+        let (category, mut place) = place(f.category, f.stale, owner_live);
+        if category == Category::StaleSubpath && owner_live == Some(true) && !f.material.revoked {
+            let uid = f.pod.as_ref().map_or("", |p| p.uid.as_str());
+            let vol = pod_volume(f.site, &f.path, uid).unwrap_or_default();
+            if current.contains(&(uid.to_owned(), vol.to_owned(), f.matched.clone())) {
+                place = Severity::Info;
+            }
+        }
         f.category = category;
         f.severity = rank(place, f.material.severity, f.material.revoked);
     }
+}
+
+/// The volume name a kubelet volume or subPath finding of pod `uid` is in, from its path:
+/// `…/pods/<uid>/volumes/<plugin>/<vol>/…` or `…/pods/<uid>/volume-subpaths/<vol>/…`.
+fn pod_volume<'a>(site: SiteId, path: &'a str, uid: &str) -> Option<&'a str> {
+    let (_, rest) = path.split_once(&format!("/pods/{uid}/"))?;
+    let rest = match site {
+        SiteId::KubeletSubpath => rest.strip_prefix("volume-subpaths/")?,
+        SiteId::KubeletSecretVolume | SiteId::KubeletProjectedVolume | SiteId::KubeletCsiVolume => {
+            rest.strip_prefix("volumes/")?.split_once('/')?.1
+        }
+        _ => return None,
+    };
+    rest.split('/').next()
 }
 
 /// Category and place severity (the README's severity model) of a place of `category`:
@@ -643,6 +678,10 @@ pub fn judge(findings: &mut [Finding], live: &crate::cri::Live) {
 pub fn place(category: Category, stale: bool, live: Option<bool>) -> (Category, Severity) {
     use Severity::{Critical, High, Info, Medium};
     let (category, [unknown, dead, alive]) = match category {
+        // A volume of a pod that has no sandbox is orphaned, on tmpfs or not.
+        Category::NonTmpfsVolume if live == Some(false) => {
+            (Category::OrphanedVolume, [Critical, Critical, Critical])
+        }
         Category::NonTmpfsVolume => (category, [Critical, Critical, High]),
         Category::OrphanedVolume => (category, [High, Critical, Info]),
         Category::StaleSubpath => (category, [Medium, High, Medium]),

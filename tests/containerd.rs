@@ -565,7 +565,8 @@ fn real_containerd_over_cri() {
             (true, true) => ("orphaned-volume", "info"),
             (true, false) => ("orphaned-volume", "critical"),
             (false, true) => ("non-tmpfs-volume", "high"),
-            (false, false) => ("non-tmpfs-volume", "critical"),
+            // A pod with no sandbox: its volume is orphaned, on disk or not.
+            (false, false) => ("orphaned-volume", "critical"),
         };
         row("kubelet-secret-volume", category, severity, "-", uid, None, Some(live))
     };

@@ -372,7 +372,8 @@ fn liveness_from_a_fake_runtime() {
         .collect();
     assert_eq!(by_pod[READY_UID], (s(volume), s(live_sev), Some(true)));
     assert_eq!(by_pod[NOTREADY_UID], (s(volume), s(live_sev), Some(true)));
-    assert_eq!(by_pod[GONE_UID], (s(volume), s(dead_sev), Some(false)));
+    // No sandbox: orphaned, on disk or not.
+    assert_eq!(by_pod[GONE_UID], (s("orphaned-volume"), s(dead_sev), Some(false)));
     drop(server);
 }
 
@@ -502,4 +503,54 @@ fn kubelet_dir_learned_from_the_runtime() {
     let out = tree.kr().scan_asking(&["--cri", &server.endpoint()], &[&args[..], &given].concat());
     assert!(out.findings().is_empty(), "{}", out.stdout_str());
     assert!(tree.scan(&args).findings().is_empty());
+}
+
+/// SubPath copies: a live pod's copy of what its volume holds now is expected (`info`); a
+/// copy of a value labelled revoked, or of a value its volume no longer holds, is a stale
+/// value (`stale-subpath`, medium, one step up when revoked); a dead pod's copy is high.
+#[test]
+fn subpath_copies_current_and_stale() {
+    let tree = NodeTree::new();
+    let vals: Vec<String> =
+        (0..3).map(|i| String::from_utf8(fake_secret(5301 + i)).unwrap()).collect();
+    let current = [
+        Secret::opaque("shop", "db", &[("password", vals[0].as_bytes())]),
+        Secret::opaque("shop", "api", &[("token", vals[2].as_bytes())]),
+    ];
+    let revoked = [Secret::opaque("shop", "old", &[("password", vals[1].as_bytes())])];
+    tree.guard_secrets(&current);
+    tree.guard_secrets(&revoked);
+    let live = tree.pod(READY_UID);
+    live.secret_volume("db").key("password", vals[0].as_bytes());
+    live.subpath("db", "app", 0, vals[0].as_bytes());
+    live.subpath("db", "app", 1, vals[1].as_bytes());
+    live.subpath("db", "app", 2, vals[2].as_bytes());
+    tree.pod(GONE_UID).subpath("db", "app", 0, vals[0].as_bytes());
+    let current_file = tree.secrets_file("current.json", &current);
+    let revoked_file = tree.secrets_file("revoked.json", &revoked);
+    let current_fp = tree.fingerprint_file(&current_file, &[], "current.fp");
+    let revoked_fp = tree.fingerprint_file(&revoked_file, &["--label", "revoked"], "revoked.fp");
+    let server = Server::grpc(fake());
+    let fps = ["--fingerprints", path_arg(&current_fp), "--fingerprints", path_arg(&revoked_fp)];
+    let out = tree
+        .kr()
+        .scan_asking(&["--cri", &server.endpoint()], &[&fps[..], &["--format", "json"]].concat());
+    let got: Vec<(String, String, String)> = out
+        .findings()
+        .into_iter()
+        .filter(|f| f.site == "kubelet-subpath")
+        .map(|f| (f.path.clone(), f.category.clone(), f.severity.clone()))
+        .collect();
+    let sub = |uid: &str, i: u32, severity: &str| {
+        let path = format!("/var/lib/kubelet/pods/{uid}/volume-subpaths/db/app/{i}");
+        (path, "stale-subpath".to_owned(), severity.to_owned())
+    };
+    let mut want = vec![
+        sub(READY_UID, 0, "info"),
+        sub(READY_UID, 1, "high"),
+        sub(READY_UID, 2, "medium"),
+        sub(GONE_UID, 0, "high"),
+    ];
+    want.sort();
+    assert_eq!(got, want, "{}", out.stdout_str());
 }
