@@ -554,3 +554,76 @@ fn subpath_copies_current_and_stale() {
     want.sort();
     assert_eq!(got, want, "{}", out.stdout_str());
 }
+
+/// Unmounts on drop.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Real tmpfs volumes (as root, which CI is): a live pod's is expected (`info`), a pod
+/// with no sandbox's is `orphaned-volume` and critical, and without the runtime
+/// `orphaned-volume` and high; a volume on disk of a live pod is `non-tmpfs-volume`.
+#[test]
+// The skip message is for the person running the tests.
+#[allow(clippy::print_stderr)]
+fn tmpfs_volumes_by_liveness() {
+    if !Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n") {
+        eprintln!("skipped: mounting tmpfs needs root");
+        return;
+    }
+    let tree = NodeTree::new();
+    let (value, secrets) = db_password(&tree, 5401);
+    let mut mounts = Vec::new();
+    for uid in [READY_UID, GONE_UID] {
+        let dir = tree.host(format!("/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~secret/db"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mount tmpfs at {}", dir.display());
+        mounts.push(Mounted(dir.clone()));
+        std::fs::write(dir.join("password"), &value).unwrap();
+    }
+    tree.pod(NOTREADY_UID).secret_volume("db").key("password", value.as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let server = Server::grpc(fake());
+    let args = ["--secrets", path_arg(&file), "--format", "json"];
+    let by_pod = |out: &Out| -> Vec<(String, String, String)> {
+        out.findings()
+            .into_iter()
+            .map(|f| (f.raw["pod"]["uid"].as_str().unwrap().to_owned(), f.category, f.severity))
+            .collect()
+    };
+    let row = |uid: &str, category: &str, severity: &str| {
+        (uid.to_owned(), category.to_owned(), severity.to_owned())
+    };
+    let asked = tree.kr().scan_asking(&["--cri", &server.endpoint()], &args);
+    assert_eq!(
+        by_pod(&asked),
+        vec![
+            row(READY_UID, "orphaned-volume", "info"),
+            row(NOTREADY_UID, "non-tmpfs-volume", "high"),
+            row(GONE_UID, "orphaned-volume", "critical"),
+        ],
+        "{}",
+        asked.stdout_str()
+    );
+    let unknown = tree.scan(&args);
+    assert_eq!(
+        by_pod(&unknown),
+        vec![
+            row(READY_UID, "orphaned-volume", "high"),
+            row(NOTREADY_UID, "non-tmpfs-volume", "critical"),
+            row(GONE_UID, "orphaned-volume", "high"),
+        ],
+        "{}",
+        unknown.stdout_str()
+    );
+    drop(mounts);
+}

@@ -18,7 +18,8 @@
 //!   container is stopped, then removed.
 //! - `cri`: a fake CRI server speaking the same proto: NOTREADY sandboxes, exited and
 //!   unknown containers; runtimes that never answer or answer garbage, a missing socket, a
-//!   socket without permission; `--require-cri`.
+//!   socket without permission; `--require-cri`; kubelet's dir learned from mounts; subPath
+//!   copies current and stale; real tmpfs volumes of live, dead and unknown pods.
 //! - `runtime`: containerd's `meta.db` (generated with the crate's bbolt writer):
 //!   attribution to containers and pods, freed pages, damaged databases.
 //! - `safety`: FIFOs, sockets, symlinks out of the root, loops, deep trees, a 1 GiB sparse
