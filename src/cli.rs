@@ -52,6 +52,55 @@ pub enum Command {
     /// any state, a container when it is running or created.
     #[command(after_help = EXIT_CODES)]
     Pods(PodsArgs),
+    /// Remove residue that is provably orphaned: a dry run (the plan) unless --apply.
+    ///
+    /// Runs the scan, then plans the removal of the secret, projected and CSI volume dirs
+    /// and subPath copies of pods that have no sandbox at all in the container runtime and
+    /// whose pod dir is older than --min-age, and of the pod dir once nothing but kubelet's
+    /// bookkeeping remains in it; with --remove-exited-containers also the exited
+    /// containers holding secrets, through CRI RemoveContainer. Nothing else is ever
+    /// removed: the report says what is left and the manual step to take. See CLEANUP in
+    /// kresidue(1).
+    #[command(after_help = CLEAN_EXIT_CODES)]
+    Clean(Box<CleanArgs>),
+}
+
+const CLEAN_EXIT_CODES: &str = "\
+Exit codes:
+  0  the plan was printed (dry run), or everything planned was done (--apply)
+  1  some planned action was refused or failed (--apply)
+  2  the job could not be done (bad arguments, unreadable root, runtime not reachable with
+     --apply, the lock held by another run)";
+
+/// Arguments of `kresidue clean`.
+#[derive(Debug, Args)]
+pub struct CleanArgs {
+    /// What to search and where (as for `scan`).
+    #[command(flatten)]
+    pub search: SearchArgs,
+
+    /// Carry the plan out (without it, only print it).
+    #[arg(long)]
+    pub apply: bool,
+
+    /// Only pods whose pod dir was last modified at least this long ago (`90s`, `30m`,
+    /// `1h`, `2d`).
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub min_age: String,
+
+    /// Append every action to this JSON-lines journal (fsynced before the action is
+    /// done, and its result after).
+    #[arg(long, value_name = "FILE", default_value = "/var/log/kresidue/clean.jsonl")]
+    pub journal: PathBuf,
+
+    /// Also remove exited containers whose writable layer, bundle or stored spec holds
+    /// secrets, through the runtime (CRI RemoveContainer).
+    #[arg(long)]
+    pub remove_exited_containers: bool,
+
+    /// Testing aid: after planning, create DIR/planned and wait until DIR/go exists.
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub apply_gate: Option<PathBuf>,
 }
 
 /// Arguments of `kresidue rules`.
@@ -65,6 +114,22 @@ pub struct RulesArgs {
 /// Arguments of `kresidue scan`.
 #[derive(Debug, Args)]
 pub struct ScanArgs {
+    /// What to search and where (shared with `clean`).
+    #[command(flatten)]
+    pub search: SearchArgs,
+
+    /// Leave out the findings of an earlier JSON report (matched by finding id).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+
+    /// Exit with 1 when a finding has at least this severity.
+    #[arg(long, value_enum, value_name = "SEVERITY", default_value_t = FailOn::Low)]
+    pub fail_on: FailOn,
+}
+
+/// What to search for and where: the options `scan` and `clean` share.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
     /// Root of the node's filesystem; every path is read beneath it and nothing outside
     /// it is ever read (symlinks are not followed out of it).
     #[arg(long, value_name = "DIR", default_value = "/")]
@@ -83,10 +148,6 @@ pub struct ScanArgs {
     #[arg(long)]
     pub no_rules: bool,
 
-    /// Leave out the findings of an earlier JSON report (matched by finding id).
-    #[arg(long, value_name = "FILE")]
-    pub baseline: Option<PathBuf>,
-
     /// Label given to the values read with --secrets.
     #[arg(long, value_name = "LABEL", default_value = "current")]
     pub label: String,
@@ -98,10 +159,6 @@ pub struct ScanArgs {
     /// Write the report to FILE (atomically: a temporary file renamed into place).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-
-    /// Exit with 1 when a finding has at least this severity.
-    #[arg(long, value_enum, value_name = "SEVERITY", default_value_t = FailOn::Low)]
-    pub fail_on: FailOn,
 
     /// Worker threads [default: the number of cores, at most 4].
     #[arg(long, value_name = "N")]
@@ -150,6 +207,11 @@ pub struct ScanArgs {
     /// Print nothing but the report.
     #[arg(short, long)]
     pub quiet: bool,
+
+    /// The run lock: `scan` and a dry-run `clean` hold it shared, `clean --apply`
+    /// exclusively, so a cleanup never overlaps another run.
+    #[arg(long, value_name = "FILE", default_value = "/run/lock/kresidue.lock")]
+    pub lock: PathBuf,
 
     /// Bytes read per buffer (testing aid).
     #[arg(long, value_name = "BYTES", hide = true)]

@@ -1,7 +1,7 @@
 //! Validated settings: turns raw command-line arguments into what a run needs, failing
 //! fast (exit 2) before any file under the root is read.
 
-use crate::cli::{CriArgs, FailOn, FormatArg, ScanArgs};
+use crate::cli::{CriArgs, FailOn, FormatArg, SearchArgs};
 use crate::cri;
 use crate::finding::Severity;
 use crate::fingerprint::{self, BuildStats, FingerprintSet};
@@ -30,14 +30,12 @@ pub struct ScanConfig {
     pub secrets_stats: Option<BuildStats>,
     /// Whether the built-in rules run.
     pub rules: bool,
-    /// Finding ids of the `--baseline` report, to leave out.
-    pub baseline: HashSet<String>,
+    /// The run lock file.
+    pub lock: PathBuf,
     /// Report format.
     pub format: Format,
     /// Report file, or stdout.
     pub output: Option<PathBuf>,
-    /// `--fail-on` threshold (`None` = never).
-    pub fail_on: Option<Severity>,
     /// Which container runtime to ask which pods live.
     pub cri: cri::Choice,
     /// The timeout of each CRI call.
@@ -48,7 +46,7 @@ pub struct ScanConfig {
 
 impl ScanConfig {
     /// Validates `args`: opens the root, reads fingerprint files and kubectl JSON.
-    pub fn from_args(args: &ScanArgs) -> Result<ScanConfig> {
+    pub fn from_args(args: &SearchArgs) -> Result<ScanConfig> {
         let root =
             RootDir::open(&args.root).with_context(|| format!("root {}", args.root.display()))?;
         if !root.path().is_dir() {
@@ -85,10 +83,6 @@ impl ScanConfig {
             bail!("nothing to look for: --no-rules without --fingerprints FILE or --secrets FILE");
         }
         let (cri, cri_timeout) = cri_choice(&args.cri, args.no_cri, &root)?;
-        let baseline = match &args.baseline {
-            Some(path) => read_baseline(path)?,
-            None => HashSet::new(),
-        };
         let kubelet_dir_explicit = args.kubelet_dir.is_some();
         let kubelet_dir =
             node_path(args.kubelet_dir.as_deref().unwrap_or(Path::new(DEFAULT_KUBELET_DIR)));
@@ -121,27 +115,31 @@ impl ScanConfig {
             sets,
             secrets_stats,
             rules: !args.no_rules,
-            baseline,
+            lock: args.lock.clone(),
             format: match args.format {
                 FormatArg::Table => Format::Table,
                 FormatArg::Json => Format::Json,
             },
             output: args.output.clone(),
-            fail_on: match args.fail_on {
-                FailOn::Critical => Some(Severity::Critical),
-                FailOn::High => Some(Severity::High),
-                FailOn::Medium => Some(Severity::Medium),
-                FailOn::Low => Some(Severity::Low),
-                FailOn::Info => Some(Severity::Info),
-                FailOn::Never => None,
-            },
         })
+    }
+}
+
+/// The `--fail-on` threshold (`None` = never).
+pub fn fail_on(arg: FailOn) -> Option<Severity> {
+    match arg {
+        FailOn::Critical => Some(Severity::Critical),
+        FailOn::High => Some(Severity::High),
+        FailOn::Medium => Some(Severity::Medium),
+        FailOn::Low => Some(Severity::Low),
+        FailOn::Info => Some(Severity::Info),
+        FailOn::Never => None,
     }
 }
 
 /// The finding ids of an earlier `kresidue/report/v1` JSON report. Errors name the
 /// position of a syntax error, never the file's content.
-fn read_baseline(path: &Path) -> Result<HashSet<String>> {
+pub fn read_baseline(path: &Path) -> Result<HashSet<String>> {
     #[derive(serde::Deserialize)]
     struct Baseline {
         schema: String,

@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod bbolt;
+pub mod clean;
 pub mod cli;
 pub mod config;
 pub mod cri;
@@ -26,7 +27,7 @@ pub mod sys;
 pub mod walk;
 
 use anyhow::{bail, Context, Result};
-use cli::{Cli, Command, FingerprintArgs, PodsArgs, RulesArgs, ScanArgs};
+use cli::{CleanArgs, Cli, Command, FingerprintArgs, PodsArgs, RulesArgs, ScanArgs};
 use finding::{CriInfo, CriStatus, ExitStatus, Report, ScanError, Summary};
 use fingerprint::{BuildStats, FingerprintSet, MAX_FORM_LEN, MIN_VALUE_LEN};
 use std::io::{Read, Write};
@@ -49,33 +50,21 @@ pub fn run(cli: Cli, stdout: &mut dyn Write) -> Result<Outcome> {
         Command::Fingerprint(args) => run_fingerprint(&args, stdout),
         Command::Rules(args) => run_rules(&args, stdout),
         Command::Pods(args) => run_pods(&args, stdout),
+        Command::Clean(args) => run_clean(&args, stdout),
     }
 }
 
 fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let started = Instant::now();
-    let mut cfg = config::ScanConfig::from_args(args)?;
-    // Connected (and the version asked) before the scan, so that `--require-cri` fails
-    // fast; the pods are listed after it, so that a pod started meanwhile counts as live.
-    let mut connected = match cri::connect(&cfg.cri, cfg.cri_timeout) {
-        Err(u) if cfg.require_cri => bail!("{u}"),
-        other => other,
+    let mut cfg = config::ScanConfig::from_args(&args.search)?;
+    let baseline = match &args.baseline {
+        Some(path) => config::read_baseline(path)?,
+        None => Default::default(),
     };
-    // kubelet's root dir, when not given: where the runtime's containers mount volumes from.
-    if let Ok(Some(client)) = &mut connected {
-        if !cfg.settings.layout.kubelet_dir_explicit {
-            if let Ok(Some(dir)) = cri::kubelet_dir(client) {
-                cfg.settings.layout.kubelet_dir = dir;
-            }
-        }
-    }
-    let matcher = matcher::Matcher::new(cfg.sets);
-    let rules = if cfg.rules { rules::Rules::builtin(unix_now()) } else { rules::Rules::none() };
-    let searchers = scan::Searchers { matcher: &matcher, rules: &rules };
-    let mut result = scan::scan(&cfg.root, &cfg.settings, &searchers)?;
-    let cri_info = cross_check(connected, &mut result, cfg.require_cri)?;
+    let _lock = take_lock(&cfg.lock, false)?;
+    let (mut result, cri_info, _) = scan_and_ask(&mut cfg)?;
     let before = result.findings.len();
-    result.findings.retain(|f| !cfg.baseline.contains(&f.id));
+    result.findings.retain(|f| !baseline.contains(&f.id));
     let baselined = (before - result.findings.len()) as u64;
     let report = Report {
         schema: Report::SCHEMA,
@@ -101,33 +90,169 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         None => report::write(&report, cfg.format, stdout)?,
     }
     let mut notes = Vec::new();
-    if let Some(stats) = cfg.secrets_stats {
-        notes.extend(skip_note(&stats));
+    if let Some(stats) = &cfg.secrets_stats {
+        notes.extend(skip_note(stats));
     }
-    Ok(Outcome { status: report.exit_status(cfg.fail_on), notes })
+    Ok(Outcome { status: report.exit_status(config::fail_on(args.fail_on)), notes })
 }
 
-/// Asks the runtime what runs now and rates the findings by it; the report's `cri` block.
-/// A runtime that cannot be asked leaves liveness unknown and says why in `errors` (or
-/// fails the scan with `--require-cri`).
+/// A runtime that answered, and its answer.
+type Asked = Option<(cri::Client, cri::Live)>;
+
+/// Takes the run lock: shared for a scan or a dry run, exclusive to change the tree. A
+/// run that cannot create or open the lock file runs without it unless it must hold it.
+fn take_lock(path: &Path, exclusive: bool) -> Result<Option<sys::Lock>> {
+    match sys::lock(path, exclusive) {
+        Ok(Some(lock)) => Ok(Some(lock)),
+        Ok(None) if exclusive => {
+            bail!(
+                "another kresidue run holds the lock {}: try again when it has finished",
+                path.display()
+            )
+        }
+        Ok(None) => bail!(
+            "kresidue clean --apply holds the lock {}: try again when it has finished",
+            path.display()
+        ),
+        Err(e) if exclusive => bail!("cannot take the lock {}: {e}", path.display()),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The scan of `cfg`, with the runtime asked: connected (and the version asked) before
+/// the scan, so that `--require-cri` fails fast, and the pods listed after it, so that a
+/// pod started meanwhile counts as live. kubelet's root dir, when not given, is learned
+/// from where the runtime's containers mount volumes from.
+fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<(scan::ScanResult, CriInfo, Asked)> {
+    let mut connected = match cri::connect(&cfg.cri, cfg.cri_timeout) {
+        Err(u) if cfg.require_cri => bail!("{u}"),
+        other => other,
+    };
+    if let Ok(Some(client)) = &mut connected {
+        if !cfg.settings.layout.kubelet_dir_explicit {
+            if let Ok(Some(dir)) = cri::kubelet_dir(client) {
+                cfg.settings.layout.kubelet_dir = dir;
+            }
+        }
+    }
+    let matcher = matcher::Matcher::new(std::mem::take(&mut cfg.sets));
+    let rules = if cfg.rules { rules::Rules::builtin(unix_now()) } else { rules::Rules::none() };
+    let searchers = scan::Searchers { matcher: &matcher, rules: &rules };
+    let mut result = scan::scan(&cfg.root, &cfg.settings, &searchers)?;
+    let (info, asked) = cross_check(connected, &mut result, cfg.require_cri)?;
+    Ok((result, info, asked))
+}
+
+fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
+    let mut cfg = config::ScanConfig::from_args(&args.search)?;
+    let min_age = humantime::parse_duration(&args.min_age)
+        .map_err(|e| anyhow::anyhow!("--min-age {:?}: {e}", args.min_age))?
+        .as_secs();
+    if args.apply {
+        if matches!(cfg.cri, cri::Choice::Disabled) {
+            bail!("clean --apply needs the container runtime to prove pods dead: give --cri ENDPOINT (and not --no-cri)");
+        }
+        cfg.require_cri = true;
+    }
+    let _lock = take_lock(&cfg.lock, args.apply)?;
+    let (result, cri_info, asked) = scan_and_ask(&mut cfg)?;
+    let kubelet_dir = cfg.settings.layout.kubelet_dir.clone();
+    let mounts = sys::mount::mounts().unwrap_or_default();
+    let (pods, mut errors) = clean::survey(&cfg.root, &kubelet_dir, &mounts);
+    let opts = clean::PlanOptions { min_age, remove_exited: args.remove_exited_containers };
+    let (mut client, live) = match asked {
+        Some((client, live)) => (Some(client), Some(live)),
+        None => (None, None),
+    };
+    let mut plan = clean::plan(&result.findings, live.as_ref(), &pods, unix_now(), &opts);
+    if let Some(gate) = &args.apply_gate {
+        gate_wait(gate)?;
+    }
+    if let (true, Some(client)) = (args.apply, client.as_mut()) {
+        if !plan.actions.is_empty() {
+            let run = format!("{}-{}", unix_now(), std::process::id());
+            let mut journal = clean::journal::Journal::open(&args.journal, run)?;
+            let mut cx = clean::apply::Context {
+                root: &cfg.root,
+                kubelet_dir: &kubelet_dir,
+                client,
+                journal: &mut journal,
+                min_age,
+            };
+            clean::apply::apply(&mut plan.actions, &mut cx)
+                .with_context(|| format!("journal {}", args.journal.display()))?;
+        }
+    }
+    errors.extend(result.errors);
+    errors.sort();
+    let summary = clean::CleanSummary::of(
+        result.findings.len() as u64,
+        &plan.actions,
+        &plan.left,
+        args.apply,
+    );
+    let report = clean::CleanReport {
+        schema: clean::CleanReport::SCHEMA,
+        root: report::display_path(cfg.root_arg.as_os_str()),
+        node: node_name(&cfg.root),
+        cri: cri_info,
+        applied: args.apply,
+        min_age_seconds: min_age,
+        summary,
+        actions: plan.actions,
+        left: plan.left,
+        errors,
+    };
+    match &cfg.output {
+        Some(path) => report::write_atomic(path, |w| report::clean::write(&report, cfg.format, w))?,
+        None => report::clean::write(&report, cfg.format, stdout)?,
+    }
+    let mut notes = Vec::new();
+    // The table says so itself; JSON and files get it on stderr.
+    if report.actions.is_empty() && (cfg.format != report::Format::Table || cfg.output.is_some()) {
+        notes.push("nothing to do: no provably orphaned residue".to_owned());
+    }
+    let unfinished = report.summary.refused + report.summary.failed > 0;
+    let status = if args.apply && unfinished { ExitStatus::Findings } else { ExitStatus::Clean };
+    Ok(Outcome { status, notes })
+}
+
+/// Testing aid (`--apply-gate DIR`): says the plan is made (`DIR/planned`), then waits
+/// for `DIR/go` (at most a minute).
+fn gate_wait(dir: &Path) -> Result<()> {
+    std::fs::write(dir.join("planned"), b"")?;
+    let until = Instant::now() + std::time::Duration::from_secs(60);
+    while !dir.join("go").exists() {
+        if Instant::now() > until {
+            bail!("--apply-gate: {} never appeared", dir.join("go").display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Asks the runtime what runs now and rates the findings by it; the report's `cri` block,
+/// and the client with its answer. A runtime that cannot be asked leaves liveness unknown
+/// and says why in `errors` (or fails the scan with `--require-cri`).
 fn cross_check(
     connected: Result<Option<cri::Client>, cri::Unreachable>,
     result: &mut scan::ScanResult,
     require: bool,
-) -> Result<CriInfo> {
+) -> Result<(CriInfo, Asked)> {
     let asked = connected.and_then(|client| match client {
         None => Ok(None),
         Some(mut client) => client.live().map(|live| Some((client, live))),
     });
     Ok(match asked {
-        Ok(None) => CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None },
+        Ok(None) => (CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None }, None),
         Ok(Some((client, live))) => {
             scan::judge(&mut result.findings, &live);
-            CriInfo {
+            let info = CriInfo {
                 status: CriStatus::Ok,
                 endpoint: Some(client.endpoint().to_string()),
                 runtime: Some(client.runtime().to_owned()),
-            }
+            };
+            (info, Some((client, live)))
         }
         Err(u) if require => bail!("{u}"),
         Err(u) => {
@@ -135,7 +260,12 @@ fn cross_check(
                 .errors
                 .push(ScanError { path: u.endpoint.clone(), error: format!("CRI: {}", u.error) });
             result.errors.sort();
-            CriInfo { status: CriStatus::Unreachable, endpoint: Some(u.endpoint), runtime: None }
+            let info = CriInfo {
+                status: CriStatus::Unreachable,
+                endpoint: Some(u.endpoint),
+                runtime: None,
+            };
+            (info, None)
         }
     })
 }
@@ -222,7 +352,7 @@ fn run_rules(args: &RulesArgs, stdout: &mut dyn Write) -> Result<Outcome> {
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
-fn unix_now() -> i64 {
+pub(crate) fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)

@@ -23,7 +23,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let quiet = matches!(&cli.command, kresidue::cli::Command::Scan(a) if a.quiet);
+    let quiet = match &cli.command {
+        kresidue::cli::Command::Scan(a) => a.search.quiet,
+        kresidue::cli::Command::Clean(a) => a.search.quiet,
+        _ => false,
+    };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let result =

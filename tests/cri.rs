@@ -16,23 +16,23 @@ use tonic::{Request, Response, Status};
 
 use crate::util::*;
 
-const READY_UID: &str = "11111111-0000-4000-8000-000000000001";
-const NOTREADY_UID: &str = "22222222-0000-4000-8000-000000000002";
-const GONE_UID: &str = "33333333-0000-4000-8000-000000000003";
-const RUNNING: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-const EXITED: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+pub(crate) const READY_UID: &str = "11111111-0000-4000-8000-000000000001";
+pub(crate) const NOTREADY_UID: &str = "22222222-0000-4000-8000-000000000002";
+pub(crate) const GONE_UID: &str = "33333333-0000-4000-8000-000000000003";
+pub(crate) const RUNNING: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+pub(crate) const EXITED: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const UNKNOWN: &str = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
 
 /// What the fake runtime reports.
 #[derive(Clone, Default)]
-struct Fake {
-    pods: Vec<proto::PodSandbox>,
-    containers: Vec<proto::Container>,
+pub(crate) struct Fake {
+    pub(crate) pods: Vec<proto::PodSandbox>,
+    pub(crate) containers: Vec<proto::Container>,
     /// Host paths of each container's mounts (`ContainerStatus`).
-    mounts: HashMap<String, Vec<String>>,
+    pub(crate) mounts: HashMap<String, Vec<String>>,
 }
 
-fn sandbox(id: &str, uid: &str, state: proto::PodSandboxState) -> proto::PodSandbox {
+pub(crate) fn sandbox(id: &str, uid: &str, state: proto::PodSandboxState) -> proto::PodSandbox {
     proto::PodSandbox {
         id: id.into(),
         metadata: Some(proto::PodSandboxMetadata {
@@ -46,7 +46,7 @@ fn sandbox(id: &str, uid: &str, state: proto::PodSandboxState) -> proto::PodSand
     }
 }
 
-fn container(
+pub(crate) fn container(
     id: &str,
     sandbox: &str,
     name: &str,
@@ -163,7 +163,7 @@ impl RuntimeService for Fake {
 }
 
 /// A server on a unix socket in a temp dir, running on its own thread until dropped.
-struct Server {
+pub(crate) struct Server {
     dir: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -174,12 +174,12 @@ impl Server {
         self.dir.path().join("cri.sock")
     }
 
-    fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("unix://{}", self.sock().display())
     }
 
     /// A gRPC server answering as `fake`.
-    fn grpc(fake: Fake) -> Server {
+    pub(crate) fn grpc(fake: Fake) -> Server {
         Server::spawn(move |listener, stop| async move {
             let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
             tonic::transport::Server::builder()
@@ -270,7 +270,7 @@ fn node() -> (NodeTree, PathBuf) {
     (tree, file)
 }
 
-fn fake() -> Fake {
+pub(crate) fn fake() -> Fake {
     use proto::ContainerState::{ContainerExited, ContainerRunning};
     use proto::PodSandboxState::{SandboxNotready, SandboxReady};
     Fake {
@@ -556,7 +556,7 @@ fn subpath_copies_current_and_stale() {
 }
 
 /// Unmounts on drop.
-struct Mounted(PathBuf);
+pub(crate) struct Mounted(pub(crate) PathBuf);
 
 impl Drop for Mounted {
     fn drop(&mut self) {

@@ -20,11 +20,17 @@
 //!   unknown containers; runtimes that never answer or answer garbage, a missing socket, a
 //!   socket without permission; `--require-cri`; kubelet's dir learned from mounts; subPath
 //!   copies current and stale; real tmpfs volumes of live, dead and unknown pods.
+//! - `clean`: `kresidue clean` against the fake runtime: the plan (only pods with no
+//!   sandbox, old enough, nothing foreign mounted), `--apply` through descriptors with a
+//!   journal, idempotence, a volume swapped for a symlink or a bind mount appearing after
+//!   the plan, two runs at once, a runtime that cannot be asked, real tmpfs and bind
+//!   mounts (as root). The real containerd test cleans too.
 //! - `runtime`: containerd's `meta.db` (generated with the crate's bbolt writer):
 //!   attribution to containers and pods, freed pages, damaged databases.
 //! - `safety`: FIFOs, sockets, symlinks out of the root, loops, deep trees, a 1 GiB sparse
 //!   file with bounded memory, nothing written by `--secrets`.
 
+mod clean;
 mod containerd;
 mod cri;
 mod fingerprint;

@@ -5,6 +5,7 @@
 //! compute anything about findings. Values never reach this module: findings carry only
 //! redacted previews.
 
+pub mod clean;
 pub mod json;
 pub mod pods;
 pub mod table;

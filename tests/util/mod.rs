@@ -730,6 +730,16 @@ pub struct Entry {
 pub struct Digest(pub Vec<Entry>);
 
 impl Digest {
+    /// The entries at or below the node path `node_path` (or, for `outside/…`, that
+    /// path of the tree's base).
+    pub fn under(&self, node_path: &str) -> Digest {
+        let prefix = match node_path.strip_prefix("outside") {
+            Some(_) => node_path.as_bytes().to_vec(),
+            None => format!("root{node_path}").into_bytes(),
+        };
+        Digest(self.0.iter().filter(|e| e.path.starts_with(&prefix)).cloned().collect())
+    }
+
     /// Panics, listing the differences, unless `after` equals `self`.
     pub fn assert_same(&self, after: &Digest, context: &str) {
         if self == after {

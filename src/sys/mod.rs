@@ -1,6 +1,8 @@
 //! The one home of system calls (through `nix`): opening files confined beneath the
-//! scanned root, link reading, filesystem type, hole skipping, hostname; and the crate's
-//! one `unsafe` block, a cache prefetch hint (`std` has no safe one yet).
+//! scanned root, link reading, filesystem type, hole skipping, hostname, the run lock;
+//! [`tree`] removes trees through directory descriptors and unmounts for `clean`, and
+//! [`mount`] reads the mount table. The crate's one `unsafe` block is a cache prefetch
+//! hint (`std` has no safe one yet).
 //!
 //! Confinement: every file is opened with `openat2(2)` relative to a descriptor of the
 //! root, with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` and `O_NOFOLLOW | O_NONBLOCK`, so
@@ -9,6 +11,9 @@
 //! makes opening a FIFO that slipped in (type changed after the walk) return at once;
 //! the caller then checks what it opened with `fstat` and closes anything that is not the
 //! regular file it walked.
+
+pub mod mount;
+pub mod tree;
 
 use nix::errno::Errno;
 use nix::fcntl::{self, OFlag, OpenHow, ResolveFlag};
@@ -70,6 +75,17 @@ impl RootDir {
         fcntl::readlinkat(dir.as_fd(), name).map_err(io::Error::from)
     }
 
+    /// Opens the directory at `rel` (relative to the root; `""` is the root itself),
+    /// never through a symlink and never leaving the root. Mount points may be crossed
+    /// on the way (kubelet's dir is often a filesystem of its own).
+    pub fn open_dir(&self, rel: &Path) -> io::Result<tree::Dir> {
+        let fd = self.open_beneath(
+            rel,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        )?;
+        Ok(tree::Dir::from_fd(fd))
+    }
+
     fn open_beneath(&self, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
         let how = OpenHow::new().flags(flags).resolve(
             ResolveFlag::RESOLVE_BENEATH
@@ -95,6 +111,38 @@ pub fn next_data(f: &File, pos: u64) -> Option<u64> {
         Ok(p) => Some(p as u64),
         Err(Errno::ENXIO) => None,
         Err(_) => Some(pos),
+    }
+}
+
+/// The run lock, held until dropped.
+#[derive(Debug)]
+pub struct Lock(#[allow(dead_code)] fcntl::Flock<File>);
+
+/// Takes the run lock at `path` without waiting: `Ok(None)` when another run holds it in
+/// a conflicting mode. The file is created (mode 0644) if missing, never through a
+/// symlink; a reader that may not write it still takes a shared lock.
+pub fn lock(path: &Path, exclusive: bool) -> io::Result<Option<Lock>> {
+    let flags = OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = match fcntl::open(
+        path,
+        flags | OFlag::O_RDWR | OFlag::O_CREAT,
+        Mode::from_bits_truncate(0o644),
+    ) {
+        Err(Errno::EACCES | Errno::EROFS) if !exclusive => {
+            fcntl::open(path, flags | OFlag::O_RDONLY, Mode::empty())
+        }
+        r => r,
+    }
+    .map_err(io::Error::from)?;
+    let arg = if exclusive {
+        fcntl::FlockArg::LockExclusiveNonblock
+    } else {
+        fcntl::FlockArg::LockSharedNonblock
+    };
+    match fcntl::Flock::lock(File::from(fd), arg) {
+        Ok(l) => Ok(Some(Lock(l))),
+        Err((_, Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(e.into()),
     }
 }
 

@@ -1,0 +1,57 @@
+//! The append-only journal of `clean --apply`: one JSON object per line, written and
+//! fsynced before each action (`"phase": "begin"`) and after it (`"phase": "end"`, with
+//! the result), so that after a crash the last `begin` without an `end` names the action
+//! that was under way. Lines hold paths, ids and counts, never a value.
+
+use super::Action;
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+
+/// An open journal.
+#[derive(Debug)]
+pub struct Journal {
+    file: File,
+    run: String,
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    time: i64,
+    run: &'a str,
+    phase: &'a str,
+    #[serde(flatten)]
+    action: &'a Action,
+}
+
+impl Journal {
+    /// Opens (creating it, mode 0600, and its dir, mode 0750) the journal at `path` for
+    /// appending; never through a symlink at the file itself. `run` names this run in
+    /// every line.
+    pub fn open(path: &Path, run: String) -> Result<Journal> {
+        let ctx = || format!("journal {}", path.display());
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::DirBuilder::new().recursive(true).mode(0o750).create(dir).with_context(ctx)?;
+        }
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .open(path)
+            .with_context(ctx)?;
+        Ok(Journal { file, run })
+    }
+
+    /// Appends one line for `action` in `phase` and waits until it is on disk.
+    pub fn record(&mut self, phase: &str, action: &Action) -> std::io::Result<()> {
+        let line = Line { time: crate::unix_now(), run: &self.run, phase, action };
+        let mut bytes = serde_json::to_vec(&line)?;
+        bytes.push(b'\n');
+        self.file.write_all(&bytes)?;
+        self.file.sync_data()
+    }
+}

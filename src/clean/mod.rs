@@ -1,0 +1,531 @@
+//! `kresidue clean`: what may be removed, and only that.
+//!
+//! [`survey`] reads what is on disk under kubelet's pod dirs (identities, ages, mounts,
+//! what else a pod dir holds); [`plan`] is a pure function of that survey, the findings,
+//! what the runtime said and the clock, so every rule of what may be removed is
+//! unit-tested on hand-built inputs; [`apply`] carries a plan out, checking each action
+//! again just before it acts and writing it to the [`journal`] first.
+//!
+//! What may be planned, and nothing else: for a pod with **no sandbox at all** in the
+//! runtime whose pod dir is older than `--min-age` and has nothing but a tmpfs mounted
+//! exactly at a volume path below it, its secret, projected and CSI volume dirs and its
+//! subPath copies, then the pod dir itself when nothing but kubelet's bookkeeping remains
+//! in it; with `--remove-exited-containers`, exited containers whose writable layer,
+//! bundle or stored spec hold secrets, removed by the runtime itself. Every other finding
+//! is left, with the reason and the manual step to take.
+
+pub mod apply;
+pub mod journal;
+pub mod survey;
+
+use crate::cri::Live;
+use crate::finding::{Category, Finding, Severity, SiteId};
+use crate::report::display_path;
+use crate::sys::tree::Ident;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use survey::{survey, PodDir, Target, TargetKind};
+
+/// The choices that shape a plan.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanOptions {
+    /// A pod dir modified less than this many seconds ago is left alone.
+    pub min_age: u64,
+    /// Whether exited containers holding secrets are removed (through the runtime).
+    pub remove_exited: bool,
+}
+
+/// What an action does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActionKind {
+    /// Remove a secret, projected or CSI volume dir (unmounting a leftover tmpfs first).
+    RemoveVolume,
+    /// Remove a subPath copy.
+    RemoveSubpath,
+    /// Remove a pod dir holding nothing but kubelet's bookkeeping.
+    RemovePodDir,
+    /// Remove an exited container through CRI `RemoveContainer`.
+    RemoveContainer,
+}
+
+/// Where an action stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// Planned, not (yet) done.
+    Planned,
+    /// Done.
+    Done,
+    /// Not done: a check just before acting said no (the pod has a sandbox now, the path
+    /// changed, something is mounted, …).
+    Refused,
+    /// Tried and failed.
+    Failed,
+}
+
+/// The pod an action or a leftover belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PodInfo {
+    /// Pod uid.
+    pub uid: String,
+    /// Namespace, when the runtime or the findings said.
+    pub namespace: Option<String>,
+    /// Name, when known.
+    pub name: Option<String>,
+}
+
+/// The container an action removes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ContainerInfo {
+    /// Runtime container id.
+    pub id: String,
+    /// Its name in the pod.
+    pub name: String,
+}
+
+/// One planned action, and once applied what became of it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Action {
+    /// What it does.
+    pub action: ActionKind,
+    /// The node path it removes (none for a container).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The pod it belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodInfo>,
+    /// The container it removes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerInfo>,
+    /// A tmpfs is mounted exactly there and is unmounted first.
+    pub unmount: bool,
+    /// Files below it (planned), or removed (applied).
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Secret values found in what it removes (findings × their counts).
+    pub secrets: u64,
+    /// Where it stands.
+    pub status: Status,
+    /// Why it was refused or failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The node path, as a path.
+    #[serde(skip)]
+    pub node_path: PathBuf,
+    /// The identity seen when planning (of the mounted tmpfs's root when one is mounted).
+    #[serde(skip)]
+    pub ident: Option<Ident>,
+}
+
+/// Findings at one path that the plan leaves, and what to do about them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Left {
+    /// The node path.
+    pub path: String,
+    /// Its site.
+    pub site: SiteId,
+    /// The category of its most severe finding.
+    pub category: Category,
+    /// The most severe finding's severity.
+    pub severity: Severity,
+    /// Secret values found there (findings × their counts).
+    pub secrets: u64,
+    /// The owning pod's uid, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// The owning container's id, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// Why `clean` leaves it.
+    pub reason: String,
+    /// What a person can do about it.
+    pub manual: String,
+}
+
+/// A plan: the actions, in the order they are carried out, and what is left.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// Per pod: its volumes and subPath copies, then its pod dir; then containers.
+    pub actions: Vec<Action>,
+    /// Findings no action removes, grouped by path.
+    pub left: Vec<Left>,
+}
+
+/// The result of `kresidue clean` (JSON schema `kresidue/clean/v1`).
+#[derive(Debug, Serialize)]
+pub struct CleanReport {
+    /// `kresidue/clean/v1`.
+    pub schema: &'static str,
+    /// The root as given.
+    pub root: String,
+    /// The node's name.
+    pub node: Option<String>,
+    /// How the runtime was asked.
+    pub cri: crate::finding::CriInfo,
+    /// Whether the plan was carried out (`--apply`).
+    pub applied: bool,
+    /// `--min-age`, seconds.
+    pub min_age_seconds: u64,
+    /// Counts.
+    pub summary: CleanSummary,
+    /// The actions, in order.
+    pub actions: Vec<Action>,
+    /// What is left, and what to do about it.
+    pub left: Vec<Left>,
+    /// What could not be read.
+    pub errors: Vec<crate::finding::ScanError>,
+}
+
+impl CleanReport {
+    /// The schema id.
+    pub const SCHEMA: &'static str = "kresidue/clean/v1";
+}
+
+/// The counts of a clean report.
+#[derive(Debug, Default, Serialize)]
+pub struct CleanSummary {
+    /// Findings of the scan.
+    pub findings: u64,
+    /// Actions planned (or, applied, attempted).
+    pub actions: u64,
+    /// Actions done.
+    pub done: u64,
+    /// Actions refused by a check.
+    pub refused: u64,
+    /// Actions that failed.
+    pub failed: u64,
+    /// Files removed (planned, in a dry run).
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Secret values in what was (or would be) removed.
+    pub secrets: u64,
+    /// Paths with findings left.
+    pub left: u64,
+}
+
+impl CleanSummary {
+    /// Counts `actions` and `left`; done actions only once applied.
+    pub fn of(findings: u64, actions: &[Action], left: &[Left], applied: bool) -> CleanSummary {
+        let counted = |a: &&Action| !applied || a.status == Status::Done;
+        let n = |s: Status| actions.iter().filter(|a| a.status == s).count() as u64;
+        CleanSummary {
+            findings,
+            actions: actions.len() as u64,
+            done: n(Status::Done),
+            refused: n(Status::Refused),
+            failed: n(Status::Failed),
+            files: actions.iter().filter(counted).map(|a| a.files).sum(),
+            bytes: actions.iter().filter(counted).map(|a| a.bytes).sum(),
+            secrets: actions.iter().filter(counted).map(|a| a.secrets).sum(),
+            left: left.len() as u64,
+        }
+    }
+}
+
+/// Files a pod dir may still hold for it to be removed once its volumes are gone:
+/// kubelet's own records of the pod (relative to the pod dir).
+pub fn bookkeeping(rel: &Path) -> bool {
+    let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
+    match parts.as_slice() {
+        [f] => *f == "etc-hosts",
+        [d, ..] if *d == "containers" || *d == "plugins" => true,
+        [v, csi, _, f] => *v == "volumes" && *csi == "kubernetes.io~csi" && *f == "vol_data.json",
+        _ => false,
+    }
+}
+
+/// Why a pod's residue is not planned for removal.
+fn pod_blocked(pod: &PodDir, live: Option<&Live>, now: i64, opts: &PlanOptions) -> Option<String> {
+    let Some(live) = live else {
+        return Some("the container runtime was not asked, so the pod may be live".into());
+    };
+    if let Some(s) = live.pods.get(&pod.uid).and_then(|s| s.first()) {
+        let state = if s.ready { "ready" } else { "not ready" };
+        return Some(format!("the pod has a sandbox ({state})"));
+    }
+    let age = now.saturating_sub(pod.mtime);
+    if age < opts.min_age as i64 {
+        return Some(format!(
+            "the pod dir was modified {} ago, less than --min-age {}",
+            human_secs(age.max(0) as u64),
+            human_secs(opts.min_age)
+        ));
+    }
+    let targets: Vec<&Path> = pod.targets.iter().map(|t| t.path.as_path()).collect();
+    if let Some(m) =
+        pod.mounts.iter().find(|(p, fs)| !(fs == "tmpfs" && targets.contains(&p.as_path())))
+    {
+        return Some(format!(
+            "{} is mounted at {}: nothing of this pod is touched",
+            m.1,
+            display_path(m.0.as_os_str())
+        ));
+    }
+    None
+}
+
+/// `3725` → `1h2m`: the two largest units.
+pub fn human_secs(s: u64) -> String {
+    let units = [(86400, "d"), (3600, "h"), (60, "m"), (1, "s")];
+    let Some(first) = units.iter().position(|(u, _)| s >= *u) else { return "0s".into() };
+    let (big, name) = units[first];
+    let mut out = format!("{}{name}", s / big);
+    if let Some((small, name)) = units.get(first + 1) {
+        if s % big >= *small {
+            out.push_str(&format!("{}{name}", s % big / small));
+        }
+    }
+    out
+}
+
+/// True when node path `path` (as reported) is `dir` or inside it.
+fn within(path: &str, dir: &str) -> bool {
+    path.strip_prefix(dir).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Builds the plan: a pure function of the findings (rated by the runtime's answer), what
+/// the runtime said (`None`: not asked), the survey of pod dirs, the clock (Unix seconds)
+/// and the options.
+pub fn plan(
+    findings: &[Finding],
+    live: Option<&Live>,
+    pods: &[PodDir],
+    now: i64,
+    opts: &PlanOptions,
+) -> Plan {
+    let mut actions = Vec::new();
+    // Why the residue of each pod dir is left (pods with no action).
+    let mut blocked: BTreeMap<String, String> = BTreeMap::new();
+    let secrets_in = |dir: &str| -> u64 {
+        findings.iter().filter(|f| within(&f.path, dir)).map(|f| f.count).sum()
+    };
+    for pod in pods {
+        let shown = display_path(pod.path.as_os_str());
+        if let Some(why) = pod_blocked(pod, live, now, opts) {
+            blocked.insert(shown, why);
+            continue;
+        }
+        let names = findings.iter().filter_map(|f| f.pod.as_ref()).find(|p| p.uid == pod.uid);
+        let info = PodInfo {
+            uid: pod.uid.clone(),
+            namespace: names.and_then(|p| p.namespace.clone()),
+            name: names.and_then(|p| p.name.clone()),
+        };
+        for t in &pod.targets {
+            let path = display_path(t.path.as_os_str());
+            actions.push(Action {
+                action: if t.kind == TargetKind::Subpath {
+                    ActionKind::RemoveSubpath
+                } else {
+                    ActionKind::RemoveVolume
+                },
+                secrets: secrets_in(&path),
+                path: Some(path),
+                pod: Some(info.clone()),
+                container: None,
+                unmount: t.tmpfs_mount,
+                files: t.files,
+                bytes: t.bytes,
+                status: Status::Planned,
+                reason: None,
+                node_path: t.path.clone(),
+                ident: Some(t.ident),
+            });
+        }
+        // The pod dir goes too when nothing but bookkeeping is left, and no finding is in
+        // what is left.
+        let leftover_finding = findings.iter().any(|f| {
+            within(&f.path, &shown)
+                && !pod.targets.iter().any(|t| within(&f.path, &display_path(t.path.as_os_str())))
+        });
+        if pod.others.is_empty() && !leftover_finding {
+            actions.push(Action {
+                action: ActionKind::RemovePodDir,
+                path: Some(shown),
+                pod: Some(info),
+                container: None,
+                unmount: false,
+                files: pod.bookkeeping_files,
+                bytes: pod.bookkeeping_bytes,
+                secrets: 0,
+                status: Status::Planned,
+                reason: None,
+                node_path: pod.path.clone(),
+                ident: Some(pod.ident),
+            });
+        } else if let Some(other) = pod.others.first() {
+            blocked.insert(
+                shown,
+                format!(
+                    "the pod dir holds more than kubelet's bookkeeping ({}{})",
+                    display_path(other.as_os_str()),
+                    if pod.others.len() > 1 {
+                        format!(" and {} more", pod.others.len() - 1)
+                    } else {
+                        String::new()
+                    }
+                ),
+            );
+        }
+    }
+    if let (true, Some(live)) = (opts.remove_exited, live) {
+        let mut by_container: BTreeMap<&str, u64> = BTreeMap::new();
+        for f in findings.iter().filter(|f| container_owned(f.site)) {
+            let Some(id) = f.container.as_ref().and_then(|c| c.id.as_deref()) else { continue };
+            if live.containers.get(id).is_some_and(|c| c.state == "exited") {
+                *by_container.entry(id).or_default() += f.count;
+            }
+        }
+        for (id, secrets) in by_container {
+            let c = &live.containers[id];
+            let pod = live.pods.values().flatten().find(|p| p.id == c.sandbox);
+            actions.push(Action {
+                action: ActionKind::RemoveContainer,
+                path: None,
+                pod: pod.map(|p| PodInfo {
+                    uid: p.uid.clone(),
+                    namespace: Some(p.namespace.clone()),
+                    name: Some(p.name.clone()),
+                }),
+                container: Some(ContainerInfo { id: id.to_owned(), name: c.name.clone() }),
+                unmount: false,
+                files: 0,
+                bytes: 0,
+                secrets,
+                status: Status::Planned,
+                reason: None,
+                node_path: PathBuf::new(),
+                ident: None,
+            });
+        }
+    }
+    let left = leftovers(findings, &actions, &blocked, live);
+    Plan { actions, left }
+}
+
+/// Sites whose residue belongs to one container and goes when the runtime removes it.
+fn container_owned(site: SiteId) -> bool {
+    matches!(site, SiteId::ContainerdSnapshot | SiteId::ContainerdMetadata | SiteId::OciBundle)
+}
+
+/// Findings no action covers, grouped by path, with why and what to do.
+fn leftovers(
+    findings: &[Finding],
+    actions: &[Action],
+    blocked: &BTreeMap<String, String>,
+    live: Option<&Live>,
+) -> Vec<Left> {
+    let covered = |f: &Finding| {
+        actions.iter().any(|a| match (&a.path, &a.container) {
+            (Some(p), _) => within(&f.path, p),
+            (None, Some(c)) => {
+                container_owned(f.site)
+                    && f.container.as_ref().and_then(|fc| fc.id.as_deref()) == Some(c.id.as_str())
+            }
+            _ => false,
+        })
+    };
+    let mut by_path: BTreeMap<&str, Vec<&Finding>> = BTreeMap::new();
+    for f in findings.iter().filter(|f| !covered(f)) {
+        by_path.entry(f.path.as_str()).or_default().push(f);
+    }
+    by_path
+        .into_iter()
+        .map(|(path, fs)| {
+            let worst = fs.iter().max_by_key(|f| f.severity).expect("one finding at least");
+            let pod_block =
+                blocked.iter().find(|(dir, _)| within(path, dir)).map(|(_, why)| why.clone());
+            let (reason, manual) = advice(worst, pod_block, live);
+            Left {
+                path: path.to_owned(),
+                site: worst.site,
+                category: worst.category,
+                severity: worst.severity,
+                secrets: fs.iter().map(|f| f.count).sum(),
+                pod: worst.pod.as_ref().map(|p| p.uid.clone()),
+                container: worst.container.as_ref().and_then(|c| c.id.clone()),
+                reason,
+                manual,
+            }
+        })
+        .collect()
+}
+
+/// Why a finding is left, and the manual step.
+fn advice(f: &Finding, pod_block: Option<String>, live: Option<&Live>) -> (String, String) {
+    let s = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+    let pod_live = f.pod.as_ref().and_then(|p| p.live);
+    let container = f.container.as_ref();
+    let kubelet = matches!(
+        f.site,
+        SiteId::KubeletSecretVolume
+            | SiteId::KubeletProjectedVolume
+            | SiteId::KubeletCsiVolume
+            | SiteId::KubeletSubpath
+    );
+    if let (true, Some(why)) = (kubelet || f.site == SiteId::Other, pod_block.clone()) {
+        let manual = if live.is_none() {
+            "run `kresidue clean` where the container runtime can be asked"
+        } else if pod_live == Some(true) {
+            match f.category {
+                Category::StaleSubpath => "restart the pod: kubelet makes a fresh subPath copy",
+                Category::NonTmpfsVolume => {
+                    "the volume is on disk, not tmpfs: find why kubelet could not mount a tmpfs, then restart the pod"
+                }
+                _ => "nothing: the pod uses it",
+            }
+        } else {
+            "check what is mounted or kept there, then remove it by hand, or wait for --min-age"
+        };
+        return (why, manual.to_owned());
+    }
+    match f.site {
+        SiteId::Etcd => s(
+            "etcd holds Secrets unencrypted; kresidue never touches etcd",
+            "enable encryption at rest (EncryptionConfiguration), then rewrite every Secret: kubectl get secrets -A -o json | kubectl replace -f -",
+        ),
+        SiteId::PodLog => s(
+            "logs are never removed by kresidue",
+            "rotate the secret (it was printed), then delete or truncate the log file",
+        ),
+        _ if f.category == Category::ImageLayer => s(
+            "images are never removed by kresidue",
+            "rebuild the image without the secret, rotate it, then remove the image (crictl rmi)",
+        ),
+        SiteId::ContainerdSnapshot | SiteId::ContainerdMetadata | SiteId::OciBundle | SiteId::CrioStorage | SiteId::DockerStorage => {
+            let id = container.and_then(|c| c.id.as_deref());
+            let state = id.and_then(|id| live?.containers.get(id)).map(|c| c.state);
+            match (id, state) {
+                (Some(id), Some("exited")) => (
+                    "the container has exited".to_owned(),
+                    format!("remove it: crictl rm {id} (or kresidue clean --remove-exited-containers)"),
+                ),
+                (Some(_), Some(_)) => s(
+                    "the container is live",
+                    "move the secret into a Secret volume and restart the pod",
+                ),
+                (Some(_), None) if live.is_some() => s(
+                    "the runtime no longer knows the container",
+                    "the runtime's garbage collection removes what no container references; if it stays, remove it with the runtime's tools (ctr)",
+                ),
+                _ if f.site == SiteId::ContainerdMetadata => s(
+                    "the runtime's metadata database is never edited by kresidue",
+                    "remove the containers it names through the runtime; freed pages are overwritten as the database grows",
+                ),
+                _ => s(
+                    "runtime storage is only removed through the runtime",
+                    "remove the owning container through the runtime (crictl rm), if it is not needed",
+                ),
+            }
+        }
+        _ => s("kresidue only removes kubelet pod volumes and exited containers", "review and remove by hand"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

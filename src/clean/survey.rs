@@ -1,0 +1,211 @@
+//! What is on disk under kubelet's pod dirs, for planning: each pod dir's identity and
+//! age, its secret-bearing volume dirs and subPath copies (identity, files, bytes, a
+//! tmpfs mounted there), what else it holds, and what is mounted below it.
+//!
+//! Read-only and by path (`lstat`, never following a symlink): a survey only informs the
+//! plan. [`super::apply`] checks every action again through descriptors before acting.
+
+use crate::finding::ScanError;
+use crate::report::display_path;
+use crate::sys::mount::Mount;
+use crate::sys::tree::Ident;
+use crate::sys::RootDir;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// What a removable entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetKind {
+    /// `volumes/kubernetes.io~secret/<vol>`.
+    SecretVolume,
+    /// `volumes/kubernetes.io~projected/<vol>`.
+    ProjectedVolume,
+    /// `volumes/kubernetes.io~csi/<vol>/mount`.
+    CsiVolume,
+    /// `volume-subpaths/<vol>/<container>/<index>`.
+    Subpath,
+}
+
+/// A secret-bearing entry of a pod dir.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// Node path.
+    pub path: PathBuf,
+    /// What it is.
+    pub kind: TargetKind,
+    /// Its identity (of the mounted filesystem's root when one is mounted there).
+    pub ident: Ident,
+    /// A tmpfs is mounted exactly there.
+    pub tmpfs_mount: bool,
+    /// Files below it.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// A pod dir as found on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodDir {
+    /// The pod uid (the dir's name).
+    pub uid: String,
+    /// Node path.
+    pub path: PathBuf,
+    /// Identity of the dir.
+    pub ident: Ident,
+    /// Its modification time, Unix seconds.
+    pub mtime: i64,
+    /// Its secret-bearing entries.
+    pub targets: Vec<Target>,
+    /// Files that are neither in a target nor kubelet's bookkeeping (relative paths).
+    pub others: Vec<PathBuf>,
+    /// Bookkeeping files (`etc-hosts`, `containers/…`, `plugins/…`) and their bytes.
+    pub bookkeeping_files: u64,
+    /// Bytes of those.
+    pub bookkeeping_bytes: u64,
+    /// What is mounted at or below the pod dir: node path and filesystem type.
+    pub mounts: Vec<(PathBuf, String)>,
+}
+
+const PLUGINS: [(&str, TargetKind); 3] = [
+    ("kubernetes.io~secret", TargetKind::SecretVolume),
+    ("kubernetes.io~projected", TargetKind::ProjectedVolume),
+    ("kubernetes.io~csi", TargetKind::CsiVolume),
+];
+
+/// Surveys every pod dir under `<kubelet_dir>/pods` (a node path) of the root, with the
+/// process's mount table.
+pub fn survey(
+    root: &RootDir,
+    kubelet_dir: &Path,
+    mounts: &[Mount],
+) -> (Vec<PodDir>, Vec<ScanError>) {
+    let node_pods = kubelet_dir.join("pods");
+    let host = |node: &Path| root.path().join(node.strip_prefix("/").unwrap_or(node));
+    let mut errors = Vec::new();
+    let mut err = |p: &Path, e: std::io::Error| {
+        errors.push(ScanError { path: display_path(p.as_os_str()), error: e.to_string() })
+    };
+    let entries = match std::fs::read_dir(host(&node_pods)) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Vec::new(), Vec::new()),
+        Err(e) => {
+            err(&node_pods, e);
+            return (Vec::new(), errors);
+        }
+    };
+    let mut pods = Vec::new();
+    for entry in entries.flatten() {
+        let node = node_pods.join(entry.file_name());
+        let Ok(meta) = std::fs::symlink_metadata(host(&node)) else { continue };
+        if !meta.is_dir() {
+            continue;
+        }
+        let mounted: Vec<(PathBuf, String)> = crate::sys::mount::below(mounts, &host(&node))
+            .into_iter()
+            .map(|m| {
+                let rel = m.point.strip_prefix(root.path()).unwrap_or(&m.point);
+                (Path::new("/").join(rel), m.fstype.clone())
+            })
+            .collect();
+        let mut pod = PodDir {
+            uid: entry.file_name().to_string_lossy().into_owned(),
+            ident: Ident { dev: meta.dev(), ino: meta.ino() },
+            mtime: meta.mtime(),
+            targets: Vec::new(),
+            others: Vec::new(),
+            bookkeeping_files: 0,
+            bookkeeping_bytes: 0,
+            mounts: mounted,
+            path: node.clone(),
+        };
+        for (plugin, kind) in PLUGINS {
+            for vol in children(&host(&node.join("volumes").join(plugin))) {
+                let path = node.join("volumes").join(plugin).join(&vol);
+                let path = if kind == TargetKind::CsiVolume { path.join("mount") } else { path };
+                pod.targets.extend(target(&host(&path), path, kind, &pod.mounts));
+            }
+        }
+        for vol in children(&host(&node.join("volume-subpaths"))) {
+            for ctr in children(&host(&node.join("volume-subpaths").join(&vol))) {
+                let dir = node.join("volume-subpaths").join(&vol).join(&ctr);
+                for index in children(&host(&dir)) {
+                    let path = dir.join(index);
+                    pod.targets.extend(target(
+                        &host(&path),
+                        path,
+                        TargetKind::Subpath,
+                        &pod.mounts,
+                    ));
+                }
+            }
+        }
+        // Everything else in the pod dir.
+        let targets: Vec<PathBuf> = pod.targets.iter().map(|t| host(&t.path)).collect();
+        let walk = walkdir::WalkDir::new(host(&node))
+            .follow_links(false)
+            .into_iter()
+            .filter_entry(|e| !targets.iter().any(|t| t == e.path()));
+        for e in walk {
+            let e = match e {
+                Ok(e) => e,
+                Err(e) => {
+                    let p = e.path().map(Path::to_path_buf).unwrap_or_else(|| node.clone());
+                    err(&p, e.into());
+                    continue;
+                }
+            };
+            if e.file_type().is_dir() {
+                continue;
+            }
+            let rel = e.path().strip_prefix(host(&node)).unwrap_or(e.path()).to_path_buf();
+            if super::bookkeeping(&rel) && e.file_type().is_file() {
+                pod.bookkeeping_files += 1;
+                pod.bookkeeping_bytes += e.metadata().map_or(0, |m| m.len());
+            } else {
+                pod.others.push(rel);
+            }
+        }
+        pods.push(pod);
+    }
+    pods.sort_by(|a, b| a.path.cmp(&b.path));
+    errors.sort();
+    (pods, errors)
+}
+
+/// The names in a dir (none if it is missing or not a dir), sorted.
+fn children(dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// A target at `host` (node path `path`), unless it is missing or a symlink (left to the
+/// "others" of its pod: a symlink where kubelet makes dirs is not kubelet's).
+fn target(
+    host: &Path,
+    path: PathBuf,
+    kind: TargetKind,
+    mounts: &[(PathBuf, String)],
+) -> Option<Target> {
+    let meta = std::fs::symlink_metadata(host).ok()?;
+    if meta.file_type().is_symlink() {
+        return None;
+    }
+    let (mut files, mut bytes) = (0, 0);
+    for e in walkdir::WalkDir::new(host).follow_links(false).into_iter().flatten() {
+        if !e.file_type().is_dir() {
+            files += 1;
+            bytes += e.metadata().map_or(0, |m| m.len());
+        }
+    }
+    Some(Target {
+        tmpfs_mount: mounts.iter().any(|(p, fs)| *p == path && fs == "tmpfs"),
+        path,
+        kind,
+        ident: Ident { dev: meta.dev(), ino: meta.ino() },
+        files,
+        bytes,
+    })
+}

@@ -1,0 +1,1 @@
+//! `plan` on hand-built findings, runtime answers and surveys.

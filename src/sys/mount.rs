@@ -1,0 +1,97 @@
+//! The mount table (`/proc/self/mountinfo`), for `clean`: what is mounted below a pod
+//! dir before anything there is touched.
+//!
+//! The format is proc(5)'s: `id parent major:minor root mount-point options [optional
+//! fields…] - fstype source super-options`, with space, tab, newline and backslash in
+//! paths written as octal escapes (`\040`). A dozen lines of parsing; no crate for it is
+//! both small and kept up.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+
+/// One mount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    /// Where it is mounted, in this process's view.
+    pub point: PathBuf,
+    /// Its filesystem type (`tmpfs`, `ext4`, …).
+    pub fstype: String,
+}
+
+/// Reads this process's mount table.
+pub fn mounts() -> std::io::Result<Vec<Mount>> {
+    Ok(parse(&std::fs::read("/proc/self/mountinfo")?))
+}
+
+/// Parses mountinfo text; malformed lines are skipped.
+pub fn parse(text: &[u8]) -> Vec<Mount> {
+    text.split(|&b| b == b'\n').filter_map(parse_line).collect()
+}
+
+fn parse_line(line: &[u8]) -> Option<Mount> {
+    let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+    let point = fields.get(4)?;
+    let dash = fields.iter().skip(6).position(|f| *f == b"-")? + 6;
+    let fstype = fields.get(dash + 1)?;
+    Some(Mount {
+        point: PathBuf::from(OsString::from_vec(unescape(point))),
+        fstype: String::from_utf8_lossy(&unescape(fstype)).into_owned(),
+    })
+}
+
+/// Undoes the kernel's octal escapes (`\040` → space).
+fn unescape(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        let octal = s.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (s[i], octal) {
+            (b'\\', Some(d)) => {
+                let v = d.iter().fold(0u32, |v, c| v * 8 + u32::from(c - b'0'));
+                out.push(v as u8);
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The mounts at or below `dir`, deepest last.
+pub fn below<'a>(mounts: &'a [Mount], dir: &Path) -> Vec<&'a Mount> {
+    mounts.iter().filter(|m| m.point.starts_with(dir)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &[u8] = b"\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+35 22 0:30 / /var/lib/kubelet/pods/u1/volumes/kubernetes.io~secret/db rw,relatime shared:20 - tmpfs tmpfs rw,size=1024k
+36 22 8:1 /srv/x /var/lib/kubelet/pods/u1/volumes/a\\040b rw - ext4 /dev/sda1 rw
+garbage line
+37 22 0:31 / /no/dash rw
+";
+
+    #[test]
+    fn parses_points_types_and_escapes() {
+        let m = parse(SAMPLE);
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[1].fstype, "tmpfs");
+        assert_eq!(m[2].point, Path::new("/var/lib/kubelet/pods/u1/volumes/a b"));
+        let under = below(&m, Path::new("/var/lib/kubelet/pods/u1"));
+        assert_eq!(under.len(), 2);
+        assert!(below(&m, Path::new("/var/lib/kubelet/pods/u")).is_empty());
+    }
+
+    #[test]
+    fn bad_escapes_are_kept_as_text() {
+        assert_eq!(unescape(b"a\\09z\\"), b"a\\09z\\");
+        assert_eq!(unescape(b"\\134x"), b"\\x");
+    }
+}
