@@ -433,6 +433,60 @@ fn scan(c: &Containerd, secrets: &Path, kubelet: Option<&Path>, guards: &[&str])
     report
 }
 
+/// `kresidue clean --apply --remove-exited-containers` over this containerd's dirs and
+/// `kubelet`, as JSON (exit 0 expected). No output may hold a value of `guards`.
+fn clean(c: &Containerd, secrets: &Path, kubelet: &Path, journal: &Path, guards: &[&str]) -> Value {
+    let lock = journal.with_extension("lock");
+    let out = Command::new(env!("CARGO_BIN_EXE_kresidue"))
+        .args(["clean", "--root", "/", "--format", "json", "--apply", "--remove-exited-containers"])
+        .args(["--min-age", "0s", "--secrets"])
+        .arg(secrets)
+        .arg("--cri")
+        .arg(format!("unix://{}", c.sock().display()))
+        .arg("--containerd-root")
+        .arg(c.root())
+        .arg("--containerd-state")
+        .arg(c.state())
+        .arg("--pod-log-dir")
+        .arg(c.pod_logs())
+        .arg("--kubelet-dir")
+        .arg(kubelet)
+        .arg("--journal")
+        .arg(journal)
+        .arg("--lock")
+        .arg(lock)
+        .output()
+        .unwrap();
+    for stream in [&out.stdout, &out.stderr] {
+        for g in guards {
+            assert!(!contains(stream, g.as_bytes()), "a value is printed");
+        }
+    }
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every entry below `dir` with its kind, size, mtime and content hash.
+fn tree_digest(dir: &Path) -> Vec<(PathBuf, bool, u64, i64, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let md = std::fs::symlink_metadata(&d).unwrap();
+        let hash = if md.is_file() {
+            hex(&Sha256::digest(std::fs::read(&d).unwrap()))
+        } else {
+            String::new()
+        };
+        out.push((d.clone(), md.is_dir(), md.size(), md.mtime(), hash));
+        if md.is_dir() {
+            stack.extend(std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    out.sort();
+    out
+}
+
 /// A finding of ours, as (site, category, severity, container id, pod uid, container
 /// live, pod live, stale).
 type Row = (String, String, String, String, String, Option<bool>, Option<bool>, bool);
@@ -621,9 +675,71 @@ fn real_containerd_over_cri() {
         "{stopped:#?}"
     );
 
+    // Cleaned: the pod with no sandbox has its secret volume on a real tmpfs, as kubelet
+    // leaves it; `clean --apply --remove-exited-containers` unmounts and removes it and its
+    // pod dir, and has the runtime remove the exited container, whose layer then goes.
+    let dead_vol = kubelet.join("pods").join(DEAD_UID).join("volumes/kubernetes.io~secret/db");
+    std::fs::remove_dir_all(&dead_vol).unwrap();
+    std::fs::create_dir_all(&dead_vol).unwrap();
+    run(Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(&dead_vol));
+    std::fs::write(dead_vol.join("password"), &value).unwrap();
+    let live_pod = kubelet.join("pods").join(POD_UID);
+    let live_before = tree_digest(&live_pod);
+    let journal = work.path().join("clean.jsonl");
+    let cleaned = clean(&c, &secrets, &kubelet, &journal, &guards);
+    let done: Vec<(String, String, bool)> = cleaned["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            assert_eq!(a["status"], "done", "{cleaned:#}");
+            let what = a["path"].as_str().or(a["container"]["id"].as_str()).unwrap();
+            (a["action"].as_str().unwrap().to_owned(), what.to_owned(), a["unmount"] == true)
+        })
+        .collect();
+    let dead_dir = kubelet.join("pods").join(DEAD_UID);
+    assert_eq!(
+        done,
+        vec![
+            ("remove-volume".to_owned(), dead_vol.display().to_string(), true),
+            ("remove-pod-dir".to_owned(), dead_dir.display().to_string(), false),
+            ("remove-container".to_owned(), id.clone(), false),
+        ],
+        "{cleaned:#}"
+    );
+    assert!(!dead_dir.exists(), "the dead pod's dir is removed");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&dead_vol.display().to_string()), "the tmpfs is unmounted");
+    assert_eq!(live_before, tree_digest(&live_pod), "the live pod's dirs are untouched");
+    let lines: Vec<Value> = std::fs::read_to_string(&journal)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let phases: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| (l["action"].as_str().unwrap(), l["phase"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            ("remove-volume", "begin"),
+            ("remove-volume", "end"),
+            ("remove-pod-dir", "begin"),
+            ("remove-pod-dir", "end"),
+            ("remove-container", "begin"),
+            ("remove-container", "end"),
+        ]
+    );
+    assert!(cri.container_status(&id).unwrap().is_none(), "the runtime removed the container");
+    wait("the removed container's layer goes", || {
+        std::fs::read_dir(&snapshots)
+            .map(|d| !d.flatten().any(|e| e.path().join("fs/out.txt").exists()))
+            .unwrap_or(true)
+    });
+
     // Removed: nothing is attributed to it; what remains (freed pages of meta.db not yet
-    // reused, a layer not yet collected) is reported, marked for what it is.
-    cri.remove_container(&id).unwrap();
+    // reused) is reported, marked for what it is.
     let after = ours(&scan(&c, &secrets, Some(&kubelet), &guards), &c, &kubelet, "shop/db");
     assert!(
         after.iter().all(|f| f.3 != id),

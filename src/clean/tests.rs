@@ -1,1 +1,292 @@
-//! `plan` on hand-built findings, runtime answers and surveys.
+//! `plan` on hand-built findings, runtime answers and surveys: what is planned is exactly
+//! the secret-bearing dirs of pods with no sandbox, old enough, with nothing foreign
+//! mounted, then their pod dirs when nothing else is in them; and exited containers only
+//! when asked.
+
+use super::*;
+use crate::cri::{Container, Live, Pod};
+use crate::finding::{ContainerRef, Encoding, MatchInfo, MatchKind, Material, PodRef, Preview};
+
+const NOW: i64 = 1_800_000_000;
+const HOUR: i64 = 3600;
+const KUBELET: &str = "/var/lib/kubelet/pods";
+
+fn finding(
+    site: SiteId,
+    category: Category,
+    path: &str,
+    uid: Option<&str>,
+    container: Option<&str>,
+) -> Finding {
+    Finding {
+        id: String::new(),
+        severity: Severity::High,
+        category,
+        site,
+        path: path.to_owned(),
+        offset: 0,
+        length: 20,
+        count: 1,
+        stale: false,
+        pod: uid.map(|u| PodRef {
+            uid: u.into(),
+            namespace: Some("shop".into()),
+            name: Some("web".into()),
+            live: Some(false),
+        }),
+        container: container.map(|c| ContainerRef {
+            id: Some(c.into()),
+            name: None,
+            live: Some(false),
+        }),
+        images: Vec::new(),
+        matched: MatchInfo {
+            kind: MatchKind::Fingerprint,
+            secret: Some("shop/db".into()),
+            key: Some("password".into()),
+            label: Some("current".into()),
+            rule: None,
+            encoding: Encoding::Raw,
+        },
+        preview: Preview::redact(b"xxxxxxxxxxxxxxxx"),
+        note: None,
+        token: None,
+        material: Material::default(),
+    }
+}
+
+fn id(n: u64) -> Ident {
+    Ident { dev: 1, ino: n }
+}
+
+/// A pod dir with a secret volume `db` and a subPath copy, modified `age` seconds ago.
+fn pod(uid: &str, age: i64) -> PodDir {
+    let dir = PathBuf::from(format!("{KUBELET}/{uid}"));
+    let target = |rel: &str, kind, ino| Target {
+        path: dir.join(rel),
+        kind,
+        ident: id(ino),
+        tmpfs_mount: false,
+        files: 2,
+        bytes: 40,
+    };
+    PodDir {
+        uid: uid.into(),
+        ident: id(1),
+        mtime: NOW - age,
+        targets: vec![
+            target("volumes/kubernetes.io~secret/db", TargetKind::SecretVolume, 2),
+            target("volume-subpaths/db/app/0", TargetKind::Subpath, 3),
+        ],
+        others: Vec::new(),
+        bookkeeping_files: 1,
+        bookkeeping_bytes: 60,
+        mounts: Vec::new(),
+        path: dir,
+    }
+}
+
+fn secret_in(uid: &str) -> Finding {
+    finding(
+        SiteId::KubeletSecretVolume,
+        Category::OrphanedVolume,
+        &format!("{KUBELET}/{uid}/volumes/kubernetes.io~secret/db/password"),
+        Some(uid),
+        None,
+    )
+}
+
+fn live_with(sandboxes: &[(&str, &str, bool)], containers: &[(&str, &str, &'static str)]) -> Live {
+    let mut live = Live::default();
+    for (sid, uid, ready) in sandboxes {
+        live.pods.entry(uid.to_string()).or_default().push(Pod {
+            id: sid.to_string(),
+            uid: uid.to_string(),
+            namespace: "shop".into(),
+            name: "web".into(),
+            ready: *ready,
+        });
+    }
+    for (cid, sid, state) in containers {
+        live.containers.insert(
+            cid.to_string(),
+            Container { id: cid.to_string(), name: "app".into(), sandbox: sid.to_string(), state },
+        );
+    }
+    live
+}
+
+const OPTS: PlanOptions = PlanOptions { min_age: HOUR as u64, remove_exited: false };
+
+fn kinds(plan: &Plan) -> Vec<(ActionKind, String)> {
+    plan.actions
+        .iter()
+        .map(|a| {
+            (a.action, a.path.clone().unwrap_or_else(|| a.container.as_ref().unwrap().id.clone()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_pod_with_no_sandbox_old_enough_is_planned_volumes_first() {
+    let live = live_with(&[], &[]);
+    let plan = plan(&[secret_in("gone")], Some(&live), &[pod("gone", 2 * HOUR)], NOW, &OPTS);
+    assert_eq!(
+        kinds(&plan),
+        vec![
+            (ActionKind::RemoveVolume, format!("{KUBELET}/gone/volumes/kubernetes.io~secret/db")),
+            (ActionKind::RemoveSubpath, format!("{KUBELET}/gone/volume-subpaths/db/app/0")),
+            (ActionKind::RemovePodDir, format!("{KUBELET}/gone")),
+        ]
+    );
+    assert_eq!(plan.actions[0].secrets, 1);
+    assert_eq!(plan.actions[0].ident, Some(id(2)));
+    assert_eq!(plan.actions[2].ident, Some(id(1)));
+    assert_eq!(plan.actions[0].pod.as_ref().unwrap().namespace.as_deref(), Some("shop"));
+    assert!(plan.actions.iter().all(|a| a.status == Status::Planned));
+    assert!(plan.left.is_empty(), "{:?}", plan.left);
+}
+
+#[test]
+fn any_sandbox_unknown_liveness_or_youth_plans_nothing() {
+    let findings = [secret_in("p")];
+    let pods = [pod("p", 2 * HOUR)];
+    for (ready, word) in [(true, "ready"), (false, "not ready")] {
+        let live = live_with(&[("s1", "p", ready)], &[]);
+        let plan = plan(&findings, Some(&live), &pods, NOW, &OPTS);
+        assert!(plan.actions.is_empty());
+        assert_eq!(plan.left.len(), 1);
+        assert_eq!(plan.left[0].reason, format!("the pod has a sandbox ({word})"));
+    }
+    let unknown = plan(&findings, None, &pods, NOW, &OPTS);
+    assert!(unknown.actions.is_empty());
+    assert!(unknown.left[0].reason.contains("not asked"), "{:?}", unknown.left);
+    let live = live_with(&[], &[]);
+    let young = plan(&findings, Some(&live), &[pod("p", HOUR - 1)], NOW, &OPTS);
+    assert!(young.actions.is_empty());
+    assert!(
+        young.left[0].reason.contains("59m59s ago, less than --min-age 1h"),
+        "{:?}",
+        young.left
+    );
+    // Exactly --min-age old is old enough.
+    let ripe = plan(&findings, Some(&live), &[pod("p", HOUR)], NOW, &OPTS);
+    assert_eq!(ripe.actions.len(), 3);
+}
+
+#[test]
+fn only_a_tmpfs_exactly_at_a_target_may_be_mounted_below() {
+    let live = live_with(&[], &[]);
+    let mut p = pod("p", 2 * HOUR);
+    let vol = p.targets[0].path.clone();
+    p.targets[0].tmpfs_mount = true;
+    p.mounts = vec![(vol.clone(), "tmpfs".into())];
+    let ok = plan(&[secret_in("p")], Some(&live), std::slice::from_ref(&p), NOW, &OPTS);
+    assert_eq!(ok.actions.len(), 3);
+    assert!(ok.actions[0].unmount);
+    for (at, fs) in
+        [(vol.join("inner"), "tmpfs"), (vol.clone(), "ext4"), (p.path.join("volumes/x"), "tmpfs")]
+    {
+        let mut q = p.clone();
+        q.mounts.push((at, fs.into()));
+        let refused = plan(&[secret_in("p")], Some(&live), &[q], NOW, &OPTS);
+        assert!(refused.actions.is_empty(), "{fs}");
+        assert!(refused.left[0].reason.contains("is mounted at"), "{:?}", refused.left);
+    }
+}
+
+#[test]
+fn the_pod_dir_stays_when_it_holds_more_than_bookkeeping() {
+    let live = live_with(&[], &[]);
+    let mut p = pod("p", 2 * HOUR);
+    p.others = vec![PathBuf::from("volumes/kubernetes.io~empty-dir/cache/a"), PathBuf::from("b")];
+    let plan1 = plan(&[secret_in("p")], Some(&live), std::slice::from_ref(&p), NOW, &OPTS);
+    assert_eq!(plan1.actions.len(), 2, "volumes yes, pod dir no");
+    // A finding outside the targets keeps the pod dir too, and is left with the reason.
+    let stray =
+        finding(SiteId::Other, Category::Other, &format!("{KUBELET}/q/etc-hosts"), Some("q"), None);
+    let plan2 = plan(&[secret_in("q"), stray], Some(&live), &[pod("q", 2 * HOUR)], NOW, &OPTS);
+    assert!(plan2.actions.iter().all(|a| a.action != ActionKind::RemovePodDir));
+    assert_eq!(plan2.left.len(), 1);
+    assert_eq!(plan2.left[0].path, format!("{KUBELET}/q/etc-hosts"));
+}
+
+#[test]
+fn exited_containers_only_when_asked_and_only_exited() {
+    let live = live_with(
+        &[("s1", "p", true)],
+        &[("c-exited", "s1", "exited"), ("c-running", "s1", "running")],
+    );
+    let layer = |c: &str| {
+        finding(
+            SiteId::ContainerdSnapshot,
+            Category::DeadContainer,
+            &format!("/var/lib/containerd/snap/{c}/fs/x"),
+            Some("p"),
+            Some(c),
+        )
+    };
+    let spec = finding(
+        SiteId::ContainerdMetadata,
+        Category::DeadContainer,
+        "/var/lib/containerd/meta.db",
+        Some("p"),
+        Some("c-exited"),
+    );
+    let log = finding(
+        SiteId::PodLog,
+        Category::PodLog,
+        "/var/log/pods/shop_web_p/app/0.log",
+        Some("p"),
+        None,
+    );
+    let findings = [layer("c-exited"), layer("c-running"), spec, log];
+    let without = plan(&findings, Some(&live), &[], NOW, &OPTS);
+    assert!(without.actions.is_empty());
+    let exited = without.left.iter().find(|l| l.path.contains("c-exited")).unwrap();
+    assert!(exited.manual.contains("crictl rm c-exited"), "{exited:?}");
+    let opts = PlanOptions { remove_exited: true, ..OPTS };
+    let with = plan(&findings, Some(&live), &[], NOW, &opts);
+    assert_eq!(kinds(&with), vec![(ActionKind::RemoveContainer, "c-exited".to_owned())]);
+    assert_eq!(with.actions[0].secrets, 2, "its layer and its spec in meta.db");
+    assert_eq!(with.actions[0].pod.as_ref().unwrap().uid, "p");
+    // Left: the running container's layer and the log, each with its manual step.
+    let left: Vec<(&str, &str)> =
+        with.left.iter().map(|l| (l.path.as_str(), l.reason.as_str())).collect();
+    assert_eq!(
+        left,
+        vec![
+            ("/var/lib/containerd/snap/c-running/fs/x", "the container is live"),
+            ("/var/log/pods/shop_web_p/app/0.log", "logs are never removed by kresidue"),
+        ]
+    );
+}
+
+#[test]
+fn bookkeeping_is_kubelets_own_files_only() {
+    for yes in [
+        "etc-hosts",
+        "containers/app/1a2b",
+        "plugins/kubernetes.io~empty-dir/x/ready",
+        "volumes/kubernetes.io~csi/v/vol_data.json",
+    ] {
+        assert!(bookkeeping(Path::new(yes)), "{yes}");
+    }
+    for no in [
+        "etc-hosts2",
+        "volumes/kubernetes.io~empty-dir/cache/a",
+        "volumes/kubernetes.io~csi/v/mount/x",
+        "x/etc-hosts",
+    ] {
+        assert!(!bookkeeping(Path::new(no)), "{no}");
+    }
+}
+
+#[test]
+fn human_durations() {
+    assert_eq!(human_secs(0), "0s");
+    assert_eq!(human_secs(59), "59s");
+    assert_eq!(human_secs(3600), "1h");
+    assert_eq!(human_secs(3725), "1h2m");
+    assert_eq!(human_secs(90_061), "1d1h");
+}

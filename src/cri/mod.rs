@@ -159,6 +159,22 @@ impl Client {
         }
     }
 
+    /// As [`Client::call`], with a `NotFound` answer (the runtime knows no such object)
+    /// as `None`.
+    fn call_found<T, F, Fut>(&mut self, what: &str, call: F) -> Result<Option<T>, Error>
+    where
+        F: FnOnce(RuntimeServiceClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        self.call(what, |c| async move {
+            match call(c).await {
+                Ok(r) => Ok(tonic::Response::new(Some(r.into_inner()))),
+                Err(s) if s.code() == tonic::Code::NotFound => Ok(tonic::Response::new(None)),
+                Err(s) => Err(s),
+            }
+        })
+    }
+
     /// `Version`: the runtime's name and version.
     pub fn version(&mut self) -> Result<proto::VersionResponse, Error> {
         self.call("Version", |mut c| async move {
@@ -182,26 +198,27 @@ impl Client {
         .map(|r| r.containers)
     }
 
-    /// `PodSandboxStatus` of one sandbox.
+    /// `PodSandboxStatus` of one sandbox; `None` when the runtime knows no such sandbox.
     pub fn pod_sandbox_status(
         &mut self,
         id: &str,
     ) -> Result<Option<proto::PodSandboxStatus>, Error> {
         let pod_sandbox_id = id.to_owned();
-        self.call("PodSandboxStatus", |mut c| async move {
+        self.call_found("PodSandboxStatus", |mut c| async move {
             c.pod_sandbox_status(proto::PodSandboxStatusRequest { pod_sandbox_id, verbose: false })
                 .await
         })
-        .map(|r| r.status)
+        .map(|r| r.and_then(|r| r.status))
     }
 
-    /// `ContainerStatus` of one container.
+    /// `ContainerStatus` of one container; `None` when the runtime knows no such
+    /// container.
     pub fn container_status(&mut self, id: &str) -> Result<Option<proto::ContainerStatus>, Error> {
         let container_id = id.to_owned();
-        self.call("ContainerStatus", |mut c| async move {
+        self.call_found("ContainerStatus", |mut c| async move {
             c.container_status(proto::ContainerStatusRequest { container_id, verbose: false }).await
         })
-        .map(|r| r.status)
+        .map(|r| r.and_then(|r| r.status))
     }
 
     /// `RemoveContainer`: the runtime removes the container and its writable layer.
