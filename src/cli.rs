@@ -269,7 +269,7 @@ pub struct FingerprintArgs {
 pub enum FormatArg {
     /// One line per finding, for a person.
     Table,
-    /// The `kresidue/report/v1` JSON document.
+    /// JSON: `kresidue/report/v1` (`kresidue/clean/v1` for clean).
     Json,
 }
 
@@ -341,6 +341,19 @@ stale copies one step lower.
 Material: a fingerprinted value high; a rule match its rule's severity; a
 service\-account token critical without expiry, high before and low after it.
 The same material several times in a file is one finding with a \fBcount\fR.
+.SH CLEANUP
+\fBkresidue clean\fR prints a plan; \fB\-\-apply\fR carries it out. Only a pod with no
+sandbox at all in the runtime, whose pod dir is older than \fB\-\-min\-age\fR and has
+nothing mounted below but a tmpfs exactly at a volume path, is planned: its secret,
+projected and CSI volume dirs and subPath copies, then its pod dir when only kubelet's
+bookkeeping remains; with \fB\-\-remove\-exited\-containers\fR exited containers holding
+secrets, removed through CRI RemoveContainer. Logs, images, metadata databases and etcd
+are never touched: the report lists them with the manual step to take.
+With \fB\-\-apply\fR the runtime must answer; the run lock is taken exclusively; each
+pod is checked again just before acting (no sandbox, same device and inode, age, mounts);
+a leftover tmpfs at a volume path is unmounted; trees are removed through directory
+descriptors that neither follow symlinks nor cross mount points; each action is written
+to the journal and fsynced before it is done and after. A second run has nothing to do.
 .SH BASELINES
 \fB\-\-baseline\fR \fIFILE\fR leaves out the findings whose \fBid\fR an earlier JSON
 report lists. An id is a truncated SHA\-256 of the site, path, match kind and what
@@ -359,6 +372,8 @@ sudo kresidue scan \-\-fingerprints cluster.fp
 kresidue scan \-\-root /mnt/node \-\-secrets secrets.json \-\-format json \-o report.json
 kresidue scan \-\-root /mnt/image \-\-no\-cri \-\-baseline last.json \-\-format json
 kresidue rules \-\-format json
+sudo kresidue clean \-\-fingerprints cluster.fp
+sudo kresidue clean \-\-fingerprints cluster.fp \-\-apply \-\-min\-age 6h
 sudo kresidue pods \-\-cri unix:///run/containerd/containerd.sock
 .fi
 "#;
@@ -376,7 +391,7 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     man.render_subcommands_section(&mut top).expect("in-memory write");
     top.extend_from_slice(MAN_EXTRA.as_bytes());
     top.extend_from_slice(
-        b".SH SEE ALSO\n\\fBkresidue\\-scan\\fR(1), \\fBkresidue\\-fingerprint\\fR(1), \\fBkresidue\\-rules\\fR(1), \\fBkresidue\\-pods\\fR(1)\n",
+        b".SH SEE ALSO\n\\fBkresidue\\-scan\\fR(1), \\fBkresidue\\-fingerprint\\fR(1), \\fBkresidue\\-rules\\fR(1), \\fBkresidue\\-pods\\fR(1), \\fBkresidue\\-clean\\fR(1)\n",
     );
     man.render_version_section(&mut top).expect("in-memory write");
     pages.push(("kresidue.1".to_owned(), top));

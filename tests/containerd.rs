@@ -404,11 +404,19 @@ fn run(c: &mut Command) {
     assert!(out.status.success(), "{c:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// `kresidue scan --root / --cri <its socket>` over this containerd's dirs and `kubelet`
-/// (learned from the runtime when `None`), as JSON. No output may hold a value of `guards`.
-fn scan(c: &Containerd, secrets: &Path, kubelet: Option<&Path>, guards: &[&str]) -> Value {
+/// `kresidue SUBCOMMAND --root / --format json --secrets FILE --cri <its socket>` over this
+/// containerd's dirs and `kubelet` (learned from the runtime when `None`), then `extra`.
+/// No output may hold a value of `guards`; the exit code and the report.
+fn kresidue(
+    sub: &str,
+    c: &Containerd,
+    secrets: &Path,
+    kubelet: Option<&Path>,
+    extra: &[&std::ffi::OsStr],
+    guards: &[&str],
+) -> (Option<i32>, Value) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kresidue"));
-    cmd.args(["scan", "--root", "/", "--format", "json", "--secrets"])
+    cmd.args([sub, "--root", "/", "--format", "json", "--secrets"])
         .arg(secrets)
         .arg("--cri")
         .arg(format!("unix://{}", c.sock().display()))
@@ -421,49 +429,37 @@ fn scan(c: &Containerd, secrets: &Path, kubelet: Option<&Path>, guards: &[&str])
     if let Some(k) = kubelet {
         cmd.arg("--kubelet-dir").arg(k);
     }
-    let out = cmd.output().unwrap();
+    let out = cmd.args(extra).output().unwrap();
     for stream in [&out.stdout, &out.stderr] {
         for g in guards {
             assert!(!contains(stream, g.as_bytes()), "a value is printed");
         }
     }
-    assert!(out.status.code() == Some(0) || out.status.code() == Some(1), "{out:?}");
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), report)
+}
+
+/// `kresidue scan` (see [`kresidue`]), as JSON, with the runtime asked.
+fn scan(c: &Containerd, secrets: &Path, kubelet: Option<&Path>, guards: &[&str]) -> Value {
+    let (code, report) = kresidue("scan", c, secrets, kubelet, &[], guards);
+    assert!(code == Some(0) || code == Some(1), "{report}");
     assert_eq!(report["cri"]["status"], "ok", "{report}");
     report
 }
 
-/// `kresidue clean --apply --remove-exited-containers` over this containerd's dirs and
-/// `kubelet`, as JSON (exit 0 expected). No output may hold a value of `guards`.
+/// `kresidue clean --apply --remove-exited-containers --min-age 0s` (see [`kresidue`]),
+/// journal at `journal`, lock beside it; exit 0 expected.
 fn clean(c: &Containerd, secrets: &Path, kubelet: &Path, journal: &Path, guards: &[&str]) -> Value {
     let lock = journal.with_extension("lock");
-    let out = Command::new(env!("CARGO_BIN_EXE_kresidue"))
-        .args(["clean", "--root", "/", "--format", "json", "--apply", "--remove-exited-containers"])
-        .args(["--min-age", "0s", "--secrets"])
-        .arg(secrets)
-        .arg("--cri")
-        .arg(format!("unix://{}", c.sock().display()))
-        .arg("--containerd-root")
-        .arg(c.root())
-        .arg("--containerd-state")
-        .arg(c.state())
-        .arg("--pod-log-dir")
-        .arg(c.pod_logs())
-        .arg("--kubelet-dir")
-        .arg(kubelet)
-        .arg("--journal")
-        .arg(journal)
-        .arg("--lock")
-        .arg(lock)
-        .output()
-        .unwrap();
-    for stream in [&out.stdout, &out.stderr] {
-        for g in guards {
-            assert!(!contains(stream, g.as_bytes()), "a value is printed");
-        }
-    }
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
-    serde_json::from_slice(&out.stdout).unwrap()
+    let extra = ["--apply", "--remove-exited-containers", "--min-age", "0s", "--journal"]
+        .map(std::ffi::OsStr::new)
+        .into_iter()
+        .chain([journal.as_os_str(), "--lock".as_ref(), lock.as_os_str()])
+        .collect::<Vec<_>>();
+    let (code, report) = kresidue("clean", c, secrets, Some(kubelet), &extra, guards);
+    assert_eq!(code, Some(0), "{report:#}");
+    report
 }
 
 /// Every entry below `dir` with its kind, size, mtime and content hash.
