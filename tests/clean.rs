@@ -105,7 +105,7 @@ fn journal(tree: &NodeTree) -> Vec<Value> {
 /// The dry run plans the gone pod's secret volumes, subPath copy and pod dir, and nothing
 /// of the live pods (ready or not) or of a pod dir holding other data (its volumes, yes;
 /// the dir itself, no); it changes nothing. Pods younger than --min-age (default 1h) are
-/// not planned at all.
+/// not planned at all, nor removed with --apply.
 #[test]
 fn dry_run_plans_only_provably_orphaned_residue() {
     let (tree, _, args) = node();
@@ -121,6 +121,11 @@ fn dry_run_plans_only_provably_orphaned_residue() {
         report["left"].as_array().unwrap().iter().map(|l| l["reason"].as_str().unwrap()).collect();
     assert!(reasons.iter().any(|r| r.contains("--min-age")), "{reasons:?}");
     assert!(reasons.iter().any(|r| r.contains("has a sandbox (not ready)")), "{reasons:?}");
+
+    let young = clean(&tree, &server, &args, &["--apply"]);
+    assert_eq!(young.code, 0, "{}", young.stderr_str());
+    assert!(actions(young.json.as_ref().unwrap()).is_empty());
+    before.assert_same(&tree.digest(), "clean --apply (every pod too young)");
 
     let out = clean(&tree, &server, &args, &["--min-age", "0s"]);
     assert_eq!(out.code, 0, "{}", out.stderr_str());

@@ -172,8 +172,12 @@ pub fn survey(
     (pods, errors)
 }
 
-/// The names in a dir (none if it is missing or not a dir), sorted.
+/// The names in a dir (none if it is missing, not a dir, or reached through a symlink
+/// anywhere on its path: kubelet makes none there), sorted.
 fn children(dir: &Path) -> Vec<std::ffi::OsString> {
+    if std::fs::canonicalize(dir).ok().as_deref() != Some(dir) {
+        return Vec::new();
+    }
     let mut names: Vec<_> = std::fs::read_dir(dir)
         .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
