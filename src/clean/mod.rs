@@ -1,9 +1,9 @@
 //! `kresidue clean`: what may be removed, and only that.
 //!
-//! [`survey`] reads what is on disk under kubelet's pod dirs (identities, ages, mounts,
+//! [`survey()`] reads what is on disk under kubelet's pod dirs (identities, ages, mounts,
 //! what else a pod dir holds); [`plan`] is a pure function of that survey, the findings,
 //! what the runtime said and the clock, so every rule of what may be removed is
-//! unit-tested on hand-built inputs; [`apply`] carries a plan out, checking each action
+//! unit-tested on hand-built inputs; [`apply::apply`] carries a plan out, checking each action
 //! again just before it acts and writing it to the [`journal`] first.
 //!
 //! What may be planned, and nothing else: for a pod with **no sandbox at all** in the
