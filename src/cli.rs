@@ -63,6 +63,20 @@ pub enum Command {
     /// kresidue(1).
     #[command(after_help = CLEAN_EXIT_CODES)]
     Clean(Box<CleanArgs>),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    ///
+    /// bash: `kresidue completions bash > /etc/bash_completion.d/kresidue`;
+    /// zsh: into a dir on `$fpath` as `_kresidue`; fish:
+    /// `kresidue completions fish > ~/.config/fish/completions/kresidue.fish`.
+    Completions(CompletionsArgs),
+}
+
+/// Arguments of `kresidue completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 const CLEAN_EXIT_CODES: &str = "\
@@ -153,8 +167,8 @@ pub struct SearchArgs {
     pub label: String,
 
     /// Output format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
-    pub format: FormatArg,
+    #[arg(long, value_enum, default_value_t = ReportFormatArg::Table)]
+    pub format: ReportFormatArg,
 
     /// Write the report to FILE (atomically: a temporary file renamed into place).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -269,8 +283,21 @@ pub struct FingerprintArgs {
 pub enum FormatArg {
     /// One line per finding, for a person.
     Table,
+    /// JSON.
+    Json,
+}
+
+/// `--format` values of `scan` (`clean` prints a table or JSON).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormatArg {
+    /// One line per finding, for a person.
+    Table,
     /// JSON: `kresidue/report/v1` (`kresidue/clean/v1` for clean).
     Json,
+    /// SARIF 2.1.0, for CI gates and code-scanning dashboards.
+    Sarif,
+    /// Prometheus text format for node_exporter's textfile collector (use with -o).
+    Prometheus,
 }
 
 /// `--fail-on` values.
@@ -378,6 +405,11 @@ sudo kresidue pods \-\-cri unix:///run/containerd/containerd.sock
 .fi
 "#;
 
+/// Writes the completion script for `shell`.
+pub fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    clap_complete::generate(shell, &mut Cli::command(), "kresidue", out);
+}
+
 /// The man pages, rendered from the clap definition: `(file name, roff text)`.
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     let cmd = Cli::command();
@@ -391,7 +423,7 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     man.render_subcommands_section(&mut top).expect("in-memory write");
     top.extend_from_slice(MAN_EXTRA.as_bytes());
     top.extend_from_slice(
-        b".SH SEE ALSO\n\\fBkresidue\\-scan\\fR(1), \\fBkresidue\\-fingerprint\\fR(1), \\fBkresidue\\-rules\\fR(1), \\fBkresidue\\-pods\\fR(1), \\fBkresidue\\-clean\\fR(1)\n",
+        b".SH SEE ALSO\n\\fBkresidue\\-scan\\fR(1), \\fBkresidue\\-fingerprint\\fR(1), \\fBkresidue\\-rules\\fR(1), \\fBkresidue\\-pods\\fR(1), \\fBkresidue\\-clean\\fR(1), \\fBkresidue\\-completions\\fR(1)\n",
     );
     man.render_version_section(&mut top).expect("in-memory write");
     pages.push(("kresidue.1".to_owned(), top));

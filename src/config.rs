@@ -1,7 +1,7 @@
 //! Validated settings: turns raw command-line arguments into what a run needs, failing
 //! fast (exit 2) before any file under the root is read.
 
-use crate::cli::{CriArgs, FailOn, FormatArg, SearchArgs};
+use crate::cli::{CriArgs, FailOn, ReportFormatArg, SearchArgs};
 use crate::cri;
 use crate::finding::Severity;
 use crate::fingerprint::{self, BuildStats, FingerprintSet};
@@ -117,8 +117,10 @@ impl ScanConfig {
             rules: !args.no_rules,
             lock: args.lock.clone(),
             format: match args.format {
-                FormatArg::Table => Format::Table,
-                FormatArg::Json => Format::Json,
+                ReportFormatArg::Table => Format::Table,
+                ReportFormatArg::Json => Format::Json,
+                ReportFormatArg::Sarif => Format::Sarif,
+                ReportFormatArg::Prometheus => Format::Prometheus,
             },
             output: args.output.clone(),
         })

@@ -85,6 +85,22 @@ pub enum SiteId {
 }
 
 impl SiteId {
+    /// Every site, in report order.
+    pub const ALL: [SiteId; 12] = [
+        SiteId::KubeletSecretVolume,
+        SiteId::KubeletProjectedVolume,
+        SiteId::KubeletCsiVolume,
+        SiteId::KubeletSubpath,
+        SiteId::ContainerdSnapshot,
+        SiteId::ContainerdMetadata,
+        SiteId::OciBundle,
+        SiteId::PodLog,
+        SiteId::Etcd,
+        SiteId::CrioStorage,
+        SiteId::DockerStorage,
+        SiteId::Other,
+    ];
+
     /// The id as written in reports.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -51,6 +51,10 @@ pub fn run(cli: Cli, stdout: &mut dyn Write) -> Result<Outcome> {
         Command::Rules(args) => run_rules(&args, stdout),
         Command::Pods(args) => run_pods(&args, stdout),
         Command::Clean(args) => run_clean(&args, stdout),
+        Command::Completions(args) => {
+            cli::completions(args.shell, stdout);
+            Ok(Outcome { status: ExitStatus::Clean, notes: Vec::new() })
+        }
     }
 }
 
@@ -145,6 +149,9 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<(scan::ScanResult, CriIn
 
 fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let mut cfg = config::ScanConfig::from_args(&args.search)?;
+    if !matches!(cfg.format, report::Format::Table | report::Format::Json) {
+        bail!("clean prints its plan as --format table or json");
+    }
     let min_age = humantime::parse_duration(&args.min_age)
         .map_err(|e| anyhow::anyhow!("--min-age {:?}: {e}", args.min_age))?
         .as_secs();

@@ -135,7 +135,7 @@ fn outputs_show_no_8_byte_run_of_a_value() {
     let tree = NodeTree::new();
     let (s, _) = small_tree(&tree);
     let file = tree.secrets_file("s.json", std::slice::from_ref(&s));
-    for format in ["table", "json"] {
+    for format in ["table", "json", "sarif", "prometheus"] {
         let out = tree.scan(&["--secrets", path_arg(&file), "--format", format]);
         out.assert_code(1);
         for (_, v) in &s.data {

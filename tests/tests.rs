@@ -7,6 +7,8 @@
 //!   atomic-writer volumes, `--path`, `--kubelet-dir`, `--threads`.
 //! - `fingerprint`: the fingerprint file (no leak, labels, type-aware selection, short
 //!   values) and the property that fingerprint and `--secrets` modes agree.
+//! - `formats`: SARIF validated against the published SARIF 2.1.0 schema, the Prometheus
+//!   textfile parsed by a Prometheus text parser and compared with the JSON report.
 //! - `report`: JSON schema, table output, `-o`, exit codes.
 //! - `rules`: the built-in rules end to end: every rule on its own examples in realistic
 //!   files, ordinary files of this machine (no rule may fire), JWT insight and severities,
@@ -34,6 +36,7 @@ mod clean;
 mod containerd;
 mod cri;
 mod fingerprint;
+mod formats;
 mod report;
 mod rules;
 mod runtime;

@@ -13,7 +13,8 @@ pub fn write(report: &CleanReport, format: Format, out: &mut dyn Write) -> io::R
             serde_json::to_writer_pretty(&mut *out, report).map_err(io::Error::from)?;
             out.write_all(b"\n")
         }
-        Format::Table => table(report, out),
+        // (`run_clean` refuses the scan-only formats before anything runs.)
+        Format::Table | Format::Sarif | Format::Prometheus => table(report, out),
     }
 }
 

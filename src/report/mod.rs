@@ -8,6 +8,8 @@
 pub mod clean;
 pub mod json;
 pub mod pods;
+pub mod prometheus;
+pub mod sarif;
 pub mod table;
 
 pub use pods::write as write_pods;
@@ -25,6 +27,10 @@ pub enum Format {
     Table,
     /// `kresidue/report/v1`.
     Json,
+    /// SARIF 2.1.0.
+    Sarif,
+    /// Prometheus text exposition (node_exporter textfile collector).
+    Prometheus,
 }
 
 /// Writes `report` in `format`.
@@ -32,6 +38,13 @@ pub fn write(report: &Report, format: Format, out: &mut dyn Write) -> io::Result
     match format {
         Format::Table => table::write(report, out),
         Format::Json => json::write(report, out),
+        Format::Sarif => sarif::write(report, out),
+        Format::Prometheus => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            prometheus::write(report, now, out)
+        }
     }
 }
 
