@@ -1479,8 +1479,10 @@ fn run() -> anyhow::Result<bool> {
                     layout: layout.clone(),
                     threads: c.threads,
                     chunk: DEFAULT_CHUNK,
+                    max_file_size: None,
+                    deadline: None,
                 };
-                results[slot] = Some(black_box(scan::scan(&root, &settings, &c.searchers)?));
+                results[slot] = Some(black_box(scan::scan(&root, &settings, &c.searchers, &())?));
             }
             let took = t.elapsed();
             if round > 0 {

@@ -218,13 +218,39 @@ pub struct SearchArgs {
     #[arg(long)]
     pub require_cri: bool,
 
-    /// Print nothing but the report.
+    /// Print nothing but the report (no progress bar, no notes).
     #[arg(short, long)]
     pub quiet: bool,
 
-    /// The run lock: `scan` and a dry-run `clean` hold it shared, `clean --apply`
-    /// exclusively, so a cleanup never overlaps another run.
-    #[arg(long, value_name = "FILE", default_value = "/run/lock/kresidue.lock")]
+    /// After the scan, print per-site files, bytes and time, and the priority the scan
+    /// ran at, on stderr.
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// Run at the lowest CPU priority (nice 19) and in the idle I/O class, so a busy node
+    /// does not notice the scan.
+    #[arg(long)]
+    pub nice: bool,
+
+    /// Do not read files larger than this (`500M`, `2G`, bytes without a suffix); each is
+    /// listed in the report's errors.
+    #[arg(long, value_name = "SIZE")]
+    pub max_file_size: Option<String>,
+
+    /// Stop reading after this long (`90s`, `10m`); the report then says it is incomplete
+    /// (`summary.incomplete`) and why.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+
+    /// The run lock: one kresidue run at a time, so overlapping cron runs exit at once
+    /// (exit 2, one line) instead of piling up; a run that cannot create or open it runs
+    /// without it, except `clean --apply`.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "KRESIDUE_LOCK",
+        default_value = "/run/lock/kresidue.lock"
+    )]
     pub lock: PathBuf,
 
     /// Bytes read per buffer (testing aid).

@@ -32,6 +32,14 @@ pub struct ScanConfig {
     pub rules: bool,
     /// The run lock file.
     pub lock: PathBuf,
+    /// `--timeout`: the scan's deadline is set when it starts.
+    pub timeout: Option<Duration>,
+    /// `--nice`.
+    pub nice: bool,
+    /// `--verbose`.
+    pub verbose: bool,
+    /// `--quiet`.
+    pub quiet: bool,
     /// Report format.
     pub format: Format,
     /// Report file, or stdout.
@@ -61,6 +69,17 @@ impl ScanConfig {
         if !(64..=1 << 30).contains(&chunk) {
             bail!("--chunk-size must be between 64 and 1073741824");
         }
+        let max_file_size = match &args.max_file_size {
+            Some(s) => Some(parse_size(s).with_context(|| format!("--max-file-size {s:?}"))?),
+            None => None,
+        };
+        let timeout = match &args.timeout {
+            Some(s) => Some(
+                humantime::parse_duration(s)
+                    .map_err(|e| anyhow::anyhow!("--timeout {s:?}: {e}"))?,
+            ),
+            None => None,
+        };
         let mut sets = Vec::new();
         for f in &args.fingerprints {
             let bytes =
@@ -111,7 +130,11 @@ impl ScanConfig {
             require_cri: args.require_cri,
             root,
             root_arg: args.root.clone(),
-            settings: ScanSettings { layout, threads, chunk },
+            settings: ScanSettings { layout, threads, chunk, max_file_size, deadline: None },
+            timeout,
+            nice: args.nice,
+            verbose: args.verbose,
+            quiet: args.quiet,
             sets,
             secrets_stats,
             rules: !args.no_rules,
@@ -125,6 +148,25 @@ impl ScanConfig {
             output: args.output.clone(),
         })
     }
+}
+
+/// A size: bytes, or with a `K`, `M`, `G` or `T` suffix (powers of 1024; `KiB`, `MB`,
+/// … spelled out too).
+pub fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 =
+        digits.parse().map_err(|_| anyhow::anyhow!("not a size: a number, then K, M, G or T"))?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => bail!("unknown unit {unit:?}: K, M, G or T"),
+    };
+    n.checked_mul(1 << shift).ok_or_else(|| anyhow::anyhow!("too large"))
 }
 
 /// The `--fail-on` threshold (`None` = never).

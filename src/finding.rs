@@ -414,6 +414,8 @@ pub struct Summary {
     pub baselined: u64,
     /// Wall time of the scan.
     pub duration_ms: u64,
+    /// True when `--timeout` stopped the scan before everything was read.
+    pub incomplete: bool,
 }
 
 /// A whole scan report: schema `kresidue/report/v1`.

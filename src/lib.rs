@@ -20,6 +20,7 @@ pub mod fingerprint;
 pub mod kubectl;
 pub mod matcher;
 pub mod node;
+pub mod progress;
 pub mod report;
 pub mod rules;
 pub mod scan;
@@ -30,7 +31,7 @@ use anyhow::{bail, Context, Result};
 use cli::{CleanArgs, Cli, Command, FingerprintArgs, PodsArgs, RulesArgs, ScanArgs};
 use finding::{CriInfo, CriStatus, ExitStatus, Report, ScanError, Summary};
 use fingerprint::{BuildStats, FingerprintSet, MAX_FORM_LEN, MIN_VALUE_LEN};
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::time::Instant;
 
@@ -66,7 +67,7 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         None => Default::default(),
     };
     let _lock = take_lock(&cfg.lock, false)?;
-    let (mut result, cri_info, _) = scan_and_ask(&mut cfg)?;
+    let Scanned { mut result, cri: cri_info, notes: mut verbose, .. } = scan_and_ask(&mut cfg)?;
     let before = result.findings.len();
     result.findings.retain(|f| !baseline.contains(&f.id));
     let baselined = (before - result.findings.len()) as u64;
@@ -85,6 +86,7 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
             }),
             baselined,
             duration_ms: started.elapsed().as_millis() as u64,
+            incomplete: result.incomplete,
         },
         findings: result.findings,
         errors: result.errors,
@@ -97,37 +99,52 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     if let Some(stats) = &cfg.secrets_stats {
         notes.extend(skip_note(stats));
     }
+    notes.append(&mut verbose);
     Ok(Outcome { status: report.exit_status(config::fail_on(args.fail_on)), notes })
 }
 
 /// A runtime that answered, and its answer.
 type Asked = Option<(cri::Client, cri::Live)>;
 
-/// Takes the run lock: shared for a scan or a dry run, exclusive to change the tree. A
-/// run that cannot create or open the lock file runs without it unless it must hold it.
-fn take_lock(path: &Path, exclusive: bool) -> Result<Option<sys::Lock>> {
-    match sys::lock(path, exclusive) {
+/// Takes the run lock, without waiting: one kresidue run at a time. A run that cannot
+/// create or open the lock file runs without it, unless it must hold it (`clean --apply`).
+fn take_lock(path: &Path, required: bool) -> Result<Option<sys::Lock>> {
+    match sys::lock(path) {
         Ok(Some(lock)) => Ok(Some(lock)),
-        Ok(None) if exclusive => {
-            bail!(
-                "another kresidue run holds the lock {}: try again when it has finished",
-                path.display()
-            )
-        }
         Ok(None) => bail!(
-            "kresidue clean --apply holds the lock {}: try again when it has finished",
+            "another kresidue run holds the lock {}: try again when it has finished",
             path.display()
         ),
-        Err(e) if exclusive => bail!("cannot take the lock {}: {e}", path.display()),
+        Err(e) if required => bail!("cannot take the lock {}: {e}", path.display()),
         Err(_) => Ok(None),
     }
+}
+
+/// A scan with the runtime asked, and the notes of `--verbose`.
+struct Scanned {
+    result: scan::ScanResult,
+    cri: CriInfo,
+    asked: Asked,
+    notes: Vec<String>,
 }
 
 /// The scan of `cfg`, with the runtime asked: connected (and the version asked) before
 /// the scan, so that `--require-cri` fails fast, and the pods listed after it, so that a
 /// pod started meanwhile counts as live. kubelet's root dir, when not given, is learned
 /// from where the runtime's containers mount volumes from.
-fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<(scan::ScanResult, CriInfo, Asked)> {
+fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
+    let mut notes = Vec::new();
+    if cfg.nice {
+        // Before any thread starts: they inherit it.
+        match sys::be_nice() {
+            Ok((nice, class)) if cfg.verbose => {
+                let class = if class == 3 { "idle".to_owned() } else { format!("class {class}") };
+                notes.push(format!("priority: nice {nice}, I/O {class}"));
+            }
+            Ok(_) => {}
+            Err(e) => notes.push(format!("--nice: {e}")),
+        }
+    }
     let mut connected = match cri::connect(&cfg.cri, cfg.cri_timeout) {
         Err(u) if cfg.require_cri => bail!("{u}"),
         other => other,
@@ -142,9 +159,42 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<(scan::ScanResult, CriIn
     let matcher = matcher::Matcher::new(std::mem::take(&mut cfg.sets));
     let rules = if cfg.rules { rules::Rules::builtin(unix_now()) } else { rules::Rules::none() };
     let searchers = scan::Searchers { matcher: &matcher, rules: &rules };
-    let mut result = scan::scan(&cfg.root, &cfg.settings, &searchers)?;
-    let (info, asked) = cross_check(connected, &mut result, cfg.require_cri)?;
-    Ok((result, info, asked))
+    cfg.settings.deadline = cfg.timeout.map(|t| Instant::now() + t);
+    // A bar on stderr only for a person watching: not when the report goes to a pipe.
+    let watched = std::io::stderr().is_terminal()
+        && (cfg.output.is_some() || std::io::stdout().is_terminal());
+    let bar = (!cfg.quiet && watched).then(progress::Bar::start);
+    let scanned = match &bar {
+        Some(bar) => scan::scan(&cfg.root, &cfg.settings, &searchers, bar),
+        None => scan::scan(&cfg.root, &cfg.settings, &searchers, &()),
+    };
+    if let Some(bar) = &bar {
+        bar.finish();
+    }
+    let mut result = scanned?;
+    if result.incomplete {
+        result.errors.push(ScanError {
+            path: report::display_path(cfg.root_arg.as_os_str()),
+            error: format!(
+                "the scan stopped at --timeout {}: files not read by then are not in this report",
+                humantime::format_duration(cfg.timeout.unwrap_or_default())
+            ),
+        });
+        result.errors.sort();
+    }
+    if cfg.verbose {
+        for (site, s) in &result.sites {
+            notes.push(format!(
+                "site {}: {} files, {}, {} ms",
+                site.as_str(),
+                s.files,
+                report::human_size(s.bytes),
+                s.busy.as_millis()
+            ));
+        }
+    }
+    let (cri, asked) = cross_check(connected, &mut result, cfg.require_cri)?;
+    Ok(Scanned { result, cri, asked, notes })
 }
 
 fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
@@ -159,18 +209,40 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         if matches!(cfg.cri, cri::Choice::Disabled) {
             bail!("clean --apply needs the container runtime to prove pods dead: give --cri ENDPOINT (and not --no-cri)");
         }
+        // Mounts made on the node must be visible here, or a removal could detach one.
+        if sys::in_init_mount_namespace() == Some(false) {
+            bail!("clean --apply must run in the node's mount namespace (on the node, or `nsenter -t 1 -m`): mounts of the node may be invisible here");
+        }
         cfg.require_cri = true;
+        // Where kubelet keeps pods is not taken from what a container mounts.
+        cfg.settings.layout.kubelet_dir_explicit = true;
     }
     let _lock = take_lock(&cfg.lock, args.apply)?;
-    let (result, cri_info, asked) = scan_and_ask(&mut cfg)?;
+    let Scanned { result, cri: cri_info, asked, notes: mut verbose } = scan_and_ask(&mut cfg)?;
+    if args.apply && result.incomplete {
+        bail!("the scan stopped at --timeout: clean --apply acts only on a complete scan");
+    }
     let kubelet_dir = cfg.settings.layout.kubelet_dir.clone();
-    let mounts = sys::mount::mounts().unwrap_or_default();
-    let (pods, mut errors) = clean::survey(&cfg.root, &kubelet_dir, &mounts);
-    let opts = clean::PlanOptions { min_age, remove_exited: args.remove_exited_containers };
+    let mounts = match sys::mount::mounts() {
+        Ok(m) => m,
+        Err(e) => bail!("cannot read the mount table /proc/self/mountinfo: {e}"),
+    };
     let (mut client, live) = match asked {
         Some((client, live)) => (Some(client), Some(live)),
         None => (None, None),
     };
+    let is_live = |uid: &str| live.as_ref().is_none_or(|l| l.pod_live(uid));
+    let (pods, mut errors) = clean::survey(&cfg.root, &kubelet_dir, &mounts, &is_live);
+    if let (true, Some(l)) = (args.apply, &live) {
+        if l.pods.is_empty() && !pods.is_empty() {
+            bail!(
+                "the runtime reports no pod at all while kubelet has {} pod dirs: is {} the runtime kubelet uses? Nothing was removed",
+                pods.len(),
+                cri_info.endpoint.as_deref().unwrap_or("it")
+            );
+        }
+    }
+    let opts = clean::PlanOptions { min_age, remove_exited: args.remove_exited_containers };
     let mut plan = clean::plan(&result.findings, live.as_ref(), &pods, unix_now(), &opts);
     if let Some(gate) = &args.apply_gate {
         gate_wait(gate)?;
@@ -214,7 +286,7 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         Some(path) => report::write_atomic(path, |w| report::clean::write(&report, cfg.format, w))?,
         None => report::clean::write(&report, cfg.format, stdout)?,
     }
-    let mut notes = Vec::new();
+    let mut notes = std::mem::take(&mut verbose);
     // The table says so itself; JSON and files get it on stderr.
     if report.actions.is_empty() && (cfg.format != report::Format::Table || cfg.output.is_some()) {
         notes.push("nothing to do: no provably orphaned residue".to_owned());

@@ -20,11 +20,12 @@ use crate::rules::{RuleHit, Rules};
 use crate::sys::{self, RootDir};
 use crate::walk::{self, FileJob, WalkItem};
 use rayon::prelude::*;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Seek};
 use std::os::unix::fs::MetadataExt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Default number of new bytes read per buffer.
 pub const DEFAULT_CHUNK: usize = 1 << 20;
@@ -38,6 +39,11 @@ pub struct ScanSettings {
     pub threads: usize,
     /// New bytes per read buffer.
     pub chunk: usize,
+    /// Files larger than this are not read (each is listed in `errors`).
+    pub max_file_size: Option<u64>,
+    /// When reading stops: files not yet read then are not read, and the result is marked
+    /// incomplete.
+    pub deadline: Option<Instant>,
 }
 
 /// What a scan found.
@@ -51,6 +57,32 @@ pub struct ScanResult {
     pub files: u64,
     /// Bytes read.
     pub bytes: u64,
+    /// Per site: files, bytes and the time spent reading and searching them (summed
+    /// over threads).
+    pub sites: BTreeMap<SiteId, SiteStats>,
+    /// The deadline passed before everything was read.
+    pub incomplete: bool,
+}
+
+/// What a scan read at one site.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SiteStats {
+    /// Files read.
+    pub files: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Time spent on them, summed over threads.
+    pub busy: Duration,
+}
+
+/// Where a scan reports each file it has read (a progress bar; `()` for nothing).
+pub trait Progress: Sync {
+    /// A file of `site` was read: `bytes` bytes.
+    fn file(&self, site: SiteId, bytes: u64);
+}
+
+impl Progress for () {
+    fn file(&self, _: SiteId, _: u64) {}
 }
 
 /// What to look for: known values and rules. Both are read-only and shared by workers.
@@ -68,11 +100,12 @@ impl Searchers<'_> {
     }
 }
 
-/// Scans everything `settings` names under `root`.
+/// Scans everything `settings` names under `root`, telling `progress` of each file read.
 pub fn scan(
     root: &RootDir,
     settings: &ScanSettings,
     searchers: &Searchers<'_>,
+    progress: &dyn Progress,
 ) -> anyhow::Result<ScanResult> {
     let mut errors = Vec::new();
     let scopes = node::discover(root, &settings.layout, &mut errors);
@@ -80,47 +113,82 @@ pub fn scan(
     let errors = Mutex::new(errors);
     let files = AtomicU64::new(0);
     let bytes = AtomicU64::new(0);
+    let sites = Mutex::new(BTreeMap::<SiteId, SiteStats>::new());
+    let late = AtomicBool::new(false);
+    let in_time = || {
+        let on_time = settings.deadline.is_none_or(|d| Instant::now() < d);
+        if !on_time {
+            late.store(true, Ordering::Relaxed);
+        }
+        on_time
+    };
     let seen = Mutex::new(HashSet::new());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(settings.threads).build()?;
     let root_abs = root.path().to_path_buf();
     pool.install(|| {
-        scopes.into_iter().flat_map(|s| walk::walk_scope(&root_abs, s)).par_bridge().for_each_init(
-            || Worker::new(settings.chunk, searchers.overlap()),
-            |w, item| match item {
-                WalkItem::Error(e) => errors.lock().expect("lock").push(e),
-                WalkItem::File(job) => match w.scan_file(root, &job, searchers, &seen) {
-                    Ok(Some((n, mut found))) => {
-                        files.fetch_add(1, Ordering::Relaxed);
-                        bytes.fetch_add(n, Ordering::Relaxed);
-                        if !found.is_empty() {
-                            findings.lock().expect("lock").append(&mut found);
+        scopes
+            .into_iter()
+            .flat_map(|s| walk::walk_scope(&root_abs, s))
+            .take_while(|_| in_time())
+            .par_bridge()
+            .for_each_init(
+                || Worker::new(settings, searchers.overlap()),
+                |w, item| match item {
+                    WalkItem::Error(e) => errors.lock().expect("lock").push(e),
+                    WalkItem::File(job) => {
+                        let started = Instant::now();
+                        let result = w.scan_file(root, &job, searchers, &seen);
+                        if std::mem::take(&mut w.timed_out) {
+                            late.store(true, Ordering::Relaxed);
                         }
-                        for error in w.file_errors.drain(..) {
-                            let path = job.node_path.clone();
-                            errors.lock().expect("lock").push(ScanError { path, error });
-                        }
-                        if std::mem::take(&mut w.rules_incomplete) {
-                            errors.lock().expect("lock").push(ScanError {
-                                path: job.node_path.clone(),
-                                error: RULES_INCOMPLETE.to_owned(),
-                            });
+                        match result {
+                            Ok(Some((n, mut found))) => {
+                                files.fetch_add(1, Ordering::Relaxed);
+                                bytes.fetch_add(n, Ordering::Relaxed);
+                                let mut sites = sites.lock().expect("lock");
+                                let site = sites.entry(job.site).or_default();
+                                site.files += 1;
+                                site.bytes += n;
+                                site.busy += started.elapsed();
+                                drop(sites);
+                                progress.file(job.site, n);
+                                if !found.is_empty() {
+                                    findings.lock().expect("lock").append(&mut found);
+                                }
+                                for error in w.file_errors.drain(..) {
+                                    let path = job.node_path.clone();
+                                    errors.lock().expect("lock").push(ScanError { path, error });
+                                }
+                                if std::mem::take(&mut w.rules_incomplete) {
+                                    errors.lock().expect("lock").push(ScanError {
+                                        path: job.node_path.clone(),
+                                        error: RULES_INCOMPLETE.to_owned(),
+                                    });
+                                }
+                            }
+                            Ok(None) => {}
+                            Err(error) => errors
+                                .lock()
+                                .expect("lock")
+                                .push(ScanError { path: job.node_path.clone(), error }),
                         }
                     }
-                    Ok(None) => {}
-                    Err(error) => errors
-                        .lock()
-                        .expect("lock")
-                        .push(ScanError { path: job.node_path.clone(), error }),
                 },
-            },
-        )
+            )
     });
     let mut findings = findings.into_inner().expect("lock");
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     let mut errors = errors.into_inner().expect("lock");
     errors.sort();
     errors.dedup();
-    Ok(ScanResult { findings, errors, files: files.into_inner(), bytes: bytes.into_inner() })
+    Ok(ScanResult {
+        findings,
+        errors,
+        files: files.into_inner(),
+        bytes: bytes.into_inner(),
+        sites: sites.into_inner().expect("lock"),
+        incomplete: late.into_inner(),
+    })
 }
 
 /// The `errors` entry of a file in which a rule ran out of its work budget.
@@ -138,10 +206,17 @@ struct Worker {
     rules_incomplete: bool,
     /// Problems with parts of the current file that did not stop its search.
     file_errors: Vec<String>,
+    /// Files larger than this are not read.
+    max_file_size: Option<u64>,
+    /// When reading stops.
+    deadline: Option<Instant>,
+    /// Set when the deadline cut the current file short.
+    timed_out: bool,
 }
 
 impl Worker {
-    fn new(chunk: usize, overlap: usize) -> Worker {
+    fn new(settings: &ScanSettings, overlap: usize) -> Worker {
+        let chunk = settings.chunk;
         // The carry plus either a chunk or the zeros standing for a hole.
         Worker {
             buf: vec![0; chunk.max(overlap) + overlap],
@@ -151,6 +226,9 @@ impl Worker {
             rule_hits: Vec::new(),
             rules_incomplete: false,
             file_errors: Vec::new(),
+            max_file_size: settings.max_file_size,
+            deadline: settings.deadline,
+            timed_out: false,
         }
     }
 
@@ -180,6 +258,9 @@ impl Worker {
         // Liveness is applied to the findings once all are made (see `judge`).
         let place = place(category(job, sys::is_tmpfs(&f)), job.stale, None);
         let size = md.len();
+        if let Some(max) = self.max_file_size.filter(|&max| size > max) {
+            return Err(format!("{size} bytes, more than --max-file-size {max}; not read"));
+        }
         let gz = job.rel.extension().is_some_and(|e| e == "gz");
         if job.site == SiteId::PodLog && (gz || size <= MAX_LOG) {
             return self.scan_log(&mut f, job, searchers, place).map(Some);
@@ -207,6 +288,12 @@ impl Worker {
                 pos = data;
             }
             if next.is_none() {
+                break;
+            }
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                self.timed_out = true;
+                self.file_errors
+                    .push(format!("read up to byte {pos} only: the scan's --timeout passed"));
                 break;
             }
             let n = read_full(&mut f, &mut self.buf[carry..carry + self.chunk])

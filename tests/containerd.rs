@@ -429,7 +429,8 @@ fn kresidue(
     if let Some(k) = kubelet {
         cmd.arg("--kubelet-dir").arg(k);
     }
-    let out = cmd.args(extra).output().unwrap();
+    let out =
+        cmd.env("KRESIDUE_LOCK", c.dir.path().join("kresidue.lock")).args(extra).output().unwrap();
     for stream in [&out.stdout, &out.stderr] {
         for g in guards {
             assert!(!contains(stream, g.as_bytes()), "a value is printed");

@@ -457,7 +457,12 @@ fn socket_without_permission() {
         std::fs::set_permissions(server.sock(), std::fs::Permissions::from_mode(0o000)).unwrap();
         Command::new(assert_cmd::cargo::cargo_bin("kresidue"))
     };
+    // A run lock of its own that `nobody` may open.
+    let lock = bin_dir.path().join("kresidue.lock");
+    std::fs::write(&lock, b"").unwrap();
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
     let out = cmd
+        .env("KRESIDUE_LOCK", &lock)
         .args(["scan", "--root", "/proc/self/fdinfo", "--format", "json", "--cri-timeout", "2"])
         .args(["--cri", &server.endpoint()])
         .output()

@@ -7,6 +7,8 @@
 //!   atomic-writer volumes, `--path`, `--kubelet-dir`, `--threads`.
 //! - `fingerprint`: the fingerprint file (no leak, labels, type-aware selection, short
 //!   values) and the property that fingerprint and `--secrets` modes agree.
+//! - `fleet`: the run lock, `--nice`, `--max-file-size`, `--timeout`, `-v`, the progress
+//!   bar under a real pseudo-terminal and silence when piped.
 //! - `formats`: SARIF validated against the published SARIF 2.1.0 schema, the Prometheus
 //!   textfile parsed by a Prometheus text parser and compared with the JSON report.
 //! - `report`: JSON schema, table output, `-o`, exit codes.
@@ -36,6 +38,7 @@ mod clean;
 mod containerd;
 mod cri;
 mod fingerprint;
+mod fleet;
 mod formats;
 mod report;
 mod rules;

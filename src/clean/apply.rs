@@ -59,21 +59,22 @@ fn refuse(actions: &mut [Action], why: &str) {
     }
 }
 
-fn apply_pod(uid: &str, actions: &mut [Action], cx: &mut Context<'_>) -> std::io::Result<()> {
-    // The pod still has no sandbox?
-    match cx.client.pod_sandboxes() {
-        Err(e) => {
-            refuse(actions, &format!("the runtime could not be asked again: {e}"));
-            return Ok(());
+/// Whether the runtime has a sandbox for pod `uid` now: `Err` (with the reason to
+/// refuse) when it cannot be asked or answers a sandbox without metadata.
+fn has_sandbox(client: &mut Client, uid: &str) -> Result<bool, String> {
+    let sandboxes =
+        client.pod_sandboxes().map_err(|e| format!("the runtime could not be asked again: {e}"))?;
+    let mut found = false;
+    for s in &sandboxes {
+        match &s.metadata {
+            Some(m) => found |= m.uid == uid,
+            None => return Err("the runtime reports a sandbox without metadata".to_owned()),
         }
-        Ok(sandboxes)
-            if sandboxes.iter().any(|s| s.metadata.as_ref().is_some_and(|m| m.uid == uid)) =>
-        {
-            refuse(actions, "the pod has a sandbox now");
-            return Ok(());
-        }
-        Ok(_) => {}
     }
+    Ok(found)
+}
+
+fn apply_pod(uid: &str, actions: &mut [Action], cx: &mut Context<'_>) -> std::io::Result<()> {
     let pods_node = cx.kubelet_dir.join("pods");
     let pod_node = pods_node.join(uid);
     let pods = match cx.root.open_dir(pods_node.strip_prefix("/").unwrap_or(&pods_node)) {
@@ -85,62 +86,63 @@ fn apply_pod(uid: &str, actions: &mut [Action], cx: &mut Context<'_>) -> std::io
     };
     let pod = match pods.open(Path::new(uid), &pod_node) {
         Ok(d) => d,
+        // Gone since the plan (kubelet cleaned up): what was planned is done.
+        Err(Stop::Io(_, e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            for a in actions.iter_mut() {
+                a.status = Status::Done;
+                a.reason = Some("already gone".to_owned());
+                (a.files, a.bytes) = (0, 0);
+            }
+            return Ok(());
+        }
         Err(stop) => {
             refuse(actions, &stop.to_string());
             return Ok(());
         }
     };
-    let planned =
-        actions.iter().find(|a| a.action == ActionKind::RemovePodDir).and_then(|a| a.ident);
-    match pod.stat() {
-        Ok((ident, _)) if planned.is_some_and(|p| p != ident) => {
-            refuse(actions, "the pod dir changed since it was planned");
-            return Ok(());
-        }
-        Ok((_, mtime)) if crate::unix_now().saturating_sub(mtime) < cx.min_age as i64 => {
-            refuse(actions, "the pod dir was modified since it was planned");
-            return Ok(());
-        }
-        Ok(_) => {}
-        Err(e) => {
-            refuse(actions, &e.to_string());
-            return Ok(());
-        }
-    }
-    // Nothing mounted below but a tmpfs exactly at a planned path.
-    let host = cx.root.path().join(pod_node.strip_prefix("/").unwrap_or(&pod_node));
-    let mounts = crate::sys::mount::mounts().unwrap_or_default();
-    let planned_at: Vec<_> = actions
-        .iter()
-        .map(|a| cx.root.path().join(a.node_path.strip_prefix("/").unwrap_or(&a.node_path)))
-        .collect();
-    if let Some(m) = crate::sys::mount::below(&mounts, &host)
-        .into_iter()
-        .find(|m| !(m.fstype == "tmpfs" && planned_at.contains(&m.point)))
-    {
-        let at = Path::new("/").join(m.point.strip_prefix(cx.root.path()).unwrap_or(&m.point));
-        refuse(
-            actions,
-            &format!("{} is mounted at {}: nothing of this pod is touched", m.fstype, at.display()),
-        );
-        return Ok(());
-    }
+    let planned_pod = actions.iter().find_map(|a| a.pod_ident);
+    let min_age = i64::try_from(cx.min_age).unwrap_or(i64::MAX);
     for i in 0..actions.len() {
         if actions[i].status != Status::Planned {
             continue;
         }
+        // Just before each action: no sandbox, the same pod dir, still old enough, and
+        // nothing mounted below it but a whole tmpfs exactly at a planned volume.
+        let why = match has_sandbox(cx.client, uid) {
+            Err(why) => Some(why),
+            Ok(true) => Some("the pod has a sandbox now".to_owned()),
+            Ok(false) => match pod.stat() {
+                Err(e) => Some(e.to_string()),
+                Ok((ident, _)) if planned_pod.is_some_and(|p| p != ident) => {
+                    Some("the pod dir changed since it was planned".to_owned())
+                }
+                Ok((_, mtime)) if crate::unix_now().saturating_sub(mtime) < min_age => {
+                    Some("the pod dir was modified less than --min-age ago".to_owned())
+                }
+                Ok(_) => foreign_mount(cx, &pod_node, actions),
+            },
+        };
+        if let Some(why) = why {
+            refuse(&mut actions[i..], &why);
+            break;
+        }
         cx.journal.record("begin", &actions[i])?;
         let result = if actions[i].action == ActionKind::RemovePodDir {
             pods.remove(uid.as_ref(), &pod_node, actions[i].ident, Some(&bookkeeping))
+                .map(|r| (r, false))
         } else {
             remove_target(&pod, &pod_node, &actions[i])
         };
         let a = &mut actions[i];
         match result {
-            Ok(removed) => {
+            Ok((removed, unmounted)) => {
                 a.status = Status::Done;
-                a.files = removed.files;
-                a.bytes = removed.bytes;
+                // What the unmounted tmpfs held went with it: as surveyed.
+                if !unmounted {
+                    (a.files, a.bytes) = (0, 0);
+                }
+                a.files += removed.files;
+                a.bytes += removed.bytes;
             }
             Err(stop) => {
                 a.status =
@@ -162,17 +164,43 @@ fn apply_pod(uid: &str, actions: &mut [Action], cx: &mut Context<'_>) -> std::io
     Ok(())
 }
 
+/// Why the pod dir `pod_node` must not be touched now because of a mount below it: any
+/// mount but a whole tmpfs exactly at a planned volume; `None` when there is none. A
+/// mount table that cannot be read is a reason too.
+fn foreign_mount(cx: &Context<'_>, pod_node: &Path, actions: &[Action]) -> Option<String> {
+    let host = |node: &Path| cx.root.path().join(node.strip_prefix("/").unwrap_or(node));
+    let mounts = match crate::sys::mount::mounts() {
+        Ok(m) => m,
+        Err(e) => return Some(format!("cannot read the mount table: {e}")),
+    };
+    let volumes: Vec<_> = actions
+        .iter()
+        .filter(|a| a.action == ActionKind::RemoveVolume)
+        .map(|a| host(&a.node_path))
+        .collect();
+    let m = crate::sys::mount::below(&mounts, &host(pod_node))
+        .into_iter()
+        .find(|m| !(m.is_whole_tmpfs() && volumes.contains(&m.point)))?;
+    let at = Path::new("/").join(m.point.strip_prefix(cx.root.path()).unwrap_or(&m.point));
+    Some(format!("{} is mounted at {}: nothing of this pod is touched", m.describe(), at.display()))
+}
+
 /// Removes a volume dir or subPath copy of the pod dir `pod` (node path `pod_node`),
 /// unmounting a tmpfs mounted exactly there first.
-fn remove_target(pod: &Dir, pod_node: &Path, a: &Action) -> Result<Removed, Stop> {
+fn remove_target(pod: &Dir, pod_node: &Path, a: &Action) -> Result<(Removed, bool), Stop> {
     let rel = a.node_path.strip_prefix(pod_node).map_err(|_| Stop::Changed(a.node_path.clone()))?;
     let (Some(parent_rel), Some(name)) = (rel.parent(), rel.file_name()) else {
         return Err(Stop::Changed(a.node_path.clone()));
     };
     let parent_node = a.node_path.parent().unwrap_or(pod_node);
-    let parent = pod.open(parent_rel, parent_node)?;
+    let parent = match pod.open(parent_rel, parent_node) {
+        Err(Stop::Io(_, e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((Removed::default(), false));
+        }
+        r => r?,
+    };
     let Some((now, kind)) = parent.stat_entry(name, &a.node_path)? else {
-        return Ok(Removed::default());
+        return Ok((Removed::default(), false));
     };
     if kind == nix::sys::stat::SFlag::S_IFLNK {
         return Err(Stop::Symlink(a.node_path.clone()));
@@ -180,17 +208,20 @@ fn remove_target(pod: &Dir, pod_node: &Path, a: &Action) -> Result<Removed, Stop
     if a.ident.is_some_and(|planned| planned != now) {
         return Err(Stop::Changed(a.node_path.clone()));
     }
-    let expect = if parent.unmount_tmpfs(name, &a.node_path)? {
+    // Only at a volume: whatever is mounted at a subPath copy stops its removal.
+    let unmounted =
+        a.action == ActionKind::RemoveVolume && parent.unmount_tmpfs(name, &a.node_path)?;
+    let expect = if unmounted {
         // What the tmpfs covered: kubelet's dir, which must still be a dir.
         match parent.stat_entry(name, &a.node_path)? {
             Some((ident, kind)) if kind == nix::sys::stat::SFlag::S_IFDIR => Some(ident),
             Some(_) => return Err(Stop::Changed(a.node_path.clone())),
-            None => return Ok(Removed::default()),
+            None => return Ok((Removed::default(), true)),
         }
     } else {
         a.ident
     };
-    parent.remove(name, &a.node_path, expect, None)
+    Ok((parent.remove(name, &a.node_path, expect, None)?, unmounted))
 }
 
 fn remove_container(a: &mut Action, cx: &mut Context<'_>) -> std::io::Result<()> {

@@ -33,9 +33,10 @@ impl Journal {
     /// every line.
     pub fn open(path: &Path, run: String) -> Result<Journal> {
         let ctx = || format!("journal {}", path.display());
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::DirBuilder::new().recursive(true).mode(0o750).create(dir).with_context(ctx)?;
-        }
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let new_dir = !dir.exists();
+        std::fs::DirBuilder::new().recursive(true).mode(0o750).create(dir).with_context(ctx)?;
+        let new_file = !path.exists();
         let file = OpenOptions::new()
             .append(true)
             .create(true)
@@ -43,6 +44,16 @@ impl Journal {
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
             .open(path)
             .with_context(ctx)?;
+        // A new file's (and a new dir's) entry must be on disk too, or a crash could take
+        // the whole journal with it.
+        if new_file {
+            File::open(dir).and_then(|d| d.sync_all()).with_context(ctx)?;
+        }
+        if new_dir {
+            if let Some(up) = dir.parent().filter(|d| !d.as_os_str().is_empty()) {
+                File::open(up).and_then(|d| d.sync_all()).with_context(ctx)?;
+            }
+        }
         Ok(Journal { file, run })
     }
 

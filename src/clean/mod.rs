@@ -119,6 +119,9 @@ pub struct Action {
     /// The identity seen when planning (of the mounted tmpfs's root when one is mounted).
     #[serde(skip)]
     pub ident: Option<Ident>,
+    /// The identity of its pod dir when planned (checked before each action of the pod).
+    #[serde(skip)]
+    pub pod_ident: Option<Ident>,
 }
 
 /// Findings at one path that the plan leaves, and what to do about them.
@@ -249,21 +252,28 @@ fn pod_blocked(pod: &PodDir, live: Option<&Live>, now: i64, opts: &PlanOptions) 
         return Some(format!("the pod has a sandbox ({state})"));
     }
     let age = now.saturating_sub(pod.mtime);
-    if age < opts.min_age as i64 {
+    if age < i64::try_from(opts.min_age).unwrap_or(i64::MAX) {
         return Some(format!(
             "the pod dir was modified {} ago, less than --min-age {}",
             human_secs(age.max(0) as u64),
             human_secs(opts.min_age)
         ));
     }
-    let targets: Vec<&Path> = pod.targets.iter().map(|t| t.path.as_path()).collect();
-    if let Some(m) =
-        pod.mounts.iter().find(|(p, fs)| !(fs == "tmpfs" && targets.contains(&p.as_path())))
-    {
+    // Volumes only: a subPath copy's mount is a bind mount, never kubelet's tmpfs.
+    let volumes: Vec<&Path> = pod
+        .targets
+        .iter()
+        .filter(|t| t.kind != TargetKind::Subpath)
+        .map(|t| t.path.as_path())
+        .collect();
+    let foreign = pod
+        .mounts
+        .iter()
+        .find(|(p, _, whole_tmpfs)| !(*whole_tmpfs && volumes.contains(&p.as_path())));
+    if let Some((at, what, _)) = foreign {
         return Some(format!(
-            "{} is mounted at {}: nothing of this pod is touched",
-            m.1,
-            display_path(m.0.as_os_str())
+            "{what} is mounted at {}: nothing of this pod is touched",
+            display_path(at.as_os_str())
         ));
     }
     None
@@ -335,6 +345,7 @@ pub fn plan(
                 reason: None,
                 node_path: t.path.clone(),
                 ident: Some(t.ident),
+                pod_ident: Some(pod.ident),
             });
         }
         // The pod dir goes too when nothing but bookkeeping is left, and no finding is in
@@ -357,6 +368,7 @@ pub fn plan(
                 reason: None,
                 node_path: pod.path.clone(),
                 ident: Some(pod.ident),
+                pod_ident: Some(pod.ident),
             });
         } else if let Some(other) = pod.others.first() {
             blocked.insert(
@@ -370,6 +382,12 @@ pub fn plan(
                         String::new()
                     }
                 ),
+            );
+        } else {
+            blocked.insert(
+                shown,
+                "secrets were found in the pod dir outside its volumes: remove them by hand"
+                    .to_owned(),
             );
         }
     }
@@ -401,6 +419,7 @@ pub fn plan(
                 reason: None,
                 node_path: PathBuf::new(),
                 ident: None,
+                pod_ident: None,
             });
         }
     }

@@ -62,8 +62,9 @@ pub struct PodDir {
     pub bookkeeping_files: u64,
     /// Bytes of those.
     pub bookkeeping_bytes: u64,
-    /// What is mounted at or below the pod dir: node path and filesystem type.
-    pub mounts: Vec<(PathBuf, String)>,
+    /// What is mounted at or below the pod dir: node path, what (see
+    /// [`Mount::describe`]), and whether it is a whole tmpfs.
+    pub mounts: Vec<(PathBuf, String, bool)>,
 }
 
 const PLUGINS: [(&str, TargetKind); 3] = [
@@ -73,11 +74,15 @@ const PLUGINS: [(&str, TargetKind); 3] = [
 ];
 
 /// Surveys every pod dir under `<kubelet_dir>/pods` (a node path) of the root, with the
-/// process's mount table.
+/// process's mount table. Pods for which `live(uid)` holds get only their identity, age
+/// and mounts: nothing of theirs can be planned, so their volumes are not walked. Walks
+/// never descend into a mount point other than a whole tmpfs (a dead NFS server cannot
+/// hang a survey).
 pub fn survey(
     root: &RootDir,
     kubelet_dir: &Path,
     mounts: &[Mount],
+    live: &dyn Fn(&str) -> bool,
 ) -> (Vec<PodDir>, Vec<ScanError>) {
     let node_pods = kubelet_dir.join("pods");
     let host = |node: &Path| root.path().join(node.strip_prefix("/").unwrap_or(node));
@@ -100,13 +105,17 @@ pub fn survey(
         if !meta.is_dir() {
             continue;
         }
-        let mounted: Vec<(PathBuf, String)> = crate::sys::mount::below(mounts, &host(&node))
-            .into_iter()
+        let below = crate::sys::mount::below(mounts, &host(&node));
+        let mounted: Vec<(PathBuf, String, bool)> = below
+            .iter()
             .map(|m| {
                 let rel = m.point.strip_prefix(root.path()).unwrap_or(&m.point);
-                (Path::new("/").join(rel), m.fstype.clone())
+                (Path::new("/").join(rel), m.describe(), m.is_whole_tmpfs())
             })
             .collect();
+        // Mount points the walks must not enter: all but a whole tmpfs (kubelet's).
+        let fences: Vec<PathBuf> =
+            below.iter().filter(|m| !m.is_whole_tmpfs()).map(|m| m.point.clone()).collect();
         let mut pod = PodDir {
             uid: entry.file_name().to_string_lossy().into_owned(),
             ident: Ident { dev: meta.dev(), ino: meta.ino() },
@@ -118,11 +127,15 @@ pub fn survey(
             mounts: mounted,
             path: node.clone(),
         };
+        if live(&pod.uid) {
+            pods.push(pod);
+            continue;
+        }
         for (plugin, kind) in PLUGINS {
             for vol in children(&host(&node.join("volumes").join(plugin))) {
                 let path = node.join("volumes").join(plugin).join(&vol);
                 let path = if kind == TargetKind::CsiVolume { path.join("mount") } else { path };
-                pod.targets.extend(target(&host(&path), path, kind, &pod.mounts));
+                pod.targets.extend(target(&host(&path), path, kind, &pod.mounts, &fences));
             }
         }
         for vol in children(&host(&node.join("volume-subpaths"))) {
@@ -135,6 +148,7 @@ pub fn survey(
                         path,
                         TargetKind::Subpath,
                         &pod.mounts,
+                        &fences,
                     ));
                 }
             }
@@ -144,12 +158,14 @@ pub fn survey(
         let walk = walkdir::WalkDir::new(host(&node))
             .follow_links(false)
             .into_iter()
-            .filter_entry(|e| !targets.iter().any(|t| t == e.path()));
+            .filter_entry(|e| !targets.iter().chain(&fences).any(|t| t == e.path()));
         for e in walk {
             let e = match e {
                 Ok(e) => e,
                 Err(e) => {
-                    let p = e.path().map(Path::to_path_buf).unwrap_or_else(|| node.clone());
+                    // What cannot be read cannot be shown to be only bookkeeping.
+                    let p = e.path().map(Path::to_path_buf).unwrap_or_else(|| host(&node));
+                    pod.others.push(p.strip_prefix(host(&node)).unwrap_or(&p).to_path_buf());
                     err(&p, e.into());
                     continue;
                 }
@@ -191,21 +207,25 @@ fn target(
     host: &Path,
     path: PathBuf,
     kind: TargetKind,
-    mounts: &[(PathBuf, String)],
+    mounts: &[(PathBuf, String, bool)],
+    fences: &[PathBuf],
 ) -> Option<Target> {
     let meta = std::fs::symlink_metadata(host).ok()?;
     if meta.file_type().is_symlink() {
         return None;
     }
     let (mut files, mut bytes) = (0, 0);
-    for e in walkdir::WalkDir::new(host).follow_links(false).into_iter().flatten() {
+    let walk = walkdir::WalkDir::new(host).follow_links(false).into_iter();
+    for e in walk.filter_entry(|e| !fences.iter().any(|f| f == e.path())).flatten() {
         if !e.file_type().is_dir() {
             files += 1;
             bytes += e.metadata().map_or(0, |m| m.len());
         }
     }
     Some(Target {
-        tmpfs_mount: mounts.iter().any(|(p, fs)| *p == path && fs == "tmpfs"),
+        // Only at a volume: a subPath copy's mount is a bind mount, never kubelet's tmpfs.
+        tmpfs_mount: kind != TargetKind::Subpath
+            && mounts.iter().any(|(p, _, whole_tmpfs)| *p == path && *whole_tmpfs),
         path,
         kind,
         ident: Ident { dev: meta.dev(), ino: meta.ino() },

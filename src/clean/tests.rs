@@ -180,17 +180,24 @@ fn only_a_tmpfs_exactly_at_a_target_may_be_mounted_below() {
     let mut p = pod("p", 2 * HOUR);
     let vol = p.targets[0].path.clone();
     p.targets[0].tmpfs_mount = true;
-    p.mounts = vec![(vol.clone(), "tmpfs".into())];
+    p.mounts = vec![(vol.clone(), "tmpfs".into(), true)];
     let ok = plan(&[secret_in("p")], Some(&live), std::slice::from_ref(&p), NOW, &OPTS);
     assert_eq!(ok.actions.len(), 3);
     assert!(ok.actions[0].unmount);
-    for (at, fs) in
-        [(vol.join("inner"), "tmpfs"), (vol.clone(), "ext4"), (p.path.join("volumes/x"), "tmpfs")]
-    {
+    // Inside a volume, a bind of part of a filesystem at a volume, elsewhere in the pod
+    // dir, a whole tmpfs at a subPath copy: each stops the pod.
+    let subpath = p.targets[1].path.clone();
+    let foreign = [
+        (vol.join("inner"), true),
+        (vol.clone(), false),
+        (p.path.join("volumes/x"), true),
+        (subpath, true),
+    ];
+    for (at, whole_tmpfs) in foreign {
         let mut q = p.clone();
-        q.mounts.push((at, fs.into()));
+        q.mounts.push((at, "x".into(), whole_tmpfs));
         let refused = plan(&[secret_in("p")], Some(&live), &[q], NOW, &OPTS);
-        assert!(refused.actions.is_empty(), "{fs}");
+        assert!(refused.actions.is_empty(), "{whole_tmpfs}");
         assert!(refused.left[0].reason.contains("is mounted at"), "{:?}", refused.left);
     }
 }

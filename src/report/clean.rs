@@ -2,7 +2,7 @@
 //! and what to do about it, then a summary) or the `kresidue/clean/v1` JSON document.
 //! Every path and reason is passed through [`terminal_safe`] in the table.
 
-use super::{terminal_safe, Format};
+use super::{human_size as size, terminal_safe, Format};
 use crate::clean::{Action, CleanReport};
 use std::io::{self, Write};
 
@@ -20,22 +20,6 @@ pub fn write(report: &CleanReport, format: Format, out: &mut dyn Write) -> io::R
 
 fn plain<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
-}
-
-/// `1536` → `1.5 KiB`.
-fn size(bytes: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", units[u])
-    }
 }
 
 fn what(a: &Action) -> String {

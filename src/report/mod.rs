@@ -73,6 +73,22 @@ pub fn write_atomic(
     Ok(())
 }
 
+/// `1536` → `1.5 KiB`.
+pub fn human_size(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
 /// A path as text: UTF-8 where it is valid, each invalid byte as `\xNN`.
 pub fn display_path(p: &OsStr) -> String {
     let mut out = String::new();

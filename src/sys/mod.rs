@@ -118,32 +118,31 @@ pub fn next_data(f: &File, pos: u64) -> Option<u64> {
 #[derive(Debug)]
 pub struct Lock(#[allow(dead_code)] fcntl::Flock<File>);
 
-/// Takes the run lock at `path` without waiting: `Ok(None)` when another run holds it in
-/// a conflicting mode. The file is created (mode 0644) if missing, never through a
-/// symlink; a reader that may not write it still takes a shared lock.
-pub fn lock(path: &Path, exclusive: bool) -> io::Result<Option<Lock>> {
-    let flags = OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let fd = match fcntl::open(
-        path,
-        flags | OFlag::O_RDWR | OFlag::O_CREAT,
-        Mode::from_bits_truncate(0o644),
-    ) {
-        Err(Errno::EACCES | Errno::EROFS) if !exclusive => {
-            fcntl::open(path, flags | OFlag::O_RDONLY, Mode::empty())
-        }
-        r => r,
+/// Takes the run lock at `path`, exclusively and without waiting: `Ok(None)` when
+/// another run holds it. The file is created (mode 0644) if missing; it is opened
+/// read-only, never through a symlink and without blocking (a FIFO planted in its place
+/// cannot hang a run), and must be a regular file.
+pub fn lock(path: &Path) -> io::Result<Option<Lock>> {
+    let flags =
+        OFlag::O_RDONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let file = File::from(fcntl::open(path, flags, Mode::from_bits_truncate(0o644))?);
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
     }
-    .map_err(io::Error::from)?;
-    let arg = if exclusive {
-        fcntl::FlockArg::LockExclusiveNonblock
-    } else {
-        fcntl::FlockArg::LockSharedNonblock
-    };
-    match fcntl::Flock::lock(File::from(fd), arg) {
+    match fcntl::Flock::lock(file, fcntl::FlockArg::LockExclusiveNonblock) {
         Ok(l) => Ok(Some(Lock(l))),
         Err((_, Errno::EWOULDBLOCK)) => Ok(None),
         Err((_, e)) => Err(e.into()),
     }
+}
+
+/// True when this process sees the same mount table as PID 1 (it is not in a mount
+/// namespace of its own, as a container without the host's namespaces is). `None` when
+/// PID 1's namespace cannot be read.
+pub fn in_init_mount_namespace() -> Option<bool> {
+    let own = std::fs::read_link("/proc/self/ns/mnt").ok()?;
+    let init = std::fs::read_link("/proc/1/ns/mnt").ok()?;
+    Some(own == init)
 }
 
 /// The running machine's hostname.
@@ -167,4 +166,33 @@ pub fn prefetch<T>(r: &T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = r;
+}
+
+/// Lowers this thread's CPU priority to nice 19 and its I/O priority to the idle class;
+/// threads it starts afterwards inherit both. Returns what the kernel then reports (nice
+/// value, I/O class), read back. Neither call has a safe binding in `nix`.
+pub fn be_nice() -> io::Result<(i32, i32)> {
+    use nix::libc;
+    const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+    const IOPRIO_CLASS_IDLE: libc::c_long = 3;
+    const IOPRIO_CLASS_SHIFT: u32 = 13;
+    #[allow(unsafe_code)]
+    // SAFETY: setpriority, getpriority and the ioprio syscalls take integers only and
+    // touch no memory of this process; errors come back as -1 with errno.
+    let (set_cpu, set_io, nice, io) = unsafe {
+        let set_cpu = libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+        let set_io = libc::syscall(
+            libc::SYS_ioprio_set,
+            IOPRIO_WHO_PROCESS,
+            0 as libc::c_long,
+            IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT,
+        );
+        let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
+        let io = libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0 as libc::c_long);
+        (set_cpu, set_io, nice, io)
+    };
+    if set_cpu != 0 || set_io != 0 || io < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((nice, (io >> IOPRIO_CLASS_SHIFT) as i32))
 }

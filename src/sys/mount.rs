@@ -17,6 +17,25 @@ pub struct Mount {
     pub point: PathBuf,
     /// Its filesystem type (`tmpfs`, `ext4`, …).
     pub fstype: String,
+    /// The dir of its filesystem mounted there: `/` for a whole filesystem, another path
+    /// for a bind mount of part of one.
+    pub root: PathBuf,
+}
+
+impl Mount {
+    /// What is mounted, for a person: `tmpfs`, or `tmpfs (bind of /sub)`.
+    pub fn describe(&self) -> String {
+        if self.root == Path::new("/") {
+            self.fstype.clone()
+        } else {
+            format!("{} (bind of {})", self.fstype, self.root.display())
+        }
+    }
+
+    /// A whole tmpfs (not a bind mount of part of one): what kubelet mounts at a volume.
+    pub fn is_whole_tmpfs(&self) -> bool {
+        self.fstype == "tmpfs" && self.root == Path::new("/")
+    }
 }
 
 /// Reads this process's mount table.
@@ -31,12 +50,14 @@ pub fn parse(text: &[u8]) -> Vec<Mount> {
 
 fn parse_line(line: &[u8]) -> Option<Mount> {
     let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+    let root = fields.get(3)?;
     let point = fields.get(4)?;
     let dash = fields.iter().skip(6).position(|f| *f == b"-")? + 6;
     let fstype = fields.get(dash + 1)?;
     Some(Mount {
         point: PathBuf::from(OsString::from_vec(unescape(point))),
         fstype: String::from_utf8_lossy(&unescape(fstype)).into_owned(),
+        root: PathBuf::from(OsString::from_vec(unescape(root))),
     })
 }
 
@@ -84,6 +105,8 @@ garbage line
         assert_eq!(m.len(), 3);
         assert_eq!(m[1].fstype, "tmpfs");
         assert_eq!(m[2].point, Path::new("/var/lib/kubelet/pods/u1/volumes/a b"));
+        assert!(m[1].is_whole_tmpfs() && !m[2].is_whole_tmpfs());
+        assert_eq!(m[2].describe(), "ext4 (bind of /srv/x)");
         let under = below(&m, Path::new("/var/lib/kubelet/pods/u1"));
         assert_eq!(under.len(), 2);
         assert!(below(&m, Path::new("/var/lib/kubelet/pods/u")).is_empty());

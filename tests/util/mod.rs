@@ -936,7 +936,11 @@ impl<'a> Kr<'a> {
         } else {
             assert_cmd::Command::cargo_bin("kresidue").unwrap()
         };
-        cmd.args(args).env("RUST_BACKTRACE", "1").env_remove("RUST_LOG");
+        // Each tree its own run lock: tests run in parallel.
+        cmd.args(args)
+            .env("RUST_BACKTRACE", "1")
+            .env_remove("RUST_LOG")
+            .env("KRESIDUE_LOCK", self.tree.work("kresidue.lock"));
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -1010,6 +1014,7 @@ fn run_polling_rss(
     use std::io::Read;
     let mut cmd = std::process::Command::new(bin);
     cmd.args(args).env("RUST_BACKTRACE", "1").stdin(Stdio::null());
+    cmd.env("KRESIDUE_LOCK", kr.tree.work("kresidue.lock"));
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     if let Some(d) = &kr.cwd {
         cmd.current_dir(d);

@@ -1,0 +1,154 @@
+//! Being a good citizen on a busy node, and a good tool in cron and at a terminal: the
+//! run lock (an overlapping run exits at once), `--nice`, `--max-file-size`, `--timeout`
+//! (a partial report says so), `-v`, the progress bar under a real pseudo-terminal and
+//! nothing but the report when piped.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+const UID: &str = "5a5a5a5a-0000-4000-8000-00000000000a";
+
+fn node() -> (NodeTree, std::path::PathBuf) {
+    let tree = NodeTree::new();
+    let (value, secrets) = db_password(&tree, 8101);
+    let pod = tree.pod(UID);
+    pod.secret_volume("db").key("password", value.as_bytes());
+    let big = [filler(8102, 300_000), value.clone().into_bytes()].concat();
+    pod.file("volumes/kubernetes.io~empty-dir/cache/big.log", &big);
+    let file = tree.secrets_file("secrets.json", &secrets);
+    (tree, file)
+}
+
+/// While another process holds the run lock, a scan exits 2 at once with one line naming
+/// the lock; once it is released the same scan runs. `KRESIDUE_LOCK` chooses the file.
+#[test]
+fn an_overlapping_run_exits_at_once() {
+    let (tree, file) = node();
+    let lock = tree.work("kresidue.lock");
+    std::fs::write(&lock, b"").unwrap();
+    // `--no-fork`: flock becomes the holder itself, so killing it releases the lock.
+    let mut holder = Command::new("flock")
+        .args(["--no-fork", "-x"])
+        .arg(&lock)
+        .args(["sleep", "30"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("flock (util-linux)");
+    // Until flock holds it: a scan of our own would take it first.
+    let t = Instant::now();
+    loop {
+        let probe =
+            Command::new("flock").args(["-n", "-x"]).arg(&lock).arg("true").status().unwrap();
+        if !probe.success() {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "flock never took the lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = tree.scan(&["--secrets", path_arg(&file)]);
+    assert_eq!(out.code, 2, "{}", out.stdout_str());
+    let err = out.stderr_str();
+    assert!(
+        err.contains("another kresidue run holds the lock") && err.contains(path_arg(&lock)),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(out.elapsed < Duration::from_secs(5), "{:?}", out.elapsed);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let again = tree.scan(&["--secrets", path_arg(&file)]);
+    assert_eq!(again.code, 1, "{}", again.stderr_str());
+}
+
+/// `--nice -v`: the scan runs at nice 19 in the idle I/O class (as the kernel reports it
+/// back), and says per site how many files and bytes it read.
+#[test]
+fn nice_and_verbose() {
+    let (tree, file) = node();
+    let out = tree.scan(&["--secrets", path_arg(&file), "--nice", "-v"]);
+    assert_eq!(out.code, 1);
+    let err = out.stderr_str();
+    assert!(err.contains("kresidue: priority: nice 19, I/O idle"), "{err}");
+    assert!(err.contains("kresidue: site kubelet-secret-volume: 1 files"), "{err}");
+    assert!(err.contains("kresidue: site other: 2 files, 293.0 KiB"), "{err}");
+}
+
+/// `--max-file-size`: a larger file is not read and is listed in errors; the rest is
+/// scanned. `--timeout 0s`: nothing is read, the report says it is incomplete and why.
+/// Bad values are usage errors.
+#[test]
+fn max_file_size_and_timeout() {
+    let (tree, file) = node();
+    let out =
+        tree.scan(&["--secrets", path_arg(&file), "--format", "json", "--max-file-size", "100K"]);
+    assert_eq!(out.code, 1);
+    let report = out.json.as_ref().unwrap();
+    let paths: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths.len(), 1, "{paths:?}");
+    assert!(paths[0].ends_with("/db/password"));
+    let errors = report["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0]["path"].as_str().unwrap().ends_with("big.log"));
+    assert!(
+        errors[0]["error"].as_str().unwrap().contains("more than --max-file-size 102400"),
+        "{errors:?}"
+    );
+    assert_eq!(report["summary"]["incomplete"], false);
+
+    let late = tree.scan(&["--secrets", path_arg(&file), "--format", "json", "--timeout", "0s"]);
+    assert_eq!(late.code, 0);
+    let report = late.json.as_ref().unwrap();
+    assert_eq!(report["summary"]["incomplete"], true);
+    assert_eq!(report["summary"]["files"], 0);
+    let errors = report["errors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|e| e["error"].as_str().unwrap().contains("stopped at --timeout 0s")),
+        "{errors:?}"
+    );
+
+    for (flag, bad) in [("--max-file-size", "12Q"), ("--timeout", "soon")] {
+        let out = tree.scan(&["--secrets", path_arg(&file), flag, bad]);
+        assert_eq!(out.code, 2);
+        assert!(out.stderr_str().contains(flag), "{}", out.stderr_str());
+    }
+}
+
+/// Under a real pseudo-terminal (`script`), a scan draws its progress on the terminal;
+/// piped, a scan prints the report on stdout and nothing at all on stderr.
+#[test]
+fn progress_on_a_terminal_only() {
+    let (tree, file) = node();
+    let bin = env!("CARGO_BIN_EXE_kresidue");
+    let cmd = format!(
+        "{bin} scan --root {} --no-cri --secrets {} --lock {}",
+        tree.root_arg(),
+        file.display(),
+        tree.work("kresidue.lock").display()
+    );
+    // A terminal that can redraw a line (a `dumb` one, or none named, gets no bar).
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("TERM", "xterm")
+        .stdin(Stdio::null())
+        .output()
+        .expect("script (util-linux)");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        screen.contains(" files, starting") || screen.contains(" read; "),
+        "no progress drawn:\n{screen:?}"
+    );
+    assert!(screen.contains("\x1b[2K"), "the bar is cleared: {screen:?}");
+    assert!(screen.contains("2 findings"), "{screen}");
+    let piped = tree.scan(&["--secrets", path_arg(&file)]);
+    assert_eq!(piped.code, 1);
+    assert!(piped.stderr.is_empty(), "stderr when piped: {}", piped.stderr_str());
+    let stdout = piped.stdout_str();
+    assert!(!stdout.contains('\x1b') && !stdout.contains('\r'), "{stdout:?}");
+}
