@@ -19,7 +19,7 @@ Exit codes:
 /// fingerprints that hold no plaintext; secret material nobody handed over (private keys,
 /// tokens, cloud keys, kubeconfigs with credentials) is found by built-in rules. No
 /// secret value is ever printed.
-#[derive(Debug, Parser)]
+#[derive(Clone, Debug, Parser)]
 #[command(name = "kresidue", version, after_help = EXIT_CODES, max_term_width = 100, disable_help_subcommand = true)]
 pub struct Cli {
     /// What to do.
@@ -28,7 +28,7 @@ pub struct Cli {
 }
 
 /// The subcommands.
-#[derive(Debug, Subcommand)]
+#[derive(Clone, Debug, Subcommand)]
 pub enum Command {
     /// Scan a node (or a node root mounted elsewhere) for secret residue.
     #[command(after_help = EXIT_CODES)]
@@ -72,7 +72,7 @@ pub enum Command {
 }
 
 /// Arguments of `kresidue completions`.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
@@ -87,7 +87,7 @@ Exit codes:
      --apply, the lock held by another run)";
 
 /// Arguments of `kresidue clean`.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct CleanArgs {
     /// What to search and where (as for `scan`).
     #[command(flatten)]
@@ -118,7 +118,7 @@ pub struct CleanArgs {
 }
 
 /// Arguments of `kresidue rules`.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct RulesArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Table)]
@@ -126,7 +126,7 @@ pub struct RulesArgs {
 }
 
 /// Arguments of `kresidue scan`.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct ScanArgs {
     /// What to search and where (shared with `clean`).
     #[command(flatten)]
@@ -139,10 +139,16 @@ pub struct ScanArgs {
     /// Exit with 1 when a finding has at least this severity.
     #[arg(long, value_enum, value_name = "SEVERITY", default_value_t = FailOn::Low)]
     pub fail_on: FailOn,
+
+    /// Scan again every DURATION (`1h`) until stopped, each report replacing the last
+    /// (with -o): for a DaemonSet. A failure of a later scan is one line on stderr; the
+    /// next scan still runs.
+    #[arg(long, value_name = "DURATION")]
+    pub every: Option<String>,
 }
 
 /// What to search for and where: the options `scan` and `clean` share.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct SearchArgs {
     /// Root of the node's filesystem; every path is read beneath it and nothing outside
     /// it is ever read (symlinks are not followed out of it).
@@ -259,7 +265,7 @@ pub struct SearchArgs {
 }
 
 /// How to reach the container runtime over CRI.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct CriArgs {
     /// The runtime's CRI socket, `unix:///path` [default with --root /: the first of
     /// containerd's, CRI-O's and cri-dockerd's default sockets that exists; with another
@@ -273,7 +279,7 @@ pub struct CriArgs {
 }
 
 /// Arguments of `kresidue pods`.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct PodsArgs {
     /// Root of the node's filesystem: default sockets are looked for beneath it.
     #[arg(long, value_name = "DIR", default_value = "/")]
@@ -289,7 +295,7 @@ pub struct PodsArgs {
 }
 
 /// Arguments of `kresidue fingerprint`.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct FingerprintArgs {
     /// kubectl JSON to read (`-` or nothing for stdin).
     #[arg(value_name = "FILE|-")]

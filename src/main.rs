@@ -28,6 +28,38 @@ fn main() -> ExitCode {
         kresidue::cli::Command::Clean(a) => a.search.quiet,
         _ => false,
     };
+    let every = match &cli.command {
+        kresidue::cli::Command::Scan(a) => a.every.as_deref(),
+        _ => None,
+    };
+    let every = match every.map(humantime::parse_duration) {
+        None => None,
+        Some(Ok(d)) if !d.is_zero() => Some(d),
+        Some(Ok(_)) => return usage_error("--every must be longer than 0s"),
+        Some(Err(e)) => return usage_error(&format!("--every: {e}")),
+    };
+    let mut first = true;
+    loop {
+        let code = run_once(cli.clone(), quiet);
+        // A first failure is the configuration's: stop. Later ones are the node's moment.
+        let Some(every) = every.filter(|_| !(first && code == ExitCode::from(2))) else {
+            return code;
+        };
+        first = false;
+        std::thread::sleep(every);
+    }
+}
+
+#[allow(clippy::print_stderr)] // the one place errors and notes reach the terminal
+fn usage_error(msg: &str) -> ExitCode {
+    eprintln!("kresidue: error: {msg} (see kresidue --help)");
+    ExitCode::from(2)
+}
+
+/// Runs the command once: prints its notes (unless quiet) or its error (one line); the
+/// exit code.
+#[allow(clippy::print_stderr)] // the one place errors and notes reach the terminal
+fn run_once(cli: kresidue::cli::Cli, quiet: bool) -> ExitCode {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let result =

@@ -113,7 +113,7 @@ fn max_file_size_and_timeout() {
         "{errors:?}"
     );
 
-    for (flag, bad) in [("--max-file-size", "12Q"), ("--timeout", "soon")] {
+    for (flag, bad) in [("--max-file-size", "12Q"), ("--timeout", "soon"), ("--every", "0s")] {
         let out = tree.scan(&["--secrets", path_arg(&file), flag, bad]);
         assert_eq!(out.code, 2);
         assert!(out.stderr_str().contains(flag), "{}", out.stderr_str());

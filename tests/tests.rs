@@ -7,6 +7,8 @@
 //!   atomic-writer volumes, `--path`, `--kubelet-dir`, `--threads`.
 //! - `fingerprint`: the fingerprint file (no leak, labels, type-aware selection, short
 //!   values) and the property that fingerprint and `--secrets` modes agree.
+//! - `deploy`: the DaemonSet and CronJob manifests (read-only host mounts, arguments the
+//!   CLI accepts), and the DaemonSet's exact arguments run on the example node.
 //! - `fleet`: the run lock, `--nice`, `--max-file-size`, `--timeout`, `-v`, the progress
 //!   bar under a real pseudo-terminal and silence when piped.
 //! - `formats`: SARIF validated against the published SARIF 2.1.0 schema, the Prometheus
@@ -37,6 +39,7 @@
 mod clean;
 mod containerd;
 mod cri;
+mod deploy;
 mod fingerprint;
 mod fleet;
 mod formats;

@@ -1,0 +1,158 @@
+//! The deployment manifests under `deploy/`: valid YAML, every host path mounted
+//! read-only but the textfile collector's dir, the container's arguments accepted by
+//! kresidue's own parser, and the DaemonSet's exact arguments run against the bundled
+//! example node, its textfile parsed by a Prometheus text parser.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use serde_json::Value;
+
+use crate::util::*;
+
+fn manifest(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The pod spec of a DaemonSet or CronJob.
+fn pod_spec(m: &Value) -> &Value {
+    match m["kind"].as_str().unwrap() {
+        "DaemonSet" => &m["spec"]["template"]["spec"],
+        "CronJob" => &m["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+        other => panic!("unexpected kind {other}"),
+    }
+}
+
+/// The kresidue command line of the manifest's one container.
+fn command_line(spec: &Value) -> Vec<String> {
+    let containers = spec["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1);
+    let c = &containers[0];
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect()
+    };
+    let mut line = strings(&c["command"]);
+    assert!(line[0].ends_with("/kresidue"), "{line:?}");
+    line.extend(strings(&c["args"]));
+    line
+}
+
+#[test]
+fn manifests_mount_the_node_read_only_and_pass_the_cli_parser() {
+    for name in ["daemonset.yaml", "cronjob.yaml"] {
+        let m = manifest(name);
+        let spec = pod_spec(&m);
+        let volumes = spec["volumes"].as_array().unwrap();
+        let c = &spec["containers"][0];
+        for mount in c["volumeMounts"].as_array().unwrap() {
+            let vname = mount["name"].as_str().unwrap();
+            let volume = volumes
+                .iter()
+                .find(|v| v["name"] == vname)
+                .unwrap_or_else(|| panic!("{name}: no volume {vname}"));
+            let writable = mount["readOnly"] != true;
+            match (volume.get("hostPath"), writable) {
+                (Some(hp), true) => assert_eq!(
+                    hp["path"], "/var/lib/node_exporter/textfile_collector",
+                    "{name}: {vname} is a host path mounted writable"
+                ),
+                (None, true) => {
+                    assert!(volume.get("emptyDir").is_some(), "{name}: {vname} writable")
+                }
+                _ => {}
+            }
+        }
+        // The container cannot write anywhere else.
+        assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true, "{name}");
+        assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL", "{name}");
+        let line = command_line(spec);
+        let cli =
+            kresidue::cli::Cli::try_parse_from(&line).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let kresidue::cli::Command::Scan(scan) = cli.command else { panic!("{name}: not a scan") };
+        assert_eq!(scan.search.root, Path::new("/host"));
+        assert_eq!(scan.search.format, kresidue::cli::ReportFormatArg::Prometheus);
+        let out = scan.search.output.as_deref().unwrap();
+        let textfile =
+            c["volumeMounts"].as_array().unwrap().iter().find(|m| m["name"] == "textfile").unwrap();
+        assert!(
+            out.starts_with(textfile["mountPath"].as_str().unwrap()),
+            "{name}: -o outside the textfile dir"
+        );
+    }
+}
+
+/// The DaemonSet's arguments, with its host paths pointed at the example node and temp
+/// files, run as it would: the first textfile appears, whole, and matches a JSON scan of
+/// the same node; the scan runs again (`--every`) until stopped.
+#[test]
+fn the_daemonsets_exact_arguments_on_the_example_node() {
+    let tree = NodeTree::new();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let fp = tree.work("cluster.fp");
+    let made =
+        tree.run(&["fingerprint", path_arg(&fixtures.join("secrets.json")), "-o", path_arg(&fp)]);
+    assert_eq!(made.code, 0, "{}", made.stderr_str());
+    let textfile = tree.work("textfile");
+    std::fs::create_dir(&textfile).unwrap();
+    let prom = textfile.join("kresidue.prom");
+    let node = fixtures.join("node");
+    let line = command_line(pod_spec(&manifest("daemonset.yaml")));
+    let swap: [(&str, PathBuf); 4] = [
+        ("--root=", node.clone()),
+        ("--fingerprints=", fp.clone()),
+        ("--output=", prom.clone()),
+        ("--lock=", tree.work("kresidue.lock")),
+    ];
+    let args: Vec<String> = line[1..]
+        .iter()
+        .map(|a| match swap.iter().find(|(flag, _)| a.starts_with(flag)) {
+            Some((flag, to)) => format!("{flag}{}", to.display()),
+            None => a.clone(),
+        })
+        .collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kresidue"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !prom.exists() {
+        assert!(t.elapsed() < Duration::from_secs(60), "no textfile after 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Still running: it scans again after --every.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(child.try_wait().unwrap().is_none(), "the DaemonSet's kresidue exited");
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.stderr.is_empty(), "--quiet: {}", String::from_utf8_lossy(&out.stderr));
+
+    let text = std::fs::read_to_string(&prom).unwrap();
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let gauge = |s: &prometheus_parse::Sample| match s.value {
+        prometheus_parse::Value::Gauge(v) => v,
+        _ => panic!("{} is not a gauge", s.metric),
+    };
+    let total: f64 =
+        scrape.samples.iter().filter(|s| s.metric == "kresidue_findings").map(gauge).sum();
+    let json = tree.run(&[
+        "scan",
+        "--root",
+        path_arg(&node),
+        "--fingerprints",
+        path_arg(&fp),
+        "--no-cri",
+        "--format",
+        "json",
+    ]);
+    let findings = json.json.as_ref().unwrap()["findings"].as_array().unwrap().len();
+    assert!(findings > 0);
+    assert_eq!(total as usize, findings, "{text}");
+    let cri = scrape.samples.iter().find(|s| s.metric == "kresidue_cri_up").unwrap();
+    assert_eq!(gauge(cri), 0.0, "no runtime at the manifest's socket here");
+}
