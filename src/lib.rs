@@ -17,6 +17,7 @@ pub mod config;
 pub mod cri;
 pub mod finding;
 pub mod fingerprint;
+pub mod fuzzing;
 pub mod kubectl;
 pub mod matcher;
 pub mod node;
@@ -34,6 +35,24 @@ use fingerprint::{BuildStats, FingerprintSet, MAX_FORM_LEN, MIN_VALUE_LEN};
 use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::time::Instant;
+
+/// A run stopped by SIGINT or SIGTERM (the signal): nothing written, lock released; the
+/// process exits with 128 + the signal.
+#[derive(Debug)]
+pub struct Interrupted(pub i32);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.0 {
+            2 => "SIGINT",
+            15 => "SIGTERM",
+            _ => "a signal",
+        };
+        write!(f, "interrupted by {name}: nothing was written")
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 /// What a run ended with: the exit status and notes for stderr (never holding values).
 #[derive(Debug)]
@@ -172,6 +191,9 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
         bar.finish();
     }
     let mut result = scanned?;
+    if let Some(signal) = sys::stop_signal() {
+        return Err(Interrupted(signal).into());
+    }
     if result.incomplete {
         result.errors.push(ScanError {
             path: report::display_path(cfg.root_arg.as_os_str()),

@@ -23,6 +23,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = kresidue::sys::catch_stop_signals() {
+        return usage_error(&format!("cannot catch SIGINT/SIGTERM: {e}"));
+    }
     let quiet = match &cli.command {
         kresidue::cli::Command::Scan(a) => a.search.quiet,
         kresidue::cli::Command::Clean(a) => a.search.quiet,
@@ -46,7 +49,14 @@ fn main() -> ExitCode {
             return code;
         };
         first = false;
-        std::thread::sleep(every);
+        // Sleep in steps, so a stop signal ends the loop at once.
+        let until = std::time::Instant::now() + every;
+        while std::time::Instant::now() < until {
+            if let Some(signal) = kresidue::sys::stop_signal() {
+                return ExitCode::from(128 + signal as u8);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100).min(every));
+        }
     }
 }
 
@@ -74,6 +84,11 @@ fn run_once(cli: kresidue::cli::Cli, quiet: bool) -> ExitCode {
             ExitCode::from(outcome.status.code() as u8)
         }
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<kresidue::Interrupted>().is_some() => {
+            let signal = e.downcast_ref::<kresidue::Interrupted>().map_or(2, |i| i.0);
+            eprintln!("kresidue: {e}");
+            ExitCode::from(128 + signal as u8)
+        }
         Err(e) => {
             let msg = format!("{e:#}").replace('\n', " ");
             eprintln!("kresidue: error: {msg}");

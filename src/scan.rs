@@ -116,7 +116,8 @@ pub fn scan(
     let sites = Mutex::new(BTreeMap::<SiteId, SiteStats>::new());
     let late = AtomicBool::new(false);
     let in_time = || {
-        let on_time = settings.deadline.is_none_or(|d| Instant::now() < d);
+        let on_time =
+            settings.deadline.is_none_or(|d| Instant::now() < d) && sys::stop_signal().is_none();
         if !on_time {
             late.store(true, Ordering::Relaxed);
         }
@@ -288,6 +289,9 @@ impl Worker {
                 pos = data;
             }
             if next.is_none() {
+                break;
+            }
+            if sys::stop_signal().is_some() {
                 break;
             }
             if self.deadline.is_some_and(|d| Instant::now() >= d) {

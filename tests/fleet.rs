@@ -152,3 +152,48 @@ fn progress_on_a_terminal_only() {
     let stdout = piped.stdout_str();
     assert!(!stdout.contains('\x1b') && !stdout.contains('\r'), "{stdout:?}");
 }
+
+/// SIGTERM or SIGINT during a scan: exit 143 or 130 with one line, no report written (the
+/// previous one kept, no temporary file left), and the lock released: the next scan runs.
+#[test]
+fn a_stop_signal_ends_the_scan_cleanly() {
+    let (tree, file) = node();
+    // Slow enough to be caught mid-scan: 64-byte buffers over a 32 MiB file.
+    tree.pod(UID).file("volumes/kubernetes.io~empty-dir/cache/slow.bin", &vec![b'a'; 32 << 20]);
+    let dir = tree.work("reports");
+    std::fs::create_dir(&dir).unwrap();
+    let report = dir.join("report.json");
+    std::fs::write(&report, b"{\"previous\": true}\n").unwrap();
+    for (signal, code) in [("TERM", 143), ("INT", 130)] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kresidue"))
+            .args(["scan", "--root", tree.root_arg(), "--no-cri", "--secrets", path_arg(&file)])
+            .args(["--chunk-size", "64", "--format", "json", "-o", path_arg(&report)])
+            .env("KRESIDUE_LOCK", tree.work("kresidue.lock"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        assert!(child.try_wait().unwrap().is_none(), "the scan ended before the signal");
+        let sent = Instant::now();
+        let kill =
+            Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status();
+        assert!(kill.unwrap().success());
+        let out = child.wait_with_output().unwrap();
+        assert!(sent.elapsed() < Duration::from_secs(10), "{:?} to stop", sent.elapsed());
+        assert_eq!(out.status.code(), Some(code), "{}", String::from_utf8_lossy(&out.stderr));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("interrupted by SIG{signal}")), "{err}");
+        let names: Vec<_> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(
+            names,
+            vec![std::ffi::OsString::from("report.json")],
+            "a temporary file is left"
+        );
+        assert_eq!(std::fs::read(&report).unwrap(), b"{\"previous\": true}\n");
+    }
+    let after = tree.scan(&["--secrets", path_arg(&file)]);
+    assert_eq!(after.code, 1, "the lock is released: {}", after.stderr_str());
+}

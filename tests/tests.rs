@@ -13,6 +13,7 @@
 //!   bar under a real pseudo-terminal and silence when piped.
 //! - `formats`: SARIF validated against the published SARIF 2.1.0 schema, the Prometheus
 //!   textfile parsed by a Prometheus text parser and compared with the JSON report.
+//! - `fuzz_corpus`: every committed fuzz corpus input replayed through its target.
 //! - `report`: JSON schema, table output, `-o`, exit codes.
 //! - `rules`: the built-in rules end to end: every rule on its own examples in realistic
 //!   files, ordinary files of this machine (no rule may fire), JWT insight and severities,
@@ -43,6 +44,7 @@ mod deploy;
 mod fingerprint;
 mod fleet;
 mod formats;
+mod fuzz_corpus;
 mod report;
 mod rules;
 mod runtime;

@@ -108,6 +108,10 @@ fn apply_pod(uid: &str, actions: &mut [Action], cx: &mut Context<'_>) -> std::io
         }
         // Just before each action: no sandbox, the same pod dir, still old enough, and
         // nothing mounted below it but a whole tmpfs exactly at a planned volume.
+        if let Some(signal) = crate::sys::stop_signal() {
+            refuse(&mut actions[i..], &format!("interrupted by signal {signal}"));
+            break;
+        }
         let why = match has_sandbox(cx.client, uid) {
             Err(why) => Some(why),
             Ok(true) => Some("the pod has a sandbox now".to_owned()),

@@ -398,8 +398,17 @@ pub struct Live {
 impl Live {
     /// Asks `client` for every sandbox and container.
     pub fn query(client: &mut Client) -> Result<Live, Error> {
+        let sandboxes = client.pod_sandboxes()?;
+        Ok(Live::from_lists(sandboxes, client.containers()?))
+    }
+
+    /// What the runtime's `ListPodSandbox` and `ListContainers` answers say.
+    pub fn from_lists(
+        sandboxes: Vec<proto::PodSandbox>,
+        containers: Vec<proto::Container>,
+    ) -> Live {
         let mut live = Live::default();
-        for p in client.pod_sandboxes()? {
+        for p in sandboxes {
             let meta = p.metadata.unwrap_or_default();
             let pod = Pod {
                 id: p.id,
@@ -411,7 +420,7 @@ impl Live {
             };
             live.pods.entry(pod.uid.clone()).or_default().push(pod);
         }
-        for c in client.containers()? {
+        for c in containers {
             let state = match proto::ContainerState::try_from(c.state) {
                 Ok(proto::ContainerState::ContainerCreated) => "created",
                 Ok(proto::ContainerState::ContainerRunning) => "running",
@@ -424,7 +433,7 @@ impl Live {
                 Container { id: c.id, name, sandbox: c.pod_sandbox_id, state },
             );
         }
-        Ok(live)
+        live
     }
 
     /// Whether a pod with `uid` has a sandbox, in any state.

@@ -55,16 +55,8 @@ fn push(root: &RootDir, node: &Path, layer: Ownership, scopes: &mut Vec<Scope>) 
 
 fn crio(root: &RootDir, graph: &Path, scopes: &mut Vec<Scope>) {
     let site = SiteId::CrioStorage;
-    // Layer id → (container id, pod uid).
-    let mut owners: HashMap<String, (String, Option<String>)> = HashMap::new();
     let records = json(root, &graph.join("overlay-containers/containers.json"));
-    for c in records.as_ref().and_then(|v| v.as_array()).into_iter().flatten() {
-        let (Some(id), Some(layer)) = (c["id"].as_str(), c["layer"].as_str()) else { continue };
-        let meta: Option<serde_json::Value> =
-            c["metadata"].as_str().and_then(|m| serde_json::from_str(m).ok());
-        let uid = meta.as_ref().and_then(|m| m["uid"].as_str()).map(str::to_owned);
-        owners.insert(layer.to_owned(), (id.to_owned(), uid));
-    }
+    let owners = records.as_ref().map(crio_layers).unwrap_or_default();
     let by_container: HashMap<&str, Option<&String>> =
         owners.values().map(|(id, uid)| (id.as_str(), uid.as_ref())).collect();
     for name in dirs(root, &graph.join("overlay")) {
@@ -85,15 +77,32 @@ fn crio(root: &RootDir, graph: &Path, scopes: &mut Vec<Scope>) {
     }
 }
 
+/// CRI-O's `containers.json` (a list of records): each container's writable layer id →
+/// (container id, pod uid from the record's `metadata` string, itself JSON).
+pub fn crio_layers(records: &serde_json::Value) -> HashMap<String, (String, Option<String>)> {
+    let mut owners = HashMap::new();
+    for c in records.as_array().into_iter().flatten() {
+        let (Some(id), Some(layer)) = (c["id"].as_str(), c["layer"].as_str()) else { continue };
+        let meta: Option<serde_json::Value> =
+            c["metadata"].as_str().and_then(|m| serde_json::from_str(m).ok());
+        let uid = meta.as_ref().and_then(|m| m["uid"].as_str()).map(str::to_owned);
+        owners.insert(layer.to_owned(), (id.to_owned(), uid));
+    }
+    owners
+}
+
+/// The pod uid of a Docker container's `config.v2.json` (kubelet's label), if any.
+pub fn docker_pod_uid(config: &serde_json::Value) -> Option<String> {
+    config["Config"]["Labels"]["io.kubernetes.pod.uid"].as_str().map(str::to_owned)
+}
+
 fn docker(root: &RootDir, data: &Path, scopes: &mut Vec<Scope>) {
     let site = SiteId::DockerStorage;
     let mut configs: HashMap<String, Option<String>> = HashMap::new();
     for name in dirs(root, &data.join("containers")) {
         let Some(id) = name.to_str() else { continue };
         let config = data.join("containers").join(&name).join("config.v2.json");
-        let uid = json(root, &config).and_then(|c| {
-            c["Config"]["Labels"]["io.kubernetes.pod.uid"].as_str().map(str::to_owned)
-        });
+        let uid = json(root, &config).as_ref().and_then(docker_pod_uid);
         configs.insert(id.to_owned(), uid.clone());
         let layer = Ownership::new(site, Category::EnvPersisted, Some(id.to_owned()), uid);
         push(root, &config, layer, scopes);

@@ -196,3 +196,29 @@ pub fn be_nice() -> io::Result<(i32, i32)> {
     }
     Ok((nice, (io >> IOPRIO_CLASS_SHIFT) as i32))
 }
+
+/// The signal (SIGINT or SIGTERM) that asked this run to stop; 0 while none has.
+static STOP: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Set by the first stop signal: a second one ends the process at once.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on SIGINT and SIGTERM only ask the run to stop ([`stop_signal`]): the scan
+/// stops reading, temporary files are removed and the lock is released on the way out. A
+/// second signal ends the process at once (exit 128 + signal).
+pub fn catch_stop_signals() -> io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, &STOPPING)?;
+        signal_hook::flag::register(sig, &STOPPING)?;
+        signal_hook::flag::register_usize(sig, &STOP, sig as usize)?;
+    }
+    Ok(())
+}
+
+/// The signal that asked the run to stop, if one has.
+pub fn stop_signal() -> Option<i32> {
+    match STOP.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => None,
+        s => Some(s as i32),
+    }
+}

@@ -1,0 +1,152 @@
+//! Entry points for fuzzing every parser of untrusted input, shared by the cargo-fuzz
+//! targets in `fuzz/` and by the test that replays their corpora (`tests/fuzz_corpus.rs`),
+//! so CI checks every input a fuzzer ever kept without needing a fuzzing toolchain.
+//!
+//! Each function takes arbitrary bytes, runs one parser over them the way a scan does and
+//! uses what comes out, and must return without panicking, whatever the bytes. Where a
+//! property is cheap to state it is asserted too (a panic is a finding for the fuzzer).
+
+use crate::bbolt::{Bucket, Db, Value};
+use crate::node::{containerd, logs, other_runtimes};
+use std::io::Read;
+
+/// A fuzz target: arbitrary bytes in, no panic out.
+pub type Target = fn(&[u8]);
+
+/// Every target, by name (the `fuzz/fuzz_targets/<name>.rs` file and corpus dir).
+pub const TARGETS: &[(&str, Target)] = &[
+    ("kubectl_json", kubectl_json),
+    ("fingerprint_file", fingerprint_file),
+    ("bbolt", bbolt),
+    ("containerd_meta", containerd_meta),
+    ("oci_spec", oci_spec),
+    ("crio_docker_json", crio_docker_json),
+    ("cri_log", cri_log),
+    ("jwt", jwt),
+    ("mountinfo", mountinfo),
+    ("cri_responses", cri_responses),
+];
+
+/// `kubectl get secrets -o json` output.
+pub fn kubectl_json(data: &[u8]) {
+    if let Ok(parsed) = crate::kubectl::parse(data) {
+        for v in &parsed.values {
+            let _ = v.secret_ref();
+        }
+    }
+}
+
+/// A fingerprint file: parsed, compiled, and searched over its own bytes.
+pub fn fingerprint_file(data: &[u8]) {
+    if let Ok(set) = crate::fingerprint::FingerprintSet::from_json(data) {
+        let m = crate::matcher::Matcher::new(vec![set]);
+        let hits = crate::matcher::find_all(&m, data);
+        for h in &hits {
+            let (_, form) = m.describe(h);
+            assert_eq!(form.len, h.len);
+        }
+    }
+}
+
+/// Any bbolt file: opened, every bucket walked (depth-bounded), freed pages listed.
+pub fn bbolt(data: &[u8]) {
+    let Ok(db) = Db::open(data) else { return };
+    let _ = db.meta();
+    walk(db.root(), 0);
+    for r in db.dead_ranges().0 {
+        assert!(r.start <= r.end);
+    }
+}
+
+fn walk(b: Bucket<'_>, depth: usize) {
+    if depth > 16 {
+        return;
+    }
+    let Ok(entries) = b.entries() else { return };
+    for (key, value) in entries.into_iter().take(1000) {
+        let _ = b.get(key);
+        if let Value::Bucket(inner) = value {
+            walk(inner, depth + 1);
+        }
+    }
+}
+
+/// containerd's `meta.db` and a snapshotter's `metadata.db`, read as the scan reads them.
+pub fn containerd_meta(data: &[u8]) {
+    if let Ok((db, _)) = containerd::MetaDb::read(data) {
+        let len = data.len() as u64;
+        for start in [0, len / 3, len / 2, len.saturating_sub(1)] {
+            let _ = db.owner(start..start + 1);
+        }
+    }
+    let _ = containerd::read_snapshots(data);
+}
+
+/// An OCI runtime spec (`config.json` of a task bundle).
+pub fn oci_spec(data: &[u8]) {
+    let _ = containerd::spec_owner(data).pod();
+}
+
+/// CRI-O's `containers.json` and Docker's `config.v2.json`.
+pub fn crio_docker_json(data: &[u8]) {
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) {
+        let _ = other_runtimes::crio_layers(&v);
+        let _ = other_runtimes::docker_pod_uid(&v);
+    }
+}
+
+/// A pod log in the CRI format, plain and (when the bytes are gzip) inflated, as a scan
+/// reads `*.log*`: every content offset maps to a file offset inside the file.
+pub fn cri_log(data: &[u8]) {
+    check_log(data);
+    let mut inflated = Vec::new();
+    let _ = flate2::read::MultiGzDecoder::new(data).take(1 << 20).read_to_end(&mut inflated);
+    check_log(&inflated);
+}
+
+fn check_log(log: &[u8]) {
+    let c = logs::Content::of(log);
+    assert!(c.bytes.len() <= log.len());
+    for at in [0, c.bytes.len() as u64 / 2, c.bytes.len().saturating_sub(1) as u64] {
+        if (at as usize) < c.bytes.len() {
+            assert!(c.file_offset(at) < log.len() as u64);
+        }
+    }
+}
+
+/// A JWT (the decoder of service-account tokens, never verifying).
+pub fn jwt(data: &[u8]) {
+    if let Some(insight) = crate::rules::jwt::decode(data, 1_800_000_000) {
+        let _ = insight.severity();
+    }
+}
+
+/// `/proc/self/mountinfo` text.
+pub fn mountinfo(data: &[u8]) {
+    for m in crate::sys::mount::parse(data) {
+        let _ = m.describe();
+        let _ = m.is_whole_tmpfs();
+    }
+}
+
+/// CRI answers off the wire: `ListPodSandbox` and `ListContainers` responses (the first
+/// byte says where the one ends and the other begins), decoded with prost and turned into
+/// what the cross-check uses.
+pub fn cri_responses(data: &[u8]) {
+    use crate::cri::proto;
+    use prost::Message;
+    let Some((&cut, rest)) = data.split_first() else { return };
+    let (a, b) = rest.split_at((cut as usize).min(rest.len()));
+    let sandboxes = proto::ListPodSandboxResponse::decode(a).map(|r| r.items).unwrap_or_default();
+    let containers =
+        proto::ListContainersResponse::decode(b).map(|r| r.containers).unwrap_or_default();
+    let live = crate::cri::Live::from_lists(sandboxes, containers);
+    for uid in live.pods.keys() {
+        assert!(live.pod_live(uid));
+    }
+    for (id, c) in &live.containers {
+        let _ = live.container_live(id);
+        let _ = live.container_live_in(&c.sandbox, &c.name);
+    }
+    let _ = proto::ContainerStatusResponse::decode(rest);
+}
