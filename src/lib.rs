@@ -115,6 +115,12 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         None => report::write(&report, cfg.format, stdout)?,
     }
     let mut notes = Vec::new();
+    if !sys::is_root() && !report.errors.is_empty() {
+        notes.push(format!(
+            "not running as root: {} paths could not be read (see the report's errors); run with sudo for a whole scan",
+            report.errors.len()
+        ));
+    }
     if let Some(stats) = &cfg.secrets_stats {
         notes.extend(skip_note(stats));
     }

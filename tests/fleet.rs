@@ -197,3 +197,121 @@ fn a_stop_signal_ends_the_scan_cleanly() {
     let after = tree.scan(&["--secrets", path_arg(&file)]);
     assert_eq!(after.code, 1, "the lock is released: {}", after.stderr_str());
 }
+
+/// `-o` on a full filesystem, then on a read-only one (as root: a 64 KiB tmpfs): exit 2
+/// with one line naming the report, the previous report kept, no temporary file left.
+#[test]
+// The skip message is for the person running the tests.
+#[allow(clippy::print_stderr)]
+fn output_on_a_full_or_read_only_filesystem() {
+    if !Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n") {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let (tree, file) = node();
+    let dir = tree.work("small");
+    std::fs::create_dir(&dir).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(mounted);
+    let _unmount = crate::cri::Mounted(dir.clone());
+    let report = dir.join("report.json");
+    std::fs::write(&report, b"{\"previous\": true}\n").unwrap();
+    {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(dir.join("filler")).unwrap();
+        while filler.write_all(&[0u8; 4096]).is_ok() {}
+    }
+    let names = || {
+        let mut n: Vec<_> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        n.sort();
+        n
+    };
+    let before = names();
+    for case in ["full", "read-only"] {
+        if case == "read-only" {
+            let ro = Command::new("mount").args(["-o", "remount,ro"]).arg(&dir).status();
+            assert!(ro.is_ok_and(|s| s.success()));
+        }
+        let out =
+            tree.scan(&["--secrets", path_arg(&file), "--format", "json", "-o", path_arg(&report)]);
+        assert_eq!(out.code, 2, "{case}: {}", out.stdout_str());
+        let err = out.stderr_str();
+        assert_eq!(err.lines().count(), 1, "{case}: {err}");
+        assert!(err.contains("report.json") || err.contains(path_arg(&dir)), "{case}: {err}");
+        assert_eq!(std::fs::read(&report).unwrap(), b"{\"previous\": true}\n", "{case}");
+        assert_eq!(names(), before, "{case}: a temporary file is left");
+    }
+}
+
+/// As an unprivileged user (root drops to `nobody` with setpriv): files only root may
+/// read are listed in errors, the rest is scanned, and a note says to run as root.
+#[test]
+// The skip message is for the person running the tests.
+#[allow(clippy::print_stderr)]
+fn as_non_root_the_unreadable_is_listed_and_the_rest_scanned() {
+    use std::os::unix::fs::PermissionsExt;
+    if !Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n") {
+        eprintln!("skipped: needs root to drop to nobody");
+        return;
+    }
+    // Where `nobody` can reach: a dir of its own in /tmp.
+    let base = tempfile::Builder::new().prefix("kresidue-nobody").tempdir_in("/tmp").unwrap();
+    let open = |p: &std::path::Path, mode| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    open(base.path(), 0o755);
+    let root = base.path().join("root");
+    let value = String::from_utf8(fake_secret(8201)).unwrap();
+    let pod =
+        root.join(format!("var/lib/kubelet/pods/{UID}/volumes/kubernetes.io~empty-dir/cache"));
+    std::fs::create_dir_all(&pod).unwrap();
+    std::fs::write(pod.join("public.env"), format!("A={value}\n")).unwrap();
+    std::fs::write(pod.join("private.env"), format!("B={value}\n")).unwrap();
+    for d in pod.ancestors().take_while(|d| d.starts_with(base.path())) {
+        open(d, 0o755);
+    }
+    open(&pod.join("public.env"), 0o644);
+    open(&pod.join("private.env"), 0o600);
+    let secrets = base.path().join("secrets.json");
+    std::fs::write(
+        &secrets,
+        kubectl_json(&[Secret::opaque("shop", "db", &[("password", value.as_bytes())])]),
+    )
+    .unwrap();
+    open(&secrets, 0o644);
+    let bin = base.path().join("kresidue");
+    std::fs::copy(env!("CARGO_BIN_EXE_kresidue"), &bin).unwrap();
+    open(&bin, 0o755);
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .args(["scan", "--root"])
+        .arg(&root)
+        .args(["--no-cri", "--format", "json", "--secrets"])
+        .arg(&secrets)
+        .env("KRESIDUE_LOCK", base.path().join("lock"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!contains(&out.stdout, value.as_bytes()) && !err.contains(&value));
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not running as root: 1 paths could not be read"), "{err}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].ends_with("public.env"));
+    let errors = report["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0]["path"].as_str().unwrap().ends_with("private.env"));
+    assert!(errors[0]["error"].as_str().unwrap().contains("ermission denied"), "{errors:?}");
+}

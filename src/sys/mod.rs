@@ -222,3 +222,8 @@ pub fn stop_signal() -> Option<i32> {
         s => Some(s as i32),
     }
 }
+
+/// True when this process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
