@@ -30,6 +30,10 @@ pub(crate) struct Fake {
     pub(crate) containers: Vec<proto::Container>,
     /// Host paths of each container's mounts (`ContainerStatus`).
     pub(crate) mounts: HashMap<String, Vec<String>>,
+    /// `ListPodSandbox` fails with this status code instead.
+    pub(crate) list_error: Option<tonic::Code>,
+    /// `ListPodSandbox` answers this many extra sandboxes with 1 KiB names.
+    pub(crate) padding: usize,
 }
 
 pub(crate) fn sandbox(id: &str, uid: &str, state: proto::PodSandboxState) -> proto::PodSandbox {
@@ -78,7 +82,14 @@ impl RuntimeService for Fake {
         &self,
         _: Request<proto::ListPodSandboxRequest>,
     ) -> Result<Response<proto::ListPodSandboxResponse>, Status> {
-        Ok(Response::new(proto::ListPodSandboxResponse { items: self.pods.clone() }))
+        if let Some(code) = self.list_error {
+            return Err(Status::new(code, "the runtime's store is broken\nsecond line"));
+        }
+        let mut items = self.pods.clone();
+        for i in 0..self.padding {
+            items.push(sandbox(&format!("pad{i}{}", "x".repeat(1024)), "pad", Default::default()));
+        }
+        Ok(Response::new(proto::ListPodSandboxResponse { items }))
     }
     async fn list_containers(
         &self,
@@ -210,6 +221,18 @@ impl Server {
         })
     }
 
+    /// A server that accepts connections and closes each at once.
+    fn closing() -> Server {
+        Server::spawn(move |listener, mut stop| async move {
+            loop {
+                tokio::select! {
+                    _ = &mut stop => break,
+                    Ok((s, _)) = listener.accept() => drop(s),
+                }
+            }
+        })
+    }
+
     fn spawn<F, Fut>(serve: F) -> Server
     where
         F: FnOnce(tokio::net::UnixListener, tokio::sync::oneshot::Receiver<()>) -> Fut
@@ -283,6 +306,8 @@ pub(crate) fn fake() -> Fake {
             container(EXITED, "s2", "app", ContainerExited),
         ],
         mounts: HashMap::new(),
+        list_error: None,
+        padding: 0,
     }
 }
 
@@ -378,8 +403,12 @@ fn liveness_from_a_fake_runtime() {
 }
 
 /// A runtime that cannot be asked: the scan still completes, with `live: null`,
-/// `cri.status = "unreachable"` and the reason in `errors`; with `--require-cri` it exits
-/// 2 with one line. A socket that accepts and never answers costs at most the timeout.
+/// `cri.status = "unreachable"` and the reason in `errors` (one line, even when the
+/// runtime's message has two); with `--require-cri` it exits 2 with one line. Asked: a
+/// socket that accepts and never answers (costs at most the timeout), one that answers
+/// garbage, one that closes every connection, a missing socket, a regular file where the
+/// socket should be, a runtime whose list call fails with an error status, and one whose
+/// answer is larger than a CRI message may be (16 MiB).
 #[test]
 fn unreachable_runtimes() {
     let (tree, file) = node();
@@ -388,10 +417,20 @@ fn unreachable_runtimes() {
         Server::raw(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello\x00\xff\x13garbage");
     let missing =
         format!("unix://{}/nothing-here.sock", tree.work("x").parent().unwrap().display());
-    let cases: [(&str, String, &str); 3] = [
+    let closing = Server::closing();
+    let failing = Server::grpc(Fake { list_error: Some(tonic::Code::Internal), ..fake() });
+    // More than the 16 MiB a CRI message may have (kubelet's limit too).
+    let huge = Server::grpc(Fake { padding: 20_000, ..fake() });
+    let regular = tree.work("regular.sock");
+    std::fs::write(&regular, b"not a socket").unwrap();
+    let cases: [(&str, String, &str); 7] = [
         ("silent", silent.endpoint(), "no answer within 1 s"),
         ("garbage", garbage.endpoint(), ""),
         ("missing", missing, "No such file or directory"),
+        ("closing", closing.endpoint(), ""),
+        ("error status", failing.endpoint(), "ListPodSandbox failed (Internal)"),
+        ("huge answer", huge.endpoint(), "ListPodSandbox"),
+        ("regular file", format!("unix://{}", regular.display()), "Connection refused"),
     ];
     for (what, endpoint, reason) in &cases {
         let t = Instant::now();
