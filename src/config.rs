@@ -70,16 +70,16 @@ impl ScanConfig {
             bail!("--chunk-size must be between 64 and 1073741824");
         }
         let max_file_size = match &args.max_file_size {
-            Some(s) => Some(parse_size(s).with_context(|| format!("--max-file-size {s:?}"))?),
+            Some(s) => Some(parse_size(s).context("--max-file-size")?),
             None => None,
         };
-        let timeout = match &args.timeout {
-            Some(s) => Some(
-                humantime::parse_duration(s)
-                    .map_err(|e| anyhow::anyhow!("--timeout {s:?}: {e}"))?,
-            ),
-            None => None,
-        };
+        let timeout =
+            match &args.timeout {
+                Some(s) => Some(humantime::parse_duration(s).map_err(|_| {
+                    anyhow::anyhow!("--timeout: not a duration (like 90s, 30m, 1h)")
+                })?),
+                None => None,
+            };
         let mut sets = Vec::new();
         for f in &args.fingerprints {
             let bytes =

@@ -231,7 +231,7 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         bail!("clean prints its plan as --format table or json");
     }
     let min_age = humantime::parse_duration(&args.min_age)
-        .map_err(|e| anyhow::anyhow!("--min-age {:?}: {e}", args.min_age))?
+        .map_err(|_| anyhow::anyhow!("--min-age: not a duration (like 90s, 30m, 1h, 2d)"))?
         .as_secs();
     if args.apply {
         if matches!(cfg.cri, cri::Choice::Disabled) {

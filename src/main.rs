@@ -15,10 +15,22 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // Usage errors: one line, like every other error.
+            // Usage errors: one line, like every other error. A value given to an option
+            // is not repeated: it could be a secret pasted in the wrong place.
+            use clap::error::{ContextKind, ErrorKind};
+            let arg = e.get(ContextKind::InvalidArg).map(|a| a.to_string());
             let text = e.render().to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
+            let first = first.strip_prefix("error: ").unwrap_or(first).to_owned();
+            let first = match (e.kind(), arg) {
+                (ErrorKind::InvalidValue | ErrorKind::ValueValidation, Some(arg)) => {
+                    format!("invalid value for '{arg}'")
+                }
+                (ErrorKind::UnknownArgument, Some(arg)) if !arg.starts_with('-') => {
+                    "unexpected argument".to_owned()
+                }
+                _ => first,
+            };
             eprintln!("kresidue: error: {first} (see kresidue --help)");
             return ExitCode::from(2);
         }
@@ -39,7 +51,7 @@ fn main() -> ExitCode {
         None => None,
         Some(Ok(d)) if !d.is_zero() => Some(d),
         Some(Ok(_)) => return usage_error("--every must be longer than 0s"),
-        Some(Err(e)) => return usage_error(&format!("--every: {e}")),
+        Some(Err(_)) => return usage_error("--every: not a duration (like 30m, 1h)"),
     };
     let mut first = true;
     loop {

@@ -14,6 +14,8 @@
 //! - `formats`: SARIF validated against the published SARIF 2.1.0 schema, the Prometheus
 //!   textfile parsed by a Prometheus text parser and compared with the JSON report.
 //! - `fuzz_corpus`: every committed fuzz corpus input replayed through its target.
+//! - `no_secret`: every subcommand, format and error path on a node full of values, and
+//!   every file the tool wrote, searched for the values in every encoding.
 //! - `report`: JSON schema, table output, `-o`, exit codes.
 //! - `rules`: the built-in rules end to end: every rule on its own examples in realistic
 //!   files, ordinary files of this machine (no rule may fire), JWT insight and severities,
@@ -45,6 +47,7 @@ mod fingerprint;
 mod fleet;
 mod formats;
 mod fuzz_corpus;
+mod no_secret;
 mod report;
 mod rules;
 mod runtime;

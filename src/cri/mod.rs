@@ -47,13 +47,13 @@ impl Endpoint {
     pub fn parse(s: &str) -> Result<Endpoint, String> {
         let path = match s.split_once("://") {
             Some(("unix", path)) => path,
-            Some((scheme, _)) => {
-                return Err(format!("unsupported CRI endpoint scheme {scheme:?}: use unix:///path"))
+            Some((_, _)) => {
+                return Err("unsupported CRI endpoint scheme: use unix:///path".to_owned())
             }
             None => s,
         };
         if !path.starts_with('/') {
-            return Err(format!("CRI endpoint {s:?} is not an absolute socket path"));
+            return Err("the CRI endpoint is not an absolute socket path (unix:///path)".to_owned());
         }
         Ok(Endpoint { path: PathBuf::from(path) })
     }
@@ -261,12 +261,10 @@ pub enum Choice {
 
 /// Parses `--cri-timeout`: seconds, more than 0 and at most an hour.
 pub fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("--cri-timeout {s:?}: expected a number of seconds"))?;
+    let secs: f64 =
+        s.trim().parse().map_err(|_| "--cri-timeout: expected a number of seconds".to_owned())?;
     if !(secs > 0.0 && secs <= 3600.0) {
-        return Err(format!("--cri-timeout {s:?}: must be more than 0 and at most 3600"));
+        return Err("--cri-timeout: must be more than 0 and at most 3600".to_owned());
     }
     Ok(Duration::from_secs_f64(secs))
 }
