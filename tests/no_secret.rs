@@ -63,127 +63,46 @@ fn no_value_in_any_output_or_written_file() {
     let bad_baseline = tree.work("bad-baseline.json");
     std::fs::write(&bad_baseline, format!("{{\"schema\": \"{db}\", \"findings\": []}}")).unwrap();
 
+    // Each run: a command, then its options as one string split at spaces (no option
+    // value here holds a space).
     let mut runs: Vec<Vec<String>> = Vec::new();
-    let mut add = |args: &[&str]| runs.push(args.iter().map(|s| s.to_string()).collect());
-    add(&["fingerprint", &sf, "-o", &fp]);
-    add(&["fingerprint", &sf, "--label", "revoked"]);
-    for format in ["table", "json", "sarif", "prometheus"] {
-        let report = o(&format!("report.{format}"));
-        add(&[
+    let mut add = |cmd: &str, opts: String| {
+        let mut run = vec![cmd.to_owned()];
+        run.extend(opts.split(' ').filter(|s| !s.is_empty()).map(str::to_owned));
+        runs.push(run);
+    };
+    let on = format!("--root {root} --no-cri --secrets {sf}");
+    let asked = format!("--root {root} --cri {ep}");
+    add("fingerprint", format!("{sf} -o {fp}"));
+    add("fingerprint", format!("{sf} --label revoked"));
+    for f in ["table", "json", "sarif", "prometheus"] {
+        add("scan", format!("{on} --format {f} -v --nice"));
+        add(
             "scan",
-            "--root",
-            &root,
-            "--no-cri",
-            "--secrets",
-            &sf,
-            "--format",
-            format,
-            "-v",
-            "--nice",
-        ]);
-        add(&[
-            "scan",
-            "--root",
-            &root,
-            "--cri",
-            &ep,
-            "--fingerprints",
-            &fp,
-            "--format",
-            format,
-            "-o",
-            &report,
-        ]);
+            format!("{asked} --fingerprints {fp} --format {f} -o {}", o(&format!("report.{f}"))),
+        );
     }
-    add(&[
-        "scan",
-        "--root",
-        &root,
-        "--no-cri",
-        "--secrets",
-        &sf,
-        "--format",
-        "json",
-        "--baseline",
-        &o("report.json"),
-    ]);
-    add(&[
-        "scan",
-        "--root",
-        &root,
-        "--no-cri",
-        "--secrets",
-        &sf,
-        "--max-file-size",
-        "10",
-        "--timeout",
-        "5m",
-    ]);
-    for format in ["table", "json"] {
-        add(&[
-            "clean",
-            "--root",
-            &root,
-            "--cri",
-            &ep,
-            "--secrets",
-            &sf,
-            "--format",
-            format,
-            "--min-age",
-            "0s",
-        ]);
+    add("scan", format!("{on} --format json --baseline {}", o("report.json")));
+    add("scan", format!("{on} --max-file-size 10 --timeout 5m"));
+    for f in ["table", "json"] {
+        add("clean", format!("{asked} --secrets {sf} --format {f} --min-age 0s"));
     }
     let journal = o("clean.jsonl");
-    add(&[
-        "clean",
-        "--root",
-        &root,
-        "--cri",
-        &ep,
-        "--secrets",
-        &sf,
-        "--min-age",
-        "0s",
-        "--apply",
-        "--journal",
-        &journal,
-        "-o",
-        &o("clean.json"),
-        "--format",
-        "json",
-    ]);
-    add(&["pods", "--cri", &ep]);
-    add(&["pods", "--cri", &ep, "--format", "json"]);
-    add(&["rules", "--format", "json"]);
-    add(&["completions", "bash"]);
+    let clean_json = o("clean.json");
+    add("clean", format!("{asked} --secrets {sf} --min-age 0s --apply --journal {journal} -o {clean_json} --format json"));
+    add("pods", format!("--cri {ep}"));
+    add("pods", format!("--cri {ep} --format json"));
+    add("rules", "--format json".to_owned());
+    add("completions", "bash".to_owned());
     // Error paths.
-    add(&["scan", "--root", &root, "--no-cri", "--fingerprints", path_arg(&bad_fp)]);
-    add(&["scan", "--root", &root, "--no-cri", "--secrets", path_arg(&bad_json)]);
-    add(&["fingerprint", path_arg(&bad_json)]);
-    add(&[
-        "scan",
-        "--root",
-        &root,
-        "--no-cri",
-        "--secrets",
-        &sf,
-        "--baseline",
-        path_arg(&bad_baseline),
-    ]);
-    add(&["scan", "--root", &tree.work("missing").display().to_string(), "--no-cri"]);
-    add(&[
-        "scan",
-        "--root",
-        &root,
-        "--cri",
-        "unix:///nonexistent.sock",
-        "--require-cri",
-        "--secrets",
-        &sf,
-    ]);
-    add(&["clean", "--root", &root, "--no-cri", "--secrets", &sf, "--min-age", &db]);
-    add(&["scan", "--root", &root, "--no-cri", "--secrets", &sf, "--format", &db]);
+    add("scan", format!("--root {root} --no-cri --fingerprints {}", bad_fp.display()));
+    add("scan", format!("--root {root} --no-cri --secrets {}", bad_json.display()));
+    add("fingerprint", bad_json.display().to_string());
+    add("scan", format!("{on} --baseline {}", bad_baseline.display()));
+    add("scan", format!("--root {} --no-cri", tree.work("missing").display()));
+    add("scan", format!("{asked}/nonexistent --require-cri --secrets {sf}"));
+    add("clean", format!("{on} --min-age {db}"));
+    add("scan", format!("{on} --format {db}"));
     let mut codes = Vec::new();
     for args in &runs {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
