@@ -11,7 +11,9 @@
 //! A leftover tmpfs is checked through an `O_PATH` descriptor of its root (another device
 //! than its parent's, filesystem type tmpfs) and unmounted by its name under the parent's
 //! descriptor (`umount2("/proc/self/fd/N/<name>", UMOUNT_NOFOLLOW)`), so no symlink
-//! swapped in on the way can redirect it.
+//! swapped in on the way can redirect it. (The checking descriptor must be closed first:
+//! it would keep the mount busy. A mount stacked on the same path in between, which only
+//! a privileged process can make, would be the one unmounted: the remaining window.)
 
 use nix::dir::Type;
 use nix::errno::Errno;
