@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::cri::{fake, Mounted, Server, GONE_UID, NOTREADY_UID, READY_UID};
+use crate::cri::{fake, mount, Server, GONE_UID, NOTREADY_UID, READY_UID};
 use crate::util::*;
 
 /// A second pod with no sandbox, whose dir holds more than kubelet's bookkeeping.
@@ -359,17 +359,6 @@ fn apply_needs_the_runtime() {
     let out = tree.kr().run(&full);
     assert_eq!(out.code, 2);
     assert!(out.stderr_str().contains("--min-age"), "{}", out.stderr_str());
-}
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n")
-}
-
-fn mount(args: &[&str], at: &Path) -> Mounted {
-    std::fs::create_dir_all(at).unwrap();
-    let ok = Command::new("mount").args(args).arg(at).status().is_ok_and(|s| s.success());
-    assert!(ok, "mount {args:?} {}", at.display());
-    Mounted(at.to_path_buf())
 }
 
 /// As root: a leftover tmpfs at the gone pod's volume is unmounted, then the dir removed;

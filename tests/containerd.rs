@@ -550,7 +550,7 @@ fn real_containerd_over_cri() {
             .output()
             .is_ok_and(|o| o.status.success())
     });
-    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n");
+    let root = is_root();
     if !(tools && root && Path::new("/bin/busybox").exists()) {
         assert!(!required, "KRESIDUE_REAL_CONTAINERD is set but root, containerd, ctr, runc, tar or busybox is missing");
         eprintln!("skipped: needs root, containerd, ctr, runc, tar and busybox-static (set KRESIDUE_REAL_CONTAINERD=1 to require)");

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -479,7 +479,7 @@ fn unreachable_runtimes() {
 fn socket_without_permission() {
     let server = Server::grpc(fake());
     std::fs::set_permissions(server.sock(), std::fs::Permissions::from_mode(0o600)).unwrap();
-    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n");
+    let root = is_root();
     let tree = NodeTree::new();
     tree.write("/etc/hostname", b"node-1\n");
     let bin_dir = tempfile::tempdir().unwrap();
@@ -599,6 +599,14 @@ fn subpath_copies_current_and_stale() {
     assert_eq!(got, want, "{}", out.stdout_str());
 }
 
+/// Mounts (`mount ARGS AT`, making `at` first), unmounted when the guard drops.
+pub(crate) fn mount(args: &[&str], at: &Path) -> Mounted {
+    std::fs::create_dir_all(at).unwrap();
+    let ok = Command::new("mount").args(args).arg(at).status().is_ok_and(|s| s.success());
+    assert!(ok, "mount {args:?} {}", at.display());
+    Mounted(at.to_path_buf())
+}
+
 /// Unmounts on drop.
 pub(crate) struct Mounted(pub(crate) PathBuf);
 
@@ -615,7 +623,7 @@ impl Drop for Mounted {
 // The skip message is for the person running the tests.
 #[allow(clippy::print_stderr)]
 fn tmpfs_volumes_by_liveness() {
-    if !Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n") {
+    if !is_root() {
         eprintln!("skipped: mounting tmpfs needs root");
         return;
     }
@@ -624,14 +632,7 @@ fn tmpfs_volumes_by_liveness() {
     let mut mounts = Vec::new();
     for uid in [READY_UID, GONE_UID] {
         let dir = tree.host(format!("/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~secret/db"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-            .arg(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "mount tmpfs at {}", dir.display());
-        mounts.push(Mounted(dir.clone()));
+        mounts.push(mount(&["-t", "tmpfs", "-o", "size=1m", "tmpfs"], &dir));
         std::fs::write(dir.join("password"), &value).unwrap();
     }
     tree.pod(NOTREADY_UID).secret_volume("db").key("password", value.as_bytes());

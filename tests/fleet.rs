@@ -204,20 +204,13 @@ fn a_stop_signal_ends_the_scan_cleanly() {
 // The skip message is for the person running the tests.
 #[allow(clippy::print_stderr)]
 fn output_on_a_full_or_read_only_filesystem() {
-    if !Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n") {
+    if !is_root() {
         eprintln!("skipped: mounting a tmpfs needs root");
         return;
     }
     let (tree, file) = node();
     let dir = tree.work("small");
-    std::fs::create_dir(&dir).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-        .arg(&dir)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(mounted);
-    let _unmount = crate::cri::Mounted(dir.clone());
+    let _unmount = crate::cri::mount(&["-t", "tmpfs", "-o", "size=64k", "tmpfs"], &dir);
     let report = dir.join("report.json");
     std::fs::write(&report, b"{\"previous\": true}\n").unwrap();
     {
@@ -255,7 +248,7 @@ fn output_on_a_full_or_read_only_filesystem() {
 #[allow(clippy::print_stderr)]
 fn as_non_root_the_unreadable_is_listed_and_the_rest_scanned() {
     use std::os::unix::fs::PermissionsExt;
-    if !Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n") {
+    if !is_root() {
         eprintln!("skipped: needs root to drop to nobody");
         return;
     }

@@ -172,7 +172,6 @@ fn apply_pod(uid: &str, actions: &mut [Action], cx: &mut Context<'_>) -> std::io
 /// mount but a whole tmpfs exactly at a planned volume; `None` when there is none. A
 /// mount table that cannot be read is a reason too.
 fn foreign_mount(cx: &Context<'_>, pod_node: &Path, actions: &[Action]) -> Option<String> {
-    let host = |node: &Path| cx.root.path().join(node.strip_prefix("/").unwrap_or(node));
     let mounts = match crate::sys::mount::mounts() {
         Ok(m) => m,
         Err(e) => return Some(format!("cannot read the mount table: {e}")),
@@ -180,12 +179,12 @@ fn foreign_mount(cx: &Context<'_>, pod_node: &Path, actions: &[Action]) -> Optio
     let volumes: Vec<_> = actions
         .iter()
         .filter(|a| a.action == ActionKind::RemoveVolume)
-        .map(|a| host(&a.node_path))
+        .map(|a| cx.root.host(&a.node_path))
         .collect();
-    let m = crate::sys::mount::below(&mounts, &host(pod_node))
+    let m = crate::sys::mount::below(&mounts, &cx.root.host(pod_node))
         .into_iter()
         .find(|m| !(m.is_whole_tmpfs() && volumes.contains(&m.point)))?;
-    let at = Path::new("/").join(m.point.strip_prefix(cx.root.path()).unwrap_or(&m.point));
+    let at = cx.root.node(&m.point);
     Some(format!("{} is mounted at {}: nothing of this pod is touched", m.describe(), at.display()))
 }
 

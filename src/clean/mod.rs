@@ -350,10 +350,11 @@ pub fn plan(
         }
         // The pod dir goes too when nothing but bookkeeping is left, and no finding is in
         // what is left.
-        let leftover_finding = findings.iter().any(|f| {
-            within(&f.path, &shown)
-                && !pod.targets.iter().any(|t| within(&f.path, &display_path(t.path.as_os_str())))
-        });
+        let targets: Vec<String> =
+            pod.targets.iter().map(|t| display_path(t.path.as_os_str())).collect();
+        let leftover_finding = findings
+            .iter()
+            .any(|f| within(&f.path, &shown) && !targets.iter().any(|t| within(&f.path, t)));
         if pod.others.is_empty() && !leftover_finding {
             actions.push(Action {
                 action: ActionKind::RemovePodDir,

@@ -85,7 +85,7 @@ pub fn survey(
     live: &dyn Fn(&str) -> bool,
 ) -> (Vec<PodDir>, Vec<ScanError>) {
     let node_pods = kubelet_dir.join("pods");
-    let host = |node: &Path| root.path().join(node.strip_prefix("/").unwrap_or(node));
+    let host = |node: &Path| root.host(node);
     let mut errors = Vec::new();
     let mut err = |p: &Path, e: std::io::Error| {
         errors.push(ScanError { path: display_path(p.as_os_str()), error: e.to_string() })
@@ -106,13 +106,8 @@ pub fn survey(
             continue;
         }
         let below = crate::sys::mount::below(mounts, &host(&node));
-        let mounted: Vec<(PathBuf, String, bool)> = below
-            .iter()
-            .map(|m| {
-                let rel = m.point.strip_prefix(root.path()).unwrap_or(&m.point);
-                (Path::new("/").join(rel), m.describe(), m.is_whole_tmpfs())
-            })
-            .collect();
+        let mounted: Vec<(PathBuf, String, bool)> =
+            below.iter().map(|m| (root.node(&m.point), m.describe(), m.is_whole_tmpfs())).collect();
         // Mount points the walks must not enter: all but a whole tmpfs (kubelet's).
         let fences: Vec<PathBuf> =
             below.iter().filter(|m| !m.is_whole_tmpfs()).map(|m| m.point.clone()).collect();

@@ -350,8 +350,7 @@ fn atomic_volumes(root: &RootDir, pod_rel: &Path) -> HashMap<PathBuf, AtomicVolu
 /// the way (e.g. `/var/lib/kubelet → /data/kubelet`) are followed only while they stay
 /// inside the root.
 pub fn resolve(root: &RootDir, node_path: &Path) -> io::Result<PathBuf> {
-    let rel = node_path.strip_prefix("/").unwrap_or(node_path);
-    let abs = std::fs::canonicalize(root.path().join(rel))?;
+    let abs = std::fs::canonicalize(root.host(node_path))?;
     abs.strip_prefix(root.path()).map(Path::to_path_buf).map_err(|_| {
         io::Error::new(io::ErrorKind::PermissionDenied, "resolves outside the root; not followed")
     })

@@ -18,10 +18,6 @@ pub fn write(report: &CleanReport, format: Format, out: &mut dyn Write) -> io::R
     }
 }
 
-fn plain<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
-}
-
 fn what(a: &Action) -> String {
     match (&a.path, &a.container) {
         (Some(p), _) if a.unmount => format!("{p} (tmpfs unmounted first)"),
@@ -46,8 +42,8 @@ fn table(r: &CleanReport, out: &mut dyn Write) -> io::Result<()> {
             writeln!(
                 out,
                 "{:<17} {:<8} {:>7} {:>6} {:>10}  {}",
-                plain(&a.action),
-                plain(&a.status),
+                super::plain(&a.action),
+                super::plain(&a.status),
                 a.secrets,
                 a.files,
                 size(a.bytes),
@@ -71,7 +67,7 @@ fn table(r: &CleanReport, out: &mut dyn Write) -> io::Result<()> {
                 out,
                 "{:<8} {:<16} {:>3}  {}",
                 l.severity.to_string(),
-                plain(&l.category),
+                super::plain(&l.category),
                 l.secrets,
                 terminal_safe(&l.path)
             )?;
@@ -85,7 +81,7 @@ fn table(r: &CleanReport, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
             "applied: {} of {} actions done ({} refused, {} failed); removed {} files, {}, {} secret values; {} paths left; CRI {}",
-            s.done, s.actions, s.refused, s.failed, s.files, size(s.bytes), s.secrets, s.left, plain(&r.cri.status)
+            s.done, s.actions, s.refused, s.failed, s.files, size(s.bytes), s.secrets, s.left, super::plain(&r.cri.status)
         )?;
     } else {
         writeln!(
@@ -96,7 +92,7 @@ fn table(r: &CleanReport, out: &mut dyn Write) -> io::Result<()> {
             size(s.bytes),
             s.secrets,
             s.left,
-            plain(&r.cri.status),
+            super::plain(&r.cri.status),
             if s.actions > 0 { "; run with --apply to act" } else { "" }
         )?;
     }

@@ -73,6 +73,11 @@ pub fn write_atomic(
     Ok(())
 }
 
+/// The name a value serializes to (`orphaned-volume` for a category): its plain text.
+pub fn plain<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
 /// `1536` → `1.5 KiB`.
 pub fn human_size(bytes: u64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -12,10 +12,6 @@ fn label(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-fn plain<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
-}
-
 fn family(out: &mut dyn Write, name: &str, help: &str) -> io::Result<()> {
     writeln!(out, "# HELP {name} {help}")?;
     writeln!(out, "# TYPE {name} gauge")
@@ -25,7 +21,7 @@ fn family(out: &mut dyn Write, name: &str, help: &str) -> io::Result<()> {
 pub fn write(report: &Report, now: f64, out: &mut dyn Write) -> io::Result<()> {
     let mut by: BTreeMap<(Severity, String, &str), u64> = BTreeMap::new();
     for f in &report.findings {
-        *by.entry((f.severity, plain(&f.category), f.site.as_str())).or_default() += 1;
+        *by.entry((f.severity, super::plain(&f.category), f.site.as_str())).or_default() += 1;
     }
     family(
         out,
@@ -59,7 +55,7 @@ pub fn write(report: &Report, now: f64, out: &mut dyn Write) -> io::Result<()> {
     family(out, "kresidue_errors", "Paths the last scan could not read.")?;
     writeln!(out, "kresidue_errors {}", report.errors.len())?;
     family(out, "kresidue_cri_up", "1 when the container runtime answered the last scan, else 0 (status: ok, unreachable, disabled).")?;
-    let status = plain(&report.cri.status);
+    let status = super::plain(&report.cri.status);
     let up = u8::from(report.cri.status == CriStatus::Ok);
     writeln!(out, "kresidue_cri_up{{status=\"{}\"}} {up}", label(&status))?;
     family(out, "kresidue_last_run_timestamp_seconds", "When the last scan ended, Unix time.")?;

@@ -82,7 +82,7 @@ fn message(f: &Finding) -> String {
         _ => "Secret material".to_owned(),
     };
     let mut text =
-        format!("{what} found at {} ({}, {})", f.path, f.site.as_str(), serde_plain(&f.category));
+        format!("{what} found at {} ({}, {})", f.path, f.site.as_str(), super::plain(&f.category));
     if let Some(p) = &f.pod {
         let live = match p.live {
             Some(true) => "live",
@@ -95,10 +95,6 @@ fn message(f: &Finding) -> String {
         text.push_str(&format!("; {} times in the file", f.count));
     }
     text
-}
-
-fn serde_plain<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 /// The SARIF document of `report`.

@@ -44,7 +44,7 @@ fn row(f: &Finding) -> [String; 9] {
         (_, _, Some(r)) => format!("rule {r}{}", token_note(f)),
         _ => "-".to_owned(),
     };
-    let mut category = serde_plain(&f.category);
+    let mut category = super::plain(&f.category);
     if f.stale {
         category.push_str(" (stale)");
     }
@@ -94,10 +94,6 @@ fn token_note(f: &Finding) -> String {
     }
 }
 
-fn serde_plain<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
-}
-
 fn summary(r: &Report) -> String {
     let mut by_sev = Vec::new();
     for s in Severity::ALL.iter().rev() {
@@ -121,6 +117,6 @@ fn summary(r: &Report) -> String {
         r.summary.duration_ms,
         r.errors.len(),
         if r.errors.len() == 1 { "" } else { "s" },
-        serde_plain(&r.cri.status),
+        super::plain(&r.cri.status),
     )
 }

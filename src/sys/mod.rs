@@ -49,6 +49,17 @@ impl RootDir {
         &self.path
     }
 
+    /// Where the node path `node` is in this process's view: beneath the root.
+    pub fn host(&self, node: &Path) -> PathBuf {
+        self.path.join(node.strip_prefix("/").unwrap_or(node))
+    }
+
+    /// The node path of `host`, a path of this process's view beneath the root (as is,
+    /// when it is not beneath it).
+    pub fn node(&self, host: &Path) -> PathBuf {
+        Path::new("/").join(host.strip_prefix(&self.path).unwrap_or(host))
+    }
+
     /// Opens the regular file at `rel` (relative to the root) for reading, never following
     /// a symlink and never leaving the root; atime is not updated where permitted.
     pub fn open_file(&self, rel: &Path) -> io::Result<File> {

@@ -581,6 +581,11 @@ fn json_leaves(v: &Value, f: &mut dyn FnMut(&str)) {
     }
 }
 
+/// True when the tests run as root (mounts, `setpriv`, a real containerd need it).
+pub fn is_root() -> bool {
+    std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n")
+}
+
 /// A path as a UTF-8 command-line argument (temp paths always are).
 pub fn path_arg(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
