@@ -273,9 +273,11 @@ impl Worker {
         let mut carry = 0usize;
         let mut pos = 0u64; // absolute offset of the next byte to read
         let mut total = 0u64;
+        // The file is read up to the size it had when opened: one that grows while it is
+        // read (a container writing a log as fast as it is scanned) would never end.
         loop {
-            // `None`: no data after `pos` (the rest, up to the statted size, is a hole).
-            let next = sys::next_data(&f, pos);
+            // `None`: no data after `pos` before that size (the rest is a hole).
+            let next = sys::next_data(&f, pos).filter(|&d| d < size);
             let data = next.unwrap_or(size.max(pos));
             if data > pos {
                 // A hole [pos, data) reads as zeros, and a binary value may begin or end
@@ -300,7 +302,8 @@ impl Worker {
                     .push(format!("read up to byte {pos} only: the scan's --timeout passed"));
                 break;
             }
-            let n = read_full(&mut f, &mut self.buf[carry..carry + self.chunk])
+            let want = self.chunk.min(usize::try_from(size - pos).unwrap_or(usize::MAX));
+            let n = read_full(&mut f, &mut self.buf[carry..carry + want])
                 .map_err(|e| io_message(&e))?;
             if n == 0 {
                 break;

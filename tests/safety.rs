@@ -333,3 +333,51 @@ fn harness_json_escape_is_go_style() {
     assert_eq!(String::from_utf8(json_escape(v.as_bytes())).unwrap(), want);
     assert_eq!(b64(b"any carnal pleas"), b"YW55IGNhcm5hbCBwbGVhcw==".to_vec());
 }
+
+/// A file that grows while it is read (a container writing a log as fast as it can) is
+/// read up to the size it had when opened: the scan ends while the writer is still
+/// writing, finds the value at the start, and has read less than the file became.
+#[test]
+fn a_file_growing_while_read_does_not_keep_the_scan() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const CAP: u64 = 2 << 30;
+    let tree = NodeTree::new();
+    let pod = tree.pod(UID);
+    let v = fake_secret(50);
+    let node_path = pod.path("volumes/kubernetes.io~empty-dir/logs/app.log");
+    let host = tree.host(&node_path);
+    fs::create_dir_all(host.parent().unwrap()).unwrap();
+    fs::write(&host, [b"token=".as_slice(), &v, b"\n", &vec![b'.'; 4 << 20]].concat()).unwrap();
+    let file = tree.secrets_file("s.json", &[Secret::opaque("app", "api", &[("token", &v)])]);
+    let stop = AtomicBool::new(false);
+    let out = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut f = fs::OpenOptions::new().append(true).open(&host).unwrap();
+            let block = vec![b'x'; 1 << 20];
+            while !stop.load(Ordering::Relaxed) && f.metadata().unwrap().len() < CAP {
+                f.write_all(&block).unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let out = tree.kr().timeout(Duration::from_secs(60)).run(&[
+            "scan",
+            "--root",
+            tree.root_arg(),
+            "--no-cri",
+            "--secrets",
+            path_arg(&file),
+            "--format",
+            "json",
+        ]);
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        out
+    });
+    out.assert_code(1);
+    let expected: BTreeSet<Key> =
+        [(node_path, 6, "app/api".into(), "token".into(), "raw".into())].into();
+    assert_findings(&out.findings(), &expected, "growing file");
+    let read = out.json()["summary"]["bytes"].as_u64().unwrap();
+    let grown = fs::metadata(&host).unwrap().len();
+    assert!(read < grown, "read {read} bytes of a file that grew to {grown} during the scan");
+}
