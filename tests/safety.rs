@@ -59,7 +59,9 @@ fn fifos_and_sockets_do_not_hang_the_scan() {
 
 /// Symlinks out of the root are never followed: absolute and relative links to a file
 /// outside, links to a dir outside, a hijacked `..data`, a pod dir that is a link to
-/// outside, and a `--path` that is a link to outside. The value sitting outside is never
+/// outside, a `--path` that is a link to outside, links to the host's `/`, `/proc` and
+/// `/proc/self/environ` (holding the leak value: it is in the scan's own environment) and
+/// a `..` chain far past the root. The value sitting outside is never
 /// found; the one inside is. Symlink loops end.
 #[test]
 fn symlinks_out_of_the_root_are_not_followed() {
@@ -99,6 +101,13 @@ fn symlinks_out_of_the_root_are_not_followed() {
     tree.symlink(format!("{cache}/b"), "a");
     tree.symlink(format!("{cache}/self"), "self");
     tree.symlink(format!("{cache}/up"), "..");
+    // Links to the host's `/` and `/proc` (whose `self/environ` holds the leak value: it is
+    // in the scan's own environment), and a `..` chain far past the root.
+    tree.symlink(format!("{cache}/slash"), "/");
+    tree.symlink(format!("{cache}/proc"), "/proc");
+    tree.symlink(format!("{cache}/environ"), "/proc/self/environ");
+    tree.symlink(format!("{cache}/selfroot"), "/proc/self/root");
+    tree.symlink(format!("{cache}/up-chain"), "../".repeat(40));
     // A whole pod dir that is a link out of the root.
     tree.symlink(
         format!("{}/pods/0000aaaa-bbbb-4ccc-8ddd-eeeeffff0000", tree.kubelet_dir()),
@@ -113,7 +122,8 @@ fn symlinks_out_of_the_root_are_not_followed() {
         Secret::opaque("elsewhere", "leak", &[("value", &leak)]),
     ];
     let file = tree.secrets_file("s.json", &secrets);
-    let out = tree.kr().timeout(Duration::from_secs(30)).scan(&[
+    let planted = std::str::from_utf8(&leak).unwrap();
+    let out = tree.kr().timeout(Duration::from_secs(30)).env("KRESIDUE_PLANTED", planted).scan(&[
         "--secrets",
         path_arg(&file),
         "--path",
@@ -122,6 +132,8 @@ fn symlinks_out_of_the_root_are_not_followed() {
         "/etc/outfile",
         "--path",
         "/etc",
+        "--path",
+        &format!("{cache}/proc"),
         "--format",
         "json",
     ]);
