@@ -278,7 +278,8 @@ impl Worker {
         loop {
             // `None`: no data after `pos` before that size (the rest is a hole).
             let next = sys::next_data(&f, pos).filter(|&d| d < size);
-            let data = next.unwrap_or(size.max(pos));
+            // Reads stop at `size`, so `pos <= size` throughout.
+            let data = next.unwrap_or(size);
             if data > pos {
                 // A hole [pos, data) reads as zeros, and a binary value may begin or end
                 // with zeros: search the first `overlap` zeros as if read, after which
