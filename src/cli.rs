@@ -229,9 +229,11 @@ pub struct SearchArgs {
     pub quiet: bool,
 
     /// After the scan, print per-site files, bytes and time, and the priority the scan
-    /// ran at, on stderr.
-    #[arg(short, long)]
-    pub verbose: bool,
+    /// ran at, on stderr. `-vv` also prints each call to the runtime with its time, how
+    /// many values and rules were searched for, each scope walked, and the entries not
+    /// read because they are not regular files (symlinks, FIFOs, sockets, devices).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 
     /// Run at the lowest CPU priority (nice 19) and in the idle I/O class, so a busy node
     /// does not notice the scan.

@@ -36,8 +36,8 @@ pub struct ScanConfig {
     pub timeout: Option<Duration>,
     /// `--nice`.
     pub nice: bool,
-    /// `--verbose`.
-    pub verbose: bool,
+    /// `--verbose`: 0, 1 (`-v`) or 2 and more (`-vv`).
+    pub verbose: u8,
     /// `--quiet`.
     pub quiet: bool,
     /// Report format.

@@ -162,7 +162,7 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
     if cfg.nice {
         // Before any thread starts: they inherit it.
         match sys::be_nice() {
-            Ok((nice, class)) if cfg.verbose => {
+            Ok((nice, class)) if cfg.verbose > 0 => {
                 let class = if class == 3 { "idle".to_owned() } else { format!("class {class}") };
                 notes.push(format!("priority: nice {nice}, I/O {class}"));
             }
@@ -174,15 +174,34 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
         Err(u) if cfg.require_cri => bail!("{u}"),
         other => other,
     };
+    let trace = cfg.verbose > 1;
     if let Ok(Some(client)) = &mut connected {
         if !cfg.settings.layout.kubelet_dir_explicit {
             if let Ok(Some(dir)) = cri::kubelet_dir(client) {
                 cfg.settings.layout.kubelet_dir = dir;
             }
         }
+        if trace {
+            notes.extend(client.take_trace().into_iter().map(|l| format!("cri: {l}")));
+        }
     }
     let matcher = matcher::Matcher::new(std::mem::take(&mut cfg.sets));
     let rules = if cfg.rules { rules::Rules::builtin(unix_now()) } else { rules::Rules::none() };
+    if trace {
+        let m = matcher.stats();
+        notes.push(format!(
+            "searching for {} values ({} encoded forms, {} windows, {} fingerprint sets, \
+             prefilter {}) and {} rules, with {} threads reading {} at a time",
+            m.values,
+            m.forms,
+            m.windows,
+            m.sets,
+            report::human_size(m.filter_bytes as u64),
+            rules.specs().count(),
+            cfg.settings.threads,
+            report::human_size(cfg.settings.chunk as u64),
+        ));
+    }
     let searchers = scan::Searchers { matcher: &matcher, rules: &rules };
     cfg.settings.deadline = cfg.timeout.map(|t| Instant::now() + t);
     // A bar on stderr only for a person watching: not when the report goes to a pipe.
@@ -210,7 +229,16 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
         });
         result.errors.sort();
     }
-    if cfg.verbose {
+    if trace {
+        notes.push(format!("walked {} scopes:", result.scopes.len()));
+        notes.extend(result.scopes.iter().map(|s| format!("  scope {}", report::terminal_safe(s))));
+        if !result.skipped.is_empty() {
+            let kinds: Vec<String> =
+                result.skipped.iter().map(|(kind, n)| format!("{kind}: {n}")).collect();
+            notes.push(format!("not read, not regular files: {}", kinds.join(", ")));
+        }
+    }
+    if cfg.verbose > 0 {
         for (site, s) in &result.sites {
             notes.push(format!(
                 "site {}: {} files, {}, {} ms",
@@ -221,7 +249,16 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
             ));
         }
     }
-    let (cri, asked) = cross_check(connected, &mut result, cfg.require_cri)?;
+    let (cri, mut asked) = cross_check(connected, &mut result, cfg.require_cri)?;
+    if let (true, Some((client, live))) = (trace, &mut asked) {
+        notes.extend(client.take_trace().into_iter().map(|l| format!("cri: {l}")));
+        notes.push(format!(
+            "cri: {} pods ({} sandboxes), {} containers",
+            live.pods.len(),
+            live.pods.values().map(Vec::len).sum::<usize>(),
+            live.containers.len()
+        ));
+    }
     Ok(Scanned { result, cri, asked, notes })
 }
 

@@ -192,6 +192,21 @@ struct CompiledSet {
     entries: Vec<Entry>,
 }
 
+/// The size of a [`Matcher`]'s search (see [`Matcher::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatcherStats {
+    /// Fingerprint sets (files, or the in-memory `--secrets`).
+    pub sets: usize,
+    /// Values (secret keys).
+    pub values: usize,
+    /// Encoded forms of the values.
+    pub forms: usize,
+    /// Fingerprinted windows of the forms.
+    pub windows: usize,
+    /// Bytes of the prefilters.
+    pub filter_bytes: usize,
+}
+
 /// All fingerprint sets of a scan, compiled for searching.
 pub struct Matcher {
     sets: Vec<CompiledSet>,
@@ -234,6 +249,19 @@ impl Matcher {
             })
             .collect();
         Matcher { sets, max_len }
+    }
+
+    /// What is searched for: values, their encoded forms, their windows, and the bytes of
+    /// the prefilters (for `-vv`).
+    pub fn stats(&self) -> MatcherStats {
+        let mut s = MatcherStats { sets: self.sets.len(), ..MatcherStats::default() };
+        for set in &self.sets {
+            s.values += set.entries.len();
+            s.forms += set.entries.iter().map(|e| e.forms.len()).sum::<usize>();
+            s.windows += set.candidates.len();
+            s.filter_bytes += (set.filter.index_mask + 1) * 8;
+        }
+        s
     }
 
     /// True when there is nothing to look for.

@@ -16,6 +16,7 @@ use crate::matcher::{Hit, Matcher};
 use crate::node::containerd::{self, MetaDb, Owner};
 use crate::node::logs::Content;
 use crate::node::{self, io_message, Layout};
+use crate::report;
 use crate::rules::{RuleHit, Rules};
 use crate::sys::{self, RootDir};
 use crate::walk::{self, FileJob, WalkItem};
@@ -62,6 +63,11 @@ pub struct ScanResult {
     pub sites: BTreeMap<SiteId, SiteStats>,
     /// The deadline passed before everything was read.
     pub incomplete: bool,
+    /// The node paths of the subtrees walked, in walk order.
+    pub scopes: Vec<String>,
+    /// Entries not read because they are not regular files, by kind (see
+    /// [`WalkItem::Skipped`]).
+    pub skipped: BTreeMap<&'static str, u64>,
 }
 
 /// What a scan read at one site.
@@ -109,6 +115,8 @@ pub fn scan(
 ) -> anyhow::Result<ScanResult> {
     let mut errors = Vec::new();
     let scopes = node::discover(root, &settings.layout, &mut errors);
+    let walked = scopes.iter().map(|s| report::display_path(s.node_path.as_os_str())).collect();
+    let skipped = Mutex::new(BTreeMap::new());
     let findings = Mutex::new(Vec::new());
     let errors = Mutex::new(errors);
     let files = AtomicU64::new(0);
@@ -136,6 +144,9 @@ pub fn scan(
                 || Worker::new(settings, searchers.overlap()),
                 |w, item| match item {
                     WalkItem::Error(e) => errors.lock().expect("lock").push(e),
+                    WalkItem::Skipped(kind) => {
+                        *skipped.lock().expect("lock").entry(kind).or_insert(0) += 1;
+                    }
                     WalkItem::File(job) => {
                         let started = Instant::now();
                         let result = w.scan_file(root, &job, searchers, &seen);
@@ -189,6 +200,8 @@ pub fn scan(
         bytes: bytes.into_inner(),
         sites: sites.into_inner().expect("lock"),
         incomplete: late.into_inner(),
+        scopes: walked,
+        skipped: skipped.into_inner().expect("lock"),
     })
 }
 
@@ -276,8 +289,12 @@ impl Worker {
         // The file is read up to the size it had when opened: one that grows while it is
         // read (a container writing a log as fast as it is scanned) would never end.
         loop {
-            // `None`: no data after `pos` before that size (the rest is a hole).
+            // `None`: no data after `pos` before that size (the rest is a hole, or the
+            // file shrank).
             let next = sys::next_data(&f, pos).filter(|&d| d < size);
+            if next.is_none() && pos < size {
+                self.note_shrunk(&f, size);
+            }
             // Reads stop at `size`, so `pos <= size` throughout.
             let data = next.unwrap_or(size);
             if data > pos {
@@ -307,6 +324,7 @@ impl Worker {
             let n = read_full(&mut f, &mut self.buf[carry..carry + want])
                 .map_err(|e| io_message(&e))?;
             if n == 0 {
+                self.note_shrunk(&f, size);
                 break;
             }
             let at = Span { carry, len: carry + n, pos, last: false };
@@ -320,6 +338,18 @@ impl Worker {
         let at = Span { carry, len: carry, pos, last: true };
         self.search(job, searchers, place, at, &mut findings);
         Ok(Some((total, aggregate(findings))))
+    }
+}
+
+impl Worker {
+    /// Lists, in the file's errors, that it is now shorter than the `size` it had when
+    /// opened (it was truncated while read): its end could not be read.
+    fn note_shrunk(&mut self, f: &std::fs::File, size: u64) {
+        if let Some(now) = f.metadata().ok().map(|m| m.len()).filter(|&now| now < size) {
+            self.file_errors.push(format!(
+                "shrank from {size} to {now} bytes while read: what was cut off was not read"
+            ));
+        }
     }
 }
 

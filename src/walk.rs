@@ -43,6 +43,27 @@ pub enum WalkItem {
     File(FileJob),
     /// Something that could not be listed.
     Error(ScanError),
+    /// An entry that is not read because it is not a regular file or a directory: what
+    /// it is (`symlink`, `FIFO`, `socket`, `char device`, `block device`).
+    Skipped(&'static str),
+}
+
+/// What a non-regular, non-directory entry is, in words.
+fn special_kind(t: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    Some(if t.is_symlink() {
+        "symlink"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_char_device() {
+        "char device"
+    } else if t.is_block_device() {
+        "block device"
+    } else {
+        return None;
+    })
 }
 
 /// Walks one scope. `root_abs` is the canonical root path.
@@ -72,7 +93,7 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
             }
         };
         if !entry.file_type().is_file() {
-            return None;
+            return special_kind(entry.file_type()).map(WalkItem::Skipped);
         }
         let inner = entry.path().strip_prefix(&base).ok()?.to_path_buf();
         let (site, shown, stale) = match fixed {

@@ -105,22 +105,47 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 "#
         );
         std::fs::write(dir.path().join("config.toml"), config).unwrap();
-        let log = std::fs::File::create(dir.path().join("containerd.log")).unwrap();
-        let child = Command::new("containerd")
+        let child = Self::spawn(dir.path());
+        let cgroup = format!("/kresidue-test-{}", &hex(&Sha256::digest(d.as_bytes()))[..12]);
+        let c = Containerd { dir, child, cgroup };
+        c.wait_ready();
+        c
+    }
+
+    /// Starts containerd on the config in `dir`, appending to its log.
+    fn spawn(dir: &Path) -> Child {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("containerd.log"))
+            .unwrap();
+        Command::new("containerd")
             .arg("--config")
-            .arg(dir.path().join("config.toml"))
+            .arg(dir.join("config.toml"))
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
-            .expect("containerd runs");
-        let cgroup = format!("/kresidue-test-{}", &hex(&Sha256::digest(d.as_bytes()))[..12]);
-        let c = Containerd { dir, child, cgroup };
+            .expect("containerd runs")
+    }
+
+    fn wait_ready(&self) {
         let t = Instant::now();
-        while c.ctr(&["version"]).is_err() {
-            assert!(t.elapsed() < Duration::from_secs(30), "containerd answers: {}", c.log());
+        while self.ctr(&["version"]).is_err() {
+            assert!(t.elapsed() < Duration::from_secs(30), "containerd answers: {}", self.log());
             std::thread::sleep(Duration::from_millis(100));
         }
-        c
+    }
+
+    /// Kills containerd (as a crash would: its shims and pods keep running).
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts containerd again on the same dirs; waits until it answers.
+    fn restart(&mut self) {
+        self.child = Self::spawn(self.dir.path());
+        self.wait_ready();
     }
 
     fn log(&self) -> String {
@@ -530,6 +555,90 @@ fn save_fixtures(c: &Containerd, id: &str) {
     std::fs::write(out.join("container-id"), id).unwrap();
 }
 
+/// containerd killed while a scan runs (after it connected, while it walks 48 MiB of an
+/// emptyDir, or before it connected), then started again before or after the scan asks
+/// for the pods: each scan ends well within its timeout, with `cri.status` "ok" and the
+/// live pod judged live when the runtime was back in time (the lost connection is made
+/// again), or "unreachable" with the reason in `errors` and liveness left unknown when it
+/// was down for the whole ask.
+fn restarted_mid_scan(c: &mut Containerd, secrets: &Path, kubelet: &Path, guards: &[&str]) {
+    let slow = kubelet.join("pods").join(DEAD_UID).join("volumes/kubernetes.io~empty-dir/big");
+    std::fs::create_dir_all(&slow).unwrap();
+    std::fs::write(slow.join("data.bin"), filler(4603, 48 << 20)).unwrap();
+    let bin = env!("CARGO_BIN_EXE_kresidue");
+    // (kill after, start again after): down until after the scan, or back within it.
+    for (kill_at, back_at) in [(300, None), (300, Some(600)), (0, Some(100))] {
+        let mut cmd = Command::new(bin);
+        cmd.args(["scan", "--root", "/", "--format", "json", "--secrets"])
+            .arg(secrets)
+            .arg("--cri")
+            .arg(format!("unix://{}", c.sock().display()))
+            .args(["--cri-timeout", "5", "--kubelet-dir"])
+            .arg(kubelet)
+            .arg("--containerd-root")
+            .arg(c.root())
+            .arg("--containerd-state")
+            .arg(c.state())
+            .arg("--pod-log-dir")
+            .arg(c.pod_logs())
+            .env("KRESIDUE_LOCK", c.dir.path().join("kresidue.lock"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let started = Instant::now();
+        let child = cmd.spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(kill_at));
+        c.kill();
+        if let Some(back) = back_at {
+            std::thread::sleep(Duration::from_millis(back - kill_at));
+            c.restart();
+        }
+        let out = child.wait_with_output().unwrap();
+        let took = started.elapsed();
+        if back_at.is_none() {
+            c.restart();
+        }
+        let case = format!("killed at {kill_at} ms, back at {back_at:?} ms");
+        for stream in [&out.stdout, &out.stderr] {
+            for g in guards {
+                assert!(!contains(stream, g.as_bytes()), "a value is printed ({case})");
+            }
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{case}: {stderr}");
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{case}: {:?} {stderr}", out.status);
+        assert!(took < Duration::from_secs(30), "{case}: took {took:?}");
+        let report: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{case}: {e}: {stderr}"));
+        let status = report["cri"]["status"].as_str().unwrap_or("").to_owned();
+        let rows = ours(&report, c, kubelet, "shop/db");
+        match status.as_str() {
+            "ok" => {
+                assert!(back_at.is_some(), "{case}: ok from a runtime that was down: {report}");
+                let volume = rows.iter().find(|r| r.4 == POD_UID && r.0 == "kubelet-secret-volume");
+                assert_eq!(volume.map(|r| r.6), Some(Some(true)), "{case}: {rows:#?}");
+            }
+            "unreachable" => {
+                let errors = report["errors"].as_array().unwrap();
+                assert!(
+                    errors.iter().any(|e| e["error"].as_str().unwrap_or("").starts_with("CRI: ")),
+                    "{case}: no CRI error listed: {errors:#?}"
+                );
+                assert!(rows.iter().all(|r| r.6.is_none()), "{case}: judged: {rows:#?}");
+            }
+            other => panic!("{case}: cri.status {other:?}: {report}"),
+        }
+        // Down until after the scan: unreachable. Back before the scan asks for the pods:
+        // the lost connection is made again (or the refused one tried until it is taken).
+        let want = if back_at.is_none() { "unreachable" } else { "ok" };
+        assert_eq!(status, want, "{case}: {}", report["errors"]);
+    }
+    std::fs::remove_dir_all(&slow).unwrap();
+    // The pod outlived the restarts: asked again, the runtime has it ready.
+    let report = scan(c, secrets, Some(kubelet), guards);
+    let rows = ours(&report, c, kubelet, "shop/db");
+    assert!(rows.iter().any(|r| r.4 == POD_UID && r.6 == Some(true)), "{rows:#?}");
+}
+
 /// Waits until `done` or panics after 30 s with `what`.
 fn wait(what: &str, mut done: impl FnMut() -> bool) {
     let t = Instant::now();
@@ -558,7 +667,7 @@ fn real_containerd_over_cri() {
     }
     let value = String::from_utf8(fake_secret(4601)).unwrap();
     let baked = String::from_utf8(fake_secret(4602)).unwrap();
-    let c = Containerd::start();
+    let mut c = Containerd::start();
     c.import_image(PAUSE, &["/bin/sleep", "2147483647"], &[]);
     let conf = format!("api_key: {baked}\n");
     c.import_image(IMAGE, &["/bin/sh"], &[("etc/app.conf", conf.as_bytes())]);
@@ -649,6 +758,9 @@ fn real_containerd_over_cri() {
     assert_eq!(layers.len(), 1, "{layers:#?}");
     assert_eq!(layers[0]["category"], "image-layer");
     assert!(layers[0]["images"].as_array().unwrap().iter().any(|n| n == IMAGE), "{:#?}", layers[0]);
+
+    restarted_mid_scan(&mut c, &secrets, &kubelet, &guards);
+    let mut cri = c.cri(); // its connection died with the runtime
 
     // Stopped: the container still exists (exited), its leftovers are a dead container's.
     stop_container(&mut cri, &id).unwrap();

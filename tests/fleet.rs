@@ -75,6 +75,52 @@ fn nice_and_verbose() {
     assert!(err.contains("kresidue: site other: 2 files, 293.0 KiB"), "{err}");
 }
 
+/// `-vv` (against the fake runtime): each CRI call with its outcome and time, the pods the
+/// runtime knows, what is searched for, each scope walked, and the entries not read by
+/// kind; `-v` alone prints none of it.
+#[test]
+fn very_verbose_tells_calls_searches_scopes_and_skips() {
+    use crate::cri::{fake, Server, READY_UID};
+    let (tree, file) = node();
+    tree.pod(READY_UID);
+    tree.fifo(format!(
+        "{}/pods/{UID}/volumes/kubernetes.io~empty-dir/cache/pipe",
+        tree.kubelet_dir()
+    ));
+    tree.socket(format!(
+        "{}/pods/{UID}/volumes/kubernetes.io~empty-dir/cache/sock",
+        tree.kubelet_dir()
+    ));
+    let server = Server::grpc(fake());
+    let ep = server.endpoint();
+    let cri = ["--cri", ep.as_str()];
+    let vv = tree.kr().scan_asking(&cri, &["--secrets", path_arg(&file), "-vv"]);
+    assert_eq!(vv.code, 1);
+    let err = vv.stderr_str();
+    let pods = tree.kubelet_dir().to_owned() + "/pods";
+    for want in [
+        format!("kresidue: cri: connected to {ep} in "),
+        "kresidue: cri: Version: ok in ".into(),
+        "kresidue: cri: ListPodSandbox: ok in ".into(),
+        "kresidue: cri: ListContainers: ok in ".into(),
+        "kresidue: searching for 1 values (2 encoded forms, ".into(),
+        " rules, with ".into(),
+        format!("kresidue:   scope {pods}/{UID}\n"),
+        format!("kresidue:   scope {pods}/{READY_UID}\n"),
+        "kresidue: not read, not regular files: FIFO: 1, socket: 1, symlink: 2\n".into(),
+        "kresidue: site kubelet-secret-volume: 1 files".into(),
+    ] {
+        assert!(err.contains(&want), "-vv does not say {want:?}:\n{err}");
+    }
+    assert!(err.contains("kresidue: cri: ") && err.contains(" pods ("), "{err}");
+    let v = tree.kr().scan_asking(&cri, &["--secrets", path_arg(&file), "-v"]);
+    let err = v.stderr_str();
+    assert!(err.contains("kresidue: site kubelet-secret-volume: 1 files"), "{err}");
+    for not in ["cri:", "searching for", "scope", "not read"] {
+        assert!(!err.contains(not), "-v says {not:?}:\n{err}");
+    }
+}
+
 /// `--max-file-size`: a larger file is not read and is listed in errors; the rest is
 /// scanned. `--timeout 0s`: nothing is read, the report says it is incomplete and why.
 /// Bad values are usage errors.
@@ -241,8 +287,9 @@ fn output_on_a_full_or_read_only_filesystem() {
     }
 }
 
-/// As an unprivileged user (root drops to `nobody` with setpriv): files only root may
-/// read are listed in errors, the rest is scanned, and a note says to run as root.
+/// As an unprivileged user (root drops to `nobody` with setpriv): a file only root may
+/// read and a dir no one may enter (mode 000) are listed in errors, the rest is scanned,
+/// and a note says to run as root.
 #[test]
 // The skip message is for the person running the tests.
 #[allow(clippy::print_stderr)]
@@ -265,11 +312,17 @@ fn as_non_root_the_unreadable_is_listed_and_the_rest_scanned() {
     std::fs::create_dir_all(&pod).unwrap();
     std::fs::write(pod.join("public.env"), format!("A={value}\n")).unwrap();
     std::fs::write(pod.join("private.env"), format!("B={value}\n")).unwrap();
+    // A dir no one but root may enter (mode 000), holding a value.
+    let locked = pod.join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    std::fs::write(locked.join("inside.env"), format!("C={value}\n")).unwrap();
     for d in pod.ancestors().take_while(|d| d.starts_with(base.path())) {
         open(d, 0o755);
     }
     open(&pod.join("public.env"), 0o644);
     open(&pod.join("private.env"), 0o600);
+    open(&locked.join("inside.env"), 0o644);
+    open(&locked, 0o000);
     let secrets = base.path().join("secrets.json");
     std::fs::write(
         &secrets,
@@ -293,7 +346,7 @@ fn as_non_root_the_unreadable_is_listed_and_the_rest_scanned() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!contains(&out.stdout, value.as_bytes()) && !err.contains(&value));
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("not running as root: 1 paths could not be read"), "{err}");
+    assert!(err.contains("not running as root: 2 paths could not be read"), "{err}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let found: Vec<&str> = report["findings"]
         .as_array()
@@ -304,7 +357,10 @@ fn as_non_root_the_unreadable_is_listed_and_the_rest_scanned() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].ends_with("public.env"));
     let errors = report["errors"].as_array().unwrap();
-    assert_eq!(errors.len(), 1, "{errors:?}");
-    assert!(errors[0]["path"].as_str().unwrap().ends_with("private.env"));
-    assert!(errors[0]["error"].as_str().unwrap().contains("ermission denied"), "{errors:?}");
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    let path = |i: usize| errors[i]["path"].as_str().unwrap();
+    assert!(path(0).ends_with("/cache/locked") && path(1).ends_with("private.env"), "{errors:?}");
+    for e in errors {
+        assert!(e["error"].as_str().unwrap().contains("ermission denied"), "{errors:?}");
+    }
 }

@@ -1,4 +1,4 @@
-//! No secret anywhere: every subcommand, every format, `-v`, the error paths, with
+//! No secret anywhere: every subcommand, every format, `-v` and `-vv`, the error paths, with
 //! `RUST_BACKTRACE=1`, on a node full of planted values; then every file the tool wrote
 //! (reports, the fingerprint file, the clean journal) is searched for each value in every
 //! encoding and for any 8-byte run of it. (The runner already checks stdout and stderr of
@@ -79,13 +79,16 @@ fn no_value_in_any_output_or_written_file() {
         add("scan", format!("{on} --format {f} -v --nice"));
         add(
             "scan",
-            format!("{asked} --fingerprints {fp} --format {f} -o {}", o(&format!("report.{f}"))),
+            format!(
+                "{asked} --fingerprints {fp} --format {f} -vv -o {}",
+                o(&format!("report.{f}"))
+            ),
         );
     }
     add("scan", format!("{on} --format json --baseline {}", o("report.json")));
-    add("scan", format!("{on} --max-file-size 10 --timeout 5m"));
+    add("scan", format!("{on} --max-file-size 10 --timeout 5m -vv"));
     for f in ["table", "json"] {
-        add("clean", format!("{asked} --secrets {sf} --format {f} --min-age 0s"));
+        add("clean", format!("{asked} --secrets {sf} --format {f} --min-age 0s -vv"));
     }
     let journal = o("clean.jsonl");
     let clean_json = o("clean.json");

@@ -210,17 +210,25 @@ fn table_lists_one_line_per_finding() {
     assert!(files.iter().all(|(p, _)| text.contains(p.as_str())), "a path is missing:\n{text}");
 }
 
-/// Hostile file names in an emptyDir (newline, ESC sequence, invalid UTF-8) are escaped in
-/// the table: each finding stays on one line, and no raw ESC or invalid byte is printed.
+/// Hostile file names in an emptyDir (newline, tab, carriage return, DEL, an ESC sequence,
+/// invalid UTF-8, a right-to-left override, a bidi isolate and a zero-width space) are
+/// escaped in the table: each finding stays on one line, and none of them is printed raw.
 #[test]
 fn table_sanitises_hostile_names() {
     let tree = NodeTree::new();
     let pod = tree.pod(UID);
     let dir = pod.path("volumes/kubernetes.io~empty-dir/scratch/");
-    let names: [(&str, &[u8], &str, &str); 3] = [
+    let names: [(&str, &[u8], &str, &str); 8] = [
         ("newline", b"first\nsecond.conf", "first", "second.conf"),
         ("escape", b"esc\x1b[2J\x1b[31mred.conf", "esc", "red.conf"),
         ("nonutf8", b"bad\xff\xfename.conf", "bad", "name.conf"),
+        ("tab", b"col\tumn.conf", "col", "umn.conf"),
+        ("return", b"over\rwritten.conf", "over", "written.conf"),
+        // U+202E RIGHT-TO-LEFT OVERRIDE: `exe.conf` would show as `fnoc.exe`.
+        ("rlo", "rlo\u{202e}fnoc.exe".as_bytes(), "rlo", "fnoc.exe"),
+        // U+2066 LEFT-TO-RIGHT ISOLATE and U+200B ZERO WIDTH SPACE.
+        ("isolate", "iso\u{2066}late\u{200b}d.conf".as_bytes(), "iso", "d.conf"),
+        ("del", b"del\x7fete.conf", "del", "ete.conf"),
     ];
     let mut data = Vec::new();
     for (i, (key, name, _, _)) in names.iter().enumerate() {
@@ -233,14 +241,17 @@ fn table_sanitises_hostile_names() {
     let file = tree.secrets_file("s.json", &[s]);
     let json = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
     json.assert_code(1);
-    assert_eq!(json.findings().len(), 3, "findings: {:?}", json.findings());
+    assert_eq!(json.findings().len(), names.len(), "findings: {:?}", json.findings());
 
     let out = tree.scan(&["--secrets", path_arg(&file)]);
     out.assert_code(1);
-    for bad in [0x1bu8, 0xff, 0xfe] {
+    for bad in [0x1bu8, 0xff, 0xfe, b'\t', b'\r', 0x7f] {
         assert!(!out.stdout.contains(&bad), "table prints raw byte {bad:#04x}");
     }
     let text = out.stdout_str();
+    for bad in ['\u{202e}', '\u{2066}', '\u{200b}'] {
+        assert!(!text.contains(bad), "table prints raw {bad:?}");
+    }
     for (key, _, left, right) in names {
         let id = format!("ops/weird-names:{key}");
         let hits: Vec<&str> = text.lines().filter(|l| l.contains(&id)).collect();

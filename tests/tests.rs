@@ -47,6 +47,7 @@ mod fingerprint;
 mod fleet;
 mod formats;
 mod fuzz_corpus;
+mod hostile;
 mod no_secret;
 mod report;
 mod rules;

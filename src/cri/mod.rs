@@ -3,14 +3,16 @@
 //!
 //! The rest of kresidue is synchronous; this module owns a single-threaded tokio runtime
 //! and blocks on each call, and every call (the connection included) is bounded by one
-//! timeout, so a runtime that accepts and never answers costs at most that long. What the
+//! timeout, so a runtime that accepts and never answers costs at most that long. A
+//! runtime restarting is waited for: a socket refusing connections is tried again until
+//! the timeout, and a question whose connection was lost is asked once more on a new one. What the
 //! runtime says is reduced to a [`Live`] view: pods by uid and containers by id, with their
 //! state, which the scan consults for `live`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The generated `runtime.v1` messages and service stubs (`runtime.proto`, field numbers as
 /// upstream `k8s.io/cri-api`).
@@ -94,6 +96,8 @@ pub struct Client {
     endpoint: Endpoint,
     /// `<name> <version>` as `Version` said, once [`connect`] asked.
     runtime: String,
+    /// One line per call made (name, outcome, time), for `-vv`.
+    trace: Vec<String>,
 }
 
 impl std::fmt::Debug for Client {
@@ -105,33 +109,28 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// Connects to `endpoint` (the HTTP/2 handshake included) within `timeout`.
     pub fn connect(endpoint: &Endpoint, timeout: Duration) -> Result<Client, Error> {
+        let started = Instant::now();
         let tokio = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()
             .map_err(|e| Error(format!("cannot start the CRI client: {e}")))?;
-        let path = endpoint.path.clone();
-        let connect = async move {
-            // The URI is required by the API and ignored by the connector.
-            // Each call is bounded by `call`'s own timeout, one clock for all.
-            tonic::transport::Endpoint::from_static("http://localhost")
-                .connect_timeout(timeout)
-                .connect_with_connector(tower::service_fn(move |_| {
-                    let path = path.clone();
-                    async move {
-                        let stream = tokio::net::UnixStream::connect(path).await?;
-                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-                    }
-                }))
-                .await
-        };
-        let channel = match tokio.block_on(async { tokio::time::timeout(timeout, connect).await }) {
-            Ok(Ok(channel)) => channel,
-            Ok(Err(e)) => return Err(connect_error(&e)),
-            Err(_) => return Err(Error(format!("no answer within {} s", timeout.as_secs_f64()))),
-        };
+        let channel = open(&tokio, endpoint, timeout)?;
         let inner = RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
-        Ok(Client { tokio, inner, timeout, endpoint: endpoint.clone(), runtime: String::new() })
+        let trace = vec![format!("connected to {endpoint} in {}", millis(started.elapsed()))];
+        Ok(Client {
+            tokio,
+            inner,
+            timeout,
+            endpoint: endpoint.clone(),
+            runtime: String::new(),
+            trace,
+        })
+    }
+
+    /// The calls made since the last take: one line each, with its outcome and time.
+    pub fn take_trace(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.trace)
     }
 
     /// The endpoint this client is connected to.
@@ -151,40 +150,84 @@ impl Client {
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let fut = call(self.inner.clone());
+        self.attempt(what, fut).map_err(|f| f.error(what, self.timeout))
+    }
+
+    /// Awaits one call's future within the timeout, and traces it.
+    fn attempt<T, Fut>(&mut self, what: &str, fut: Fut) -> Result<T, Failed>
+    where
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
         let timeout = self.timeout;
-        match self.tokio.block_on(async { tokio::time::timeout(timeout, fut).await }) {
+        let started = Instant::now();
+        let answer = self.tokio.block_on(async { tokio::time::timeout(timeout, fut).await });
+        let outcome = match &answer {
+            Ok(Ok(_)) => "ok",
+            Ok(Err(_)) => "error",
+            Err(_) => "no answer",
+        };
+        self.trace.push(format!("{what}: {outcome} in {}", millis(started.elapsed())));
+        match answer {
             Ok(Ok(response)) => Ok(response.into_inner()),
-            Ok(Err(status)) => Err(status_error(what, &status)),
-            Err(_) => Err(Error(format!("{what}: no answer within {} s", timeout.as_secs_f64()))),
+            Ok(Err(status)) => Err(Failed::Status(status)),
+            Err(_) => Err(Failed::Timeout),
         }
     }
 
-    /// As [`Client::call`], with a `NotFound` answer (the runtime knows no such object)
-    /// as `None`.
-    fn call_found<T, F, Fut>(&mut self, what: &str, call: F) -> Result<Option<T>, Error>
+    /// As [`Client::call`], for a question that may be asked twice: when the connection
+    /// is gone (the runtime restarted since it was made), connects again and asks once
+    /// more, each step within the timeout.
+    fn ask<T, F, Fut>(&mut self, what: &str, mut call: F) -> Result<T, Error>
     where
-        F: FnOnce(RuntimeServiceClient<Channel>) -> Fut,
+        F: FnMut(RuntimeServiceClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        self.call(what, |c| async move {
-            match call(c).await {
-                Ok(r) => Ok(tonic::Response::new(Some(r.into_inner()))),
-                Err(s) if s.code() == tonic::Code::NotFound => Ok(tonic::Response::new(None)),
-                Err(s) => Err(s),
+        let fut = call(self.inner.clone());
+        match self.attempt(what, fut) {
+            Err(Failed::Status(s)) if connection_lost(&s) => {
+                let started = Instant::now();
+                let channel = open(&self.tokio, &self.endpoint, self.timeout)
+                    .map_err(|e| Error(format!("{what}: the connection was lost: {}", e.0)))?;
+                self.inner =
+                    RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
+                self.trace.push(format!("connected again in {}", millis(started.elapsed())));
+                let fut = call(self.inner.clone());
+                self.attempt(what, fut)
+            }
+            other => other,
+        }
+        .map_err(|f| f.error(what, self.timeout))
+    }
+
+    /// As [`Client::ask`], with a `NotFound` answer (the runtime knows no such object)
+    /// as `None`.
+    fn ask_found<T, F, Fut>(&mut self, what: &str, mut call: F) -> Result<Option<T>, Error>
+    where
+        F: FnMut(RuntimeServiceClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        self.ask(what, |c| {
+            let fut = call(c);
+            async move {
+                match fut.await {
+                    Ok(r) => Ok(tonic::Response::new(Some(r.into_inner()))),
+                    Err(s) if s.code() == tonic::Code::NotFound => Ok(tonic::Response::new(None)),
+                    Err(s) => Err(s),
+                }
             }
         })
     }
 
     /// `Version`: the runtime's name and version.
     pub fn version(&mut self) -> Result<proto::VersionResponse, Error> {
-        self.call("Version", |mut c| async move {
+        self.ask("Version", |mut c| async move {
             c.version(proto::VersionRequest { version: "v1".into() }).await
         })
     }
 
     /// `ListPodSandbox`, unfiltered: every sandbox in any state.
     pub fn pod_sandboxes(&mut self) -> Result<Vec<proto::PodSandbox>, Error> {
-        self.call("ListPodSandbox", |mut c| async move {
+        self.ask("ListPodSandbox", |mut c| async move {
             c.list_pod_sandbox(proto::ListPodSandboxRequest { filter: None }).await
         })
         .map(|r| r.items)
@@ -192,7 +235,7 @@ impl Client {
 
     /// `ListContainers`, unfiltered: every container in any state.
     pub fn containers(&mut self) -> Result<Vec<proto::Container>, Error> {
-        self.call("ListContainers", |mut c| async move {
+        self.ask("ListContainers", |mut c| async move {
             c.list_containers(proto::ListContainersRequest { filter: None }).await
         })
         .map(|r| r.containers)
@@ -203,10 +246,15 @@ impl Client {
         &mut self,
         id: &str,
     ) -> Result<Option<proto::PodSandboxStatus>, Error> {
-        let pod_sandbox_id = id.to_owned();
-        self.call_found("PodSandboxStatus", |mut c| async move {
-            c.pod_sandbox_status(proto::PodSandboxStatusRequest { pod_sandbox_id, verbose: false })
+        self.ask_found("PodSandboxStatus", |mut c| {
+            let pod_sandbox_id = id.to_owned();
+            async move {
+                c.pod_sandbox_status(proto::PodSandboxStatusRequest {
+                    pod_sandbox_id,
+                    verbose: false,
+                })
                 .await
+            }
         })
         .map(|r| r.and_then(|r| r.status))
     }
@@ -214,9 +262,12 @@ impl Client {
     /// `ContainerStatus` of one container; `None` when the runtime knows no such
     /// container.
     pub fn container_status(&mut self, id: &str) -> Result<Option<proto::ContainerStatus>, Error> {
-        let container_id = id.to_owned();
-        self.call_found("ContainerStatus", |mut c| async move {
-            c.container_status(proto::ContainerStatusRequest { container_id, verbose: false }).await
+        self.ask_found("ContainerStatus", |mut c| {
+            let container_id = id.to_owned();
+            async move {
+                c.container_status(proto::ContainerStatusRequest { container_id, verbose: false })
+                    .await
+            }
         })
         .map(|r| r.and_then(|r| r.status))
     }
@@ -241,6 +292,88 @@ fn connect_error(e: &(dyn std::error::Error + 'static)) -> Error {
         return Error(crate::node::io_message(io));
     }
     Error::from_peer("cannot connect", &cause.to_string())
+}
+
+/// How an attempt at a call failed.
+enum Failed {
+    /// The runtime (or the transport) answered with an error status.
+    Status(tonic::Status),
+    /// No answer within the timeout.
+    Timeout,
+}
+
+impl Failed {
+    fn error(self, what: &str, timeout: Duration) -> Error {
+        match self {
+            Failed::Status(status) => status_error(what, &status),
+            Failed::Timeout => {
+                Error(format!("{what}: no answer within {} s", timeout.as_secs_f64()))
+            }
+        }
+    }
+}
+
+/// True when a call failed because the connection is gone (the runtime went away or
+/// restarted), rather than by the runtime's answer.
+fn connection_lost(status: &tonic::Status) -> bool {
+    let transport = std::error::Error::source(status)
+        .is_some_and(|e| e.downcast_ref::<tonic::transport::Error>().is_some());
+    transport
+        || status.code() == tonic::Code::Unavailable
+        || (status.code() == tonic::Code::Unknown && status.message() == "transport error")
+}
+
+/// Opens a channel to `endpoint` (the HTTP/2 handshake included) within `timeout`. A
+/// socket that refuses connections (the runtime is restarting: its socket is there but no
+/// one listens yet) is tried again every 100 ms until then.
+fn open(
+    tokio: &tokio::runtime::Runtime,
+    endpoint: &Endpoint,
+    timeout: Duration,
+) -> Result<Channel, Error> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let path = endpoint.path.clone();
+        let connect = async move {
+            // The URI is required by the API and ignored by the connector.
+            tonic::transport::Endpoint::from_static("http://localhost")
+                .connect_timeout(left)
+                .connect_with_connector(tower::service_fn(move |_| {
+                    let path = path.clone();
+                    async move {
+                        let stream = tokio::net::UnixStream::connect(path).await?;
+                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+                    }
+                }))
+                .await
+        };
+        match tokio.block_on(async { tokio::time::timeout(left, connect).await }) {
+            Ok(Ok(channel)) => return Ok(channel),
+            Ok(Err(e)) if refused(&e, &endpoint.path) && left > RETRY_PAUSE => {
+                std::thread::sleep(RETRY_PAUSE);
+            }
+            Ok(Err(e)) => return Err(connect_error(&e)),
+            Err(_) => return Err(Error(format!("no answer within {} s", timeout.as_secs_f64()))),
+        }
+    }
+}
+
+/// How long to wait before trying a refusing socket again.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// True when connecting failed with `ECONNREFUSED` on a path that is a socket (connecting
+/// to a regular file fails the same way, and waiting would not help it).
+fn refused(e: &(dyn std::error::Error + 'static), path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.downcast_ref::<std::io::Error>().is_some_and(|io| {
+        io.kind() == std::io::ErrorKind::ConnectionRefused
+            && std::fs::metadata(path).is_ok_and(|m| m.file_type().is_socket())
+    })
 }
 
 /// A call's failure status, in one line.
@@ -291,6 +424,11 @@ impl Client {
         Live::query(self)
             .map_err(|error| Unreachable { endpoint: self.endpoint.to_string(), error })
     }
+}
+
+/// A duration as milliseconds with one decimal (`2.5 ms`).
+fn millis(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
 /// Connects to the runtime `choice` names and asks its version. `Ok(None)` when it is

@@ -384,7 +384,7 @@ pub fn docker_cfg(auths: &[DockerAuth]) -> Vec<u8> {
 
 /// A fake node root in a temp dir, built in kubelet's terms.
 pub struct NodeTree {
-    base: tempfile::TempDir,
+    base: Base,
     root: PathBuf,
     kubelet_dir: String,
     guards: RefCell<Vec<Vec<u8>>>,
@@ -404,15 +404,38 @@ impl NodeTree {
             .prefix("kresidue-node-")
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
             .expect("create temp dir");
+        Self::at(Base::Temp(base), kubelet_dir)
+    }
+
+    /// The node kept across test runs at `$CARGO_TARGET_TMPDIR/NAME` (for trees too
+    /// costly to build each time, such as a million files); it is created when missing
+    /// and never removed. Its builder marks it complete (see [`NodeTree::mark_built`]).
+    pub fn kept(name: &str) -> Self {
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+        fs::create_dir_all(&base).unwrap();
+        Self::at(Base::Kept(base), "/var/lib/kubelet")
+    }
+
+    fn at(base: Base, kubelet_dir: &str) -> Self {
         let root = base.path().join("root");
         for d in ["root", "outside", "work"] {
-            fs::create_dir(base.path().join(d)).unwrap();
+            fs::create_dir_all(base.path().join(d)).unwrap();
         }
         let tree =
             NodeTree { base, root, kubelet_dir: kubelet_dir.into(), guards: RefCell::default() };
         tree.mkdir(format!("{kubelet_dir}/pods"));
         tree.write("/etc/hostname", b"node-a\n");
         tree
+    }
+
+    /// True when a kept tree was completely built by an earlier run.
+    pub fn is_built(&self) -> bool {
+        self.base.path().join("built").exists()
+    }
+
+    /// Marks a kept tree completely built.
+    pub fn mark_built(&self) {
+        fs::write(self.base.path().join("built"), b"").unwrap();
     }
 
     /// The node root as a `--root` argument.
@@ -569,6 +592,21 @@ impl NodeTree {
         }
         entries.sort();
         Digest(entries)
+    }
+}
+
+/// Where a [`NodeTree`] lives: a temp dir removed on drop, or a kept dir.
+enum Base {
+    Temp(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl Base {
+    fn path(&self) -> &Path {
+        match self {
+            Base::Temp(t) => t.path(),
+            Base::Kept(p) => p,
+        }
     }
 }
 
