@@ -115,10 +115,12 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         None => report::write(&report, cfg.format, stdout)?,
     }
     let mut notes = Vec::new();
-    if !sys::is_root() && !report.errors.is_empty() {
+    let eacces = std::io::Error::from_raw_os_error(nix::errno::Errno::EACCES as i32);
+    let eacces = node::io_message(&eacces);
+    let denied = report.errors.iter().filter(|e| e.error == eacces).count();
+    if !sys::is_root() && denied > 0 {
         notes.push(format!(
-            "not running as root: {} paths could not be read (see the report's errors); run with sudo for a whole scan",
-            report.errors.len()
+            "not running as root: {denied} paths could not be read (permission denied: see the report's errors); run with sudo for a whole scan"
         ));
     }
     if let Some(stats) = &cfg.secrets_stats {
@@ -175,15 +177,20 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
         other => other,
     };
     let trace = cfg.verbose > 1;
-    if let Ok(Some(client)) = &mut connected {
-        if !cfg.settings.layout.kubelet_dir_explicit {
-            if let Ok(Some(dir)) = cri::kubelet_dir(client) {
-                cfg.settings.layout.kubelet_dir = dir;
+    let cri_note = |l: String| format!("cri: {l}");
+    match &mut connected {
+        Ok(Some(client)) => {
+            if !cfg.settings.layout.kubelet_dir_explicit {
+                if let Ok(Some(dir)) = cri::kubelet_dir(client) {
+                    cfg.settings.layout.kubelet_dir = dir;
+                }
+            }
+            if trace {
+                notes.extend(client.take_trace().into_iter().map(cri_note));
             }
         }
-        if trace {
-            notes.extend(client.take_trace().into_iter().map(|l| format!("cri: {l}")));
-        }
+        Err(u) if trace => notes.extend(std::mem::take(&mut u.trace).into_iter().map(cri_note)),
+        _ => {}
     }
     let matcher = matcher::Matcher::new(std::mem::take(&mut cfg.sets));
     let rules = if cfg.rules { rules::Rules::builtin(unix_now()) } else { rules::Rules::none() };
@@ -230,7 +237,7 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
         result.errors.sort();
     }
     if trace {
-        notes.push(format!("walked {} scopes:", result.scopes.len()));
+        notes.push(format!("{} scopes to walk:", result.scopes.len()));
         notes.extend(result.scopes.iter().map(|s| format!("  scope {}", report::terminal_safe(s))));
         if !result.skipped.is_empty() {
             let kinds: Vec<String> =
@@ -249,9 +256,15 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
             ));
         }
     }
-    let (cri, mut asked) = cross_check(connected, &mut result, cfg.require_cri)?;
-    if let (true, Some((client, live))) = (trace, &mut asked) {
-        notes.extend(client.take_trace().into_iter().map(|l| format!("cri: {l}")));
+    let mut calls = Vec::new();
+    let (cri, mut asked) = cross_check(connected, &mut result, cfg.require_cri, &mut calls)?;
+    if let Some((client, _)) = &mut asked {
+        calls = client.take_trace();
+    }
+    if trace {
+        notes.extend(calls.into_iter().map(cri_note));
+    }
+    if let (true, Some((_, live))) = (trace, &asked) {
         notes.push(format!(
             "cri: {} pods ({} sandboxes), {} containers",
             live.pods.len(),
@@ -377,11 +390,13 @@ fn gate_wait(dir: &Path) -> Result<()> {
 
 /// Asks the runtime what runs now and rates the findings by it; the report's `cri` block,
 /// and the client with its answer. A runtime that cannot be asked leaves liveness unknown
-/// and says why in `errors` (or fails the scan with `--require-cri`).
+/// and says why in `errors` (or fails the scan with `--require-cri`); the calls it made
+/// before giving up go to `calls`.
 fn cross_check(
     connected: Result<Option<cri::Client>, cri::Unreachable>,
     result: &mut scan::ScanResult,
     require: bool,
+    calls: &mut Vec<String>,
 ) -> Result<(CriInfo, Asked)> {
     let asked = connected.and_then(|client| match client {
         None => Ok(None),
@@ -399,7 +414,8 @@ fn cross_check(
             (info, Some((client, live)))
         }
         Err(u) if require => bail!("{u}"),
-        Err(u) => {
+        Err(mut u) => {
+            *calls = std::mem::take(&mut u.trace);
             result
                 .errors
                 .push(ScanError { path: u.endpoint.clone(), error: format!("CRI: {}", u.error) });

@@ -63,7 +63,8 @@ pub struct ScanResult {
     pub sites: BTreeMap<SiteId, SiteStats>,
     /// The deadline passed before everything was read.
     pub incomplete: bool,
-    /// The node paths of the subtrees walked, in walk order.
+    /// The node paths of the subtrees to walk, in walk order (with `--timeout` or a stop
+    /// signal, the later ones may not have been walked).
     pub scopes: Vec<String>,
     /// Entries not read because they are not regular files, by kind (see
     /// [`WalkItem::Skipped`]).
@@ -249,6 +250,16 @@ impl Worker {
     /// Reads one file and returns (bytes read, findings); `None` if the file was already
     /// read under another name (hard link, overlapping `--path`). Errors are messages for
     /// the report's `errors` list.
+    /// Lists, in the file's errors, that it is now shorter than the `size` it had when
+    /// opened (it was truncated while read): its end could not be read.
+    fn note_shrunk(&mut self, f: &std::fs::File, size: u64) {
+        if let Some(now) = f.metadata().ok().map(|m| m.len()).filter(|&now| now < size) {
+            self.file_errors.push(format!(
+                "shrank from {size} to {now} bytes while read: what was cut off was not read"
+            ));
+        }
+    }
+
     fn scan_file(
         &mut self,
         root: &RootDir,
@@ -277,10 +288,10 @@ impl Worker {
         }
         let gz = job.rel.extension().is_some_and(|e| e == "gz");
         if job.site == SiteId::PodLog && (gz || size <= MAX_LOG) {
-            return self.scan_log(&mut f, job, searchers, place).map(Some);
+            return self.scan_log(&mut f, size, job, searchers, place).map(Some);
         }
-        if let Some(cap) = whole_file_cap(job.site).filter(|&cap| size <= cap) {
-            return self.scan_whole(&mut f, cap, job, searchers, place).map(Some);
+        if whole_file_cap(job.site).is_some_and(|cap| size <= cap) {
+            return self.scan_whole(&mut f, size, job, searchers, place).map(Some);
         }
         let mut findings = Vec::new();
         let mut carry = 0usize;
@@ -341,18 +352,6 @@ impl Worker {
     }
 }
 
-impl Worker {
-    /// Lists, in the file's errors, that it is now shorter than the `size` it had when
-    /// opened (it was truncated while read): its end could not be read.
-    fn note_shrunk(&mut self, f: &std::fs::File, size: u64) {
-        if let Some(now) = f.metadata().ok().map(|m| m.len()).filter(|&now| now < size) {
-            self.file_errors.push(format!(
-                "shrank from {size} to {now} bytes while read: what was cut off was not read"
-            ));
-        }
-    }
-}
-
 /// Sites whose files are read whole, searched, then attributed by what the file says
 /// about itself, and the largest such file (a larger one is streamed like any file, its
 /// matches unattributed): containerd's `meta.db` (megabytes) and bundle specs (kilobytes).
@@ -373,14 +372,17 @@ impl Worker {
     fn scan_whole(
         &mut self,
         f: &mut std::fs::File,
-        cap: u64,
+        size: u64,
         job: &FileJob,
         searchers: &Searchers<'_>,
         place: (Category, Severity),
     ) -> Result<(u64, Vec<Finding>), String> {
         let mut data = Vec::new();
-        f.take(cap).read_to_end(&mut data).map_err(|e| io_message(&e))?;
+        f.by_ref().take(size).read_to_end(&mut data).map_err(|e| io_message(&e))?;
         let n = data.len();
+        if (n as u64) < size {
+            self.note_shrunk(f, size);
+        }
         let (data, mut raw) = self.search_bytes(data, job, searchers, place);
         match job.site {
             SiteId::ContainerdMetadata => match MetaDb::read(&data) {
@@ -438,6 +440,7 @@ impl Worker {
     fn scan_log(
         &mut self,
         f: &mut std::fs::File,
+        size: u64,
         job: &FileJob,
         searchers: &Searchers<'_>,
         place: (Category, Severity),
@@ -452,8 +455,12 @@ impl Worker {
         let read = if gz {
             flate2::read::MultiGzDecoder::new(&mut *f).take(MAX_LOG + 1).read_to_end(&mut log)
         } else {
-            f.by_ref().take(MAX_LOG + 1).read_to_end(&mut log)
+            // A plain log is at most MAX_LOG bytes here, read up to its size when opened.
+            f.by_ref().take(size).read_to_end(&mut log)
         };
+        if !gz && (log.len() as u64) < size {
+            self.note_shrunk(f, size);
+        }
         match read {
             Err(e) if !gz => return Err(io_message(&e)),
             // Damaged from the start: nothing inflates, so the bytes are searched as they are.

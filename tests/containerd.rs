@@ -585,8 +585,12 @@ fn restarted_mid_scan(c: &mut Containerd, secrets: &Path, kubelet: &Path, guards
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let started = Instant::now();
-        let child = cmd.spawn().unwrap();
+        let mut child = cmd.spawn().unwrap();
         std::thread::sleep(Duration::from_millis(kill_at));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the scan ended before {kill_at} ms: make the emptyDir bigger so the kill falls within it"
+        );
         c.kill();
         if let Some(back) = back_at {
             std::thread::sleep(Duration::from_millis(back - kill_at));

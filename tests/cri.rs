@@ -34,6 +34,9 @@ pub(crate) struct Fake {
     pub(crate) list_error: Option<tonic::Code>,
     /// `ListPodSandbox` answers this many extra sandboxes with 1 KiB names.
     pub(crate) padding: usize,
+    /// `ListPodSandbox` answers this many more calls "server is not initialized yet", as
+    /// containerd's CRI plugin does while it starts.
+    pub(crate) starting: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 pub(crate) fn sandbox(id: &str, uid: &str, state: proto::PodSandboxState) -> proto::PodSandbox {
@@ -84,6 +87,10 @@ impl RuntimeService for Fake {
     ) -> Result<Response<proto::ListPodSandboxResponse>, Status> {
         if let Some(code) = self.list_error {
             return Err(Status::new(code, "the runtime's store is broken\nsecond line"));
+        }
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.starting.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok() {
+            return Err(Status::unknown("server is not initialized yet"));
         }
         let mut items = self.pods.clone();
         for i in 0..self.padding {
@@ -308,6 +315,7 @@ pub(crate) fn fake() -> Fake {
         mounts: HashMap::new(),
         list_error: None,
         padding: 0,
+        starting: Default::default(),
     }
 }
 
@@ -400,6 +408,49 @@ fn liveness_from_a_fake_runtime() {
     // No sandbox: orphaned, on disk or not.
     assert_eq!(by_pod[GONE_UID], (s("orphaned-volume"), s(dead_sev), Some(false)));
     drop(server);
+}
+
+/// A runtime still starting (containerd's CRI plugin answers "server is not initialized
+/// yet" until it has loaded its state) is waited for: three such answers, then the pods —
+/// `cri.status` ok, the live pod live, each attempt in `-vv`. One that never finishes
+/// starting is given up on after one more timeout, with its answer in `errors`.
+#[test]
+fn a_runtime_still_starting_is_waited_for() {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    let (tree, file) = node();
+    let starting = Server::grpc(Fake { starting: Arc::new(AtomicUsize::new(3)), ..fake() });
+    let ep = starting.endpoint();
+    let out = tree.kr().scan_asking(
+        &["--cri", &ep, "--cri-timeout", "5"],
+        &["--secrets", path_arg(&file), "--format", "json", "-vv"],
+    );
+    out.assert_code(1);
+    assert_eq!(out.json()["cri"]["status"], "ok", "{}", out.stderr_str());
+    let live = out.findings().iter().filter(|f| f.raw["pod"]["live"] == true).count();
+    assert!(live > 0, "the ready pod is not live: {:?}", out.findings());
+    let err = out.stderr_str();
+    assert_eq!(err.matches("kresidue: cri: ListPodSandbox: error in ").count(), 3, "{err}");
+    assert_eq!(err.matches("kresidue: cri: ListPodSandbox: ok in ").count(), 1, "{err}");
+
+    let never = Server::grpc(Fake { starting: Arc::new(AtomicUsize::new(usize::MAX)), ..fake() });
+    let ep = never.endpoint();
+    let t = Instant::now();
+    let out = tree.kr().scan_asking(
+        &["--cri", &ep, "--cri-timeout", "1"],
+        &["--secrets", path_arg(&file), "--format", "json", "-vv"],
+    );
+    out.assert_code(1);
+    assert!(t.elapsed() < Duration::from_secs(5), "took {:?}", t.elapsed());
+    let report = out.json();
+    assert_eq!(report["cri"]["status"], "unreachable");
+    let errors = report["errors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|e| e["error"].as_str().unwrap().contains("not initialized yet")),
+        "{errors:?}"
+    );
+    // The calls made before giving up are told with -vv too.
+    assert!(out.stderr_str().contains("kresidue: cri: ListPodSandbox: error in "));
 }
 
 /// A runtime that cannot be asked: the scan still completes, with `live: null`,

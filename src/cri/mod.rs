@@ -4,8 +4,10 @@
 //! The rest of kresidue is synchronous; this module owns a single-threaded tokio runtime
 //! and blocks on each call, and every call (the connection included) is bounded by one
 //! timeout, so a runtime that accepts and never answers costs at most that long. A
-//! runtime restarting is waited for: a socket refusing connections is tried again until
-//! the timeout, and a question whose connection was lost is asked once more on a new one. What the
+//! runtime restarting is waited for, once per client and for at most one more timeout: a
+//! socket refusing connections (or, once connected, gone) is tried again, a question whose
+//! connection was lost is asked again on a new one, and so is one the runtime answers
+//! with "not initialized yet" while it starts. What the
 //! runtime says is reduced to a [`Live`] view: pods by uid and containers by id, with their
 //! state, which the scan consults for `live`.
 
@@ -98,6 +100,9 @@ pub struct Client {
     runtime: String,
     /// One line per call made (name, outcome, time), for `-vv`.
     trace: Vec<String>,
+    /// Until when a restarting runtime may still be waited for: set by the first wait,
+    /// one timeout long (see [`Client::ask`]).
+    patience: Option<Instant>,
 }
 
 impl std::fmt::Debug for Client {
@@ -115,9 +120,10 @@ impl Client {
             .enable_time()
             .build()
             .map_err(|e| Error(format!("cannot start the CRI client: {e}")))?;
-        let channel = open(&tokio, endpoint, timeout)?;
+        let channel = open(&tokio, endpoint, timeout, started + timeout, false)?;
         let inner = RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
-        let trace = vec![format!("connected to {endpoint} in {}", millis(started.elapsed()))];
+        let shown = crate::report::terminal_safe(&endpoint.to_string());
+        let trace = vec![format!("connected to {shown} in {}", millis(started.elapsed()))];
         Ok(Client {
             tokio,
             inner,
@@ -125,6 +131,7 @@ impl Client {
             endpoint: endpoint.clone(),
             runtime: String::new(),
             trace,
+            patience: None,
         })
     }
 
@@ -174,29 +181,42 @@ impl Client {
         }
     }
 
-    /// As [`Client::call`], for a question that may be asked twice: when the connection
-    /// is gone (the runtime restarted since it was made), connects again and asks once
-    /// more, each step within the timeout.
+    /// As [`Client::call`], for a question that may be asked again: when the connection
+    /// is gone (the runtime restarted since it was made) or the runtime says it is still
+    /// starting, waits for it (connecting again if need be) and asks again. The waiting
+    /// is allowed once per client, for one timeout in all, so a runtime that keeps
+    /// failing costs at most one timeout more than its calls.
     fn ask<T, F, Fut>(&mut self, what: &str, mut call: F) -> Result<T, Error>
     where
         F: FnMut(RuntimeServiceClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        let fut = call(self.inner.clone());
-        match self.attempt(what, fut) {
-            Err(Failed::Status(s)) if connection_lost(&s) => {
-                let started = Instant::now();
-                let channel = open(&self.tokio, &self.endpoint, self.timeout)
+        loop {
+            let fut = call(self.inner.clone());
+            let failure = match self.attempt(what, fut) {
+                Ok(answer) => return Ok(answer),
+                Err(f) => f,
+            };
+            let now = Instant::now();
+            let lost = matches!(&failure, Failed::Status(s) if connection_lost(s));
+            let starting = matches!(&failure, Failed::Status(s) if still_starting(s));
+            if !(lost || starting) {
+                return Err(failure.error(what, self.timeout));
+            }
+            let until = *self.patience.get_or_insert(now + self.timeout);
+            if now + RETRY_PAUSE >= until {
+                return Err(failure.error(what, self.timeout));
+            }
+            if lost {
+                let channel = open(&self.tokio, &self.endpoint, self.timeout, until, true)
                     .map_err(|e| Error(format!("{what}: the connection was lost: {}", e.0)))?;
                 self.inner =
                     RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
-                self.trace.push(format!("connected again in {}", millis(started.elapsed())));
-                let fut = call(self.inner.clone());
-                self.attempt(what, fut)
+                self.trace.push(format!("connected again in {}", millis(now.elapsed())));
+            } else {
+                std::thread::sleep(RETRY_PAUSE);
             }
-            other => other,
         }
-        .map_err(|f| f.error(what, self.timeout))
     }
 
     /// As [`Client::ask`], with a `NotFound` answer (the runtime knows no such object)
@@ -284,10 +304,7 @@ impl Client {
 
 /// A connection failure, with the cause that says most (tonic wraps the I/O error).
 fn connect_error(e: &(dyn std::error::Error + 'static)) -> Error {
-    let mut cause: &dyn std::error::Error = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
+    let cause = root_cause(e);
     if let Some(io) = cause.downcast_ref::<std::io::Error>() {
         return Error(crate::node::io_message(io));
     }
@@ -313,6 +330,12 @@ impl Failed {
     }
 }
 
+/// True when the runtime answered that it is still starting (containerd's CRI plugin
+/// says "server is not initialized yet" until it has loaded its state).
+fn still_starting(status: &tonic::Status) -> bool {
+    status.message().contains("not initialized yet")
+}
+
 /// True when a call failed because the connection is gone (the runtime went away or
 /// restarted), rather than by the runtime's answer.
 fn connection_lost(status: &tonic::Status) -> bool {
@@ -323,22 +346,25 @@ fn connection_lost(status: &tonic::Status) -> bool {
         || (status.code() == tonic::Code::Unknown && status.message() == "transport error")
 }
 
-/// Opens a channel to `endpoint` (the HTTP/2 handshake included) within `timeout`. A
-/// socket that refuses connections (the runtime is restarting: its socket is there but no
-/// one listens yet) is tried again every 100 ms until then.
+/// Opens a channel to `endpoint` (the HTTP/2 handshake included) by `deadline`; later
+/// reconnections of the channel get `timeout` each. A socket that refuses connections (the
+/// runtime is restarting: its socket is there but no one listens yet) is tried again every
+/// 100 ms until the deadline; so is a missing one when `patient` (a runtime that was there
+/// a moment ago removes and recreates its socket as it restarts).
 fn open(
     tokio: &tokio::runtime::Runtime,
     endpoint: &Endpoint,
     timeout: Duration,
+    deadline: Instant,
+    patient: bool,
 ) -> Result<Channel, Error> {
-    let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let path = endpoint.path.clone();
         let connect = async move {
             // The URI is required by the API and ignored by the connector.
             tonic::transport::Endpoint::from_static("http://localhost")
-                .connect_timeout(left)
+                .connect_timeout(timeout)
                 .connect_with_connector(tower::service_fn(move |_| {
                     let path = path.clone();
                     async move {
@@ -350,7 +376,7 @@ fn open(
         };
         match tokio.block_on(async { tokio::time::timeout(left, connect).await }) {
             Ok(Ok(channel)) => return Ok(channel),
-            Ok(Err(e)) if refused(&e, &endpoint.path) && left > RETRY_PAUSE => {
+            Ok(Err(e)) if left > RETRY_PAUSE && worth_waiting(&e, &endpoint.path, patient) => {
                 std::thread::sleep(RETRY_PAUSE);
             }
             Ok(Err(e)) => return Err(connect_error(&e)),
@@ -359,20 +385,31 @@ fn open(
     }
 }
 
-/// How long to wait before trying a refusing socket again.
+/// How long to wait before trying a restarting runtime again.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
-/// True when connecting failed with `ECONNREFUSED` on a path that is a socket (connecting
-/// to a regular file fails the same way, and waiting would not help it).
-fn refused(e: &(dyn std::error::Error + 'static), path: &Path) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    let mut cause: &dyn std::error::Error = e;
+/// The innermost cause of an error.
+fn root_cause<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> &'a (dyn std::error::Error + 'static) {
+    let mut cause = e;
     while let Some(next) = cause.source() {
         cause = next;
     }
-    cause.downcast_ref::<std::io::Error>().is_some_and(|io| {
-        io.kind() == std::io::ErrorKind::ConnectionRefused
-            && std::fs::metadata(path).is_ok_and(|m| m.file_type().is_socket())
+    cause
+}
+
+/// True when connecting failed in a way a restarting runtime causes: `ECONNREFUSED` on a
+/// path that is a socket (connecting to a regular file fails the same way, and waiting
+/// would not help it), or, when `patient`, no socket at all.
+fn worth_waiting(e: &(dyn std::error::Error + 'static), path: &Path, patient: bool) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    root_cause(e).downcast_ref::<std::io::Error>().is_some_and(|io| match io.kind() {
+        std::io::ErrorKind::ConnectionRefused => {
+            std::fs::metadata(path).is_ok_and(|m| m.file_type().is_socket())
+        }
+        std::io::ErrorKind::NotFound => patient,
+        _ => false,
     })
 }
 
@@ -410,6 +447,8 @@ pub struct Unreachable {
     pub endpoint: String,
     /// Why.
     pub error: Error,
+    /// The calls made before giving up (see [`Client::take_trace`]).
+    pub trace: Vec<String>,
 }
 
 impl std::fmt::Display for Unreachable {
@@ -421,8 +460,11 @@ impl std::fmt::Display for Unreachable {
 impl Client {
     /// Every sandbox and container the runtime reports ([`Live::query`]), or why not.
     pub fn live(&mut self) -> Result<Live, Unreachable> {
-        Live::query(self)
-            .map_err(|error| Unreachable { endpoint: self.endpoint.to_string(), error })
+        Live::query(self).map_err(|error| Unreachable {
+            endpoint: self.endpoint.to_string(),
+            error,
+            trace: self.take_trace(),
+        })
     }
 }
 
@@ -445,14 +487,18 @@ pub fn connect(choice: &Choice, timeout: Duration) -> Result<Option<Client>, Unr
                     error: Error(
                         "no container runtime socket found (give one with --cri)".to_owned(),
                     ),
+                    trace: Vec::new(),
                 });
             };
             Endpoint { path: PathBuf::from(path) }
         }
     };
-    let unreachable = |error| Unreachable { endpoint: endpoint.to_string(), error };
-    let mut client = Client::connect(&endpoint, timeout).map_err(unreachable)?;
-    let version = client.version().map_err(unreachable)?;
+    let unreachable = |error, trace| Unreachable { endpoint: endpoint.to_string(), error, trace };
+    let mut client = Client::connect(&endpoint, timeout).map_err(|e| unreachable(e, Vec::new()))?;
+    let version = match client.version() {
+        Ok(v) => v,
+        Err(e) => return Err(unreachable(e, client.take_trace())),
+    };
     client.runtime =
         format!("{} {}", version.runtime_name, version.runtime_version).trim().to_owned();
     Ok(Some(client))

@@ -433,6 +433,13 @@ impl NodeTree {
         self.base.path().join("built").exists()
     }
 
+    /// Holds the tree's lock (an exclusive flock on `lock` beside the root) until dropped,
+    /// so concurrent test runs do not build or rebuild a kept tree under each other.
+    pub fn lock(&self) -> nix::fcntl::Flock<fs::File> {
+        let f = fs::File::create(self.base.path().join("lock")).unwrap();
+        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| e).unwrap()
+    }
+
     /// Marks a kept tree completely built.
     pub fn mark_built(&self) {
         fs::write(self.base.path().join("built"), b"").unwrap();
