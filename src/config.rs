@@ -8,6 +8,7 @@ use crate::fingerprint::{self, BuildStats, FingerprintSet};
 use crate::kubectl;
 use crate::node::{containerd, Layout, DEFAULT_KUBELET_DIR};
 use crate::report::Format;
+use crate::rules::Rules;
 use crate::scan::{ScanSettings, DEFAULT_CHUNK};
 use crate::sys::RootDir;
 use anyhow::{bail, Context, Result};
@@ -28,8 +29,8 @@ pub struct ScanConfig {
     pub sets: Vec<FingerprintSet>,
     /// What `--secrets` left out.
     pub secrets_stats: Option<BuildStats>,
-    /// Whether the built-in rules run.
-    pub rules: bool,
+    /// The built-in rules, compiled (none with `--no-rules`).
+    pub rules: Rules,
     /// The run lock file.
     pub lock: PathBuf,
     /// `--timeout`: the scan's deadline is set when it starts.
@@ -80,15 +81,27 @@ impl ScanConfig {
                 })?),
                 None => None,
             };
-        let mut sets = Vec::new();
-        for f in &args.fingerprints {
-            let bytes =
-                std::fs::read(f).with_context(|| format!("fingerprint file {}", f.display()))?;
-            sets.push(
-                FingerprintSet::from_json(&bytes)
-                    .with_context(|| format!("fingerprint file {}", f.display()))?,
-            );
-        }
+        // The rules compile (tens of milliseconds) on another thread while the fingerprint
+        // files load.
+        let (mut sets, rules) = std::thread::scope(|s| -> Result<_> {
+            let rules = (!args.no_rules).then(|| s.spawn(|| Rules::builtin(crate::unix_now())));
+            let mut sets = Vec::new();
+            for f in &args.fingerprints {
+                let bytes = std::fs::read(f)
+                    .with_context(|| format!("fingerprint file {}", f.display()))?;
+                sets.push(
+                    FingerprintSet::from_json(&bytes)
+                        .with_context(|| format!("fingerprint file {}", f.display()))?,
+                );
+            }
+            let rules = match rules {
+                Some(build) => {
+                    build.join().map_err(|_| anyhow::anyhow!("the rules did not compile"))?
+                }
+                None => Rules::none(),
+            };
+            Ok((sets, rules))
+        })?;
         let mut secrets_stats = None;
         if let Some(src) = &args.secrets {
             let parsed = kubectl::parse(&read_input(src)?)
@@ -137,7 +150,7 @@ impl ScanConfig {
             quiet: args.quiet,
             sets,
             secrets_stats,
-            rules: !args.no_rules,
+            rules,
             lock: args.lock.clone(),
             format: match args.format {
                 ReportFormatArg::Table => Format::Table,

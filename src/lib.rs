@@ -193,7 +193,7 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
         _ => {}
     }
     let matcher = matcher::Matcher::new(std::mem::take(&mut cfg.sets));
-    let rules = if cfg.rules { rules::Rules::builtin(unix_now()) } else { rules::Rules::none() };
+    let rules = std::mem::replace(&mut cfg.rules, rules::Rules::none());
     if trace {
         let m = matcher.stats();
         notes.push(format!(

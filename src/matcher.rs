@@ -236,7 +236,7 @@ impl Matcher {
                     }
                 }
                 let filter = Filter::new(candidates.iter().map(|c| c.hash));
-                candidates.sort_by_key(|c| c.hash);
+                candidates.sort_unstable_by_key(|c| (c.hash, c.entry, c.form, c.offset));
                 let index = Index::new(&candidates);
                 CompiledSet {
                     keys,
