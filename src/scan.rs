@@ -14,7 +14,7 @@ use crate::finding::{
 };
 use crate::matcher::{Hit, Matcher};
 use crate::node::containerd::{self, MetaDb, Owner};
-use crate::node::logs::Content;
+use crate::node::logs::{Extractor, HEAD_MAX};
 use crate::node::{self, io_message, Layout};
 use crate::report;
 use crate::rules::{RuleHit, Rules};
@@ -221,6 +221,9 @@ struct Worker {
     rules_incomplete: bool,
     /// Problems with parts of the current file that did not stop its search.
     file_errors: Vec<String>,
+    /// A pod log's raw bytes before its content is extracted into `buf` (allocated with
+    /// the first log).
+    raw: Vec<u8>,
     /// Files larger than this are not read.
     max_file_size: Option<u64>,
     /// When reading stops.
@@ -232,24 +235,23 @@ struct Worker {
 impl Worker {
     fn new(settings: &ScanSettings, overlap: usize) -> Worker {
         let chunk = settings.chunk;
-        // The carry plus either a chunk or the zeros standing for a hole.
+        // The carry plus either a chunk or the zeros standing for a hole (and, for a log's
+        // content, the start of a line held back from the chunk before).
         Worker {
-            buf: vec![0; chunk.max(overlap) + overlap],
+            buf: vec![0; chunk.max(overlap) + overlap + HEAD_MAX],
             chunk,
             overlap,
             hits: Vec::new(),
             rule_hits: Vec::new(),
             rules_incomplete: false,
             file_errors: Vec::new(),
+            raw: Vec::new(),
             max_file_size: settings.max_file_size,
             deadline: settings.deadline,
             timed_out: false,
         }
     }
 
-    /// Reads one file and returns (bytes read, findings); `None` if the file was already
-    /// read under another name (hard link, overlapping `--path`). Errors are messages for
-    /// the report's `errors` list.
     /// Lists, in the file's errors, that it is now shorter than the `size` it had when
     /// opened (it was truncated while read): its end could not be read.
     fn note_shrunk(&mut self, f: &std::fs::File, size: u64) {
@@ -260,6 +262,9 @@ impl Worker {
         }
     }
 
+    /// Reads one file and returns (bytes read, findings); `None` if the file was already
+    /// read under another name (hard link, overlapping `--path`). Errors are messages for
+    /// the report's `errors` list.
     fn scan_file(
         &mut self,
         root: &RootDir,
@@ -286,8 +291,7 @@ impl Worker {
         if let Some(max) = self.max_file_size.filter(|&max| size > max) {
             return Err(format!("{size} bytes, more than --max-file-size {max}; not read"));
         }
-        let gz = job.rel.extension().is_some_and(|e| e == "gz");
-        if job.site == SiteId::PodLog && (gz || size <= MAX_LOG) {
+        if job.site == SiteId::PodLog {
             return self.scan_log(&mut f, size, job, searchers, place).map(Some);
         }
         if whole_file_cap(job.site).is_some_and(|cap| size <= cap) {
@@ -433,10 +437,11 @@ impl Worker {
         (std::mem::replace(&mut self.buf, saved), raw)
     }
 
-    /// Searches a pod log as its content (see [`crate::node::logs`]): partial lines
-    /// joined, offsets mapped back to the file (for a `.gz` file, to its decompressed
-    /// bytes). A compressed log is decompressed while read, at most [`MAX_LOG`] bytes of
-    /// it (a decompression bomb costs no more); what lies past that is an `errors` entry.
+    /// Searches a pod log as its content (see [`crate::node::logs`]), streamed through
+    /// the same buffers as any file: partial lines joined, offsets mapped back to the file
+    /// (for a `.gz` file, to its decompressed bytes). A compressed log is decompressed
+    /// while read, at most [`MAX_GZ_LOG`] bytes of it (a decompression bomb costs no more);
+    /// what lies past that is an `errors` entry.
     fn scan_log(
         &mut self,
         f: &mut std::fs::File,
@@ -445,58 +450,164 @@ impl Worker {
         searchers: &Searchers<'_>,
         place: (Category, Severity),
     ) -> Result<(u64, Vec<Finding>), String> {
-        let mut log = Vec::new();
         // A `.gz` name on a file that is not gzip (no magic number): searched as it is.
         let mut magic = [0u8; 2];
         let gz = job.rel.extension().is_some_and(|e| e == "gz")
             && f.read_exact(&mut magic).is_ok()
             && magic == [0x1f, 0x8b];
         f.rewind().map_err(|e| io_message(&e))?;
-        let read = if gz {
-            flate2::read::MultiGzDecoder::new(&mut *f).take(MAX_LOG + 1).read_to_end(&mut log)
-        } else {
-            // A plain log is at most MAX_LOG bytes here, read up to its size when opened.
-            f.by_ref().take(size).read_to_end(&mut log)
-        };
-        if !gz && (log.len() as u64) < size {
-            self.note_shrunk(f, size);
+        if !gz {
+            // Read up to its size when opened, like any file.
+            let (n, findings, error) =
+                self.stream_log(&mut f.by_ref().take(size), None, job, searchers, place);
+            if let Some(e) = error {
+                return Err(io_message(&e));
+            }
+            if n < size {
+                self.note_shrunk(f, size);
+            }
+            return Ok((n, findings));
         }
-        match read {
-            Err(e) if !gz => return Err(io_message(&e)),
+        let mut z = flate2::read::MultiGzDecoder::new(&mut *f);
+        let (n, findings, error) = self.stream_log(&mut z, Some(MAX_GZ_LOG), job, searchers, place);
+        match error {
             // Damaged from the start: nothing inflates, so the bytes are searched as they are.
-            Err(e) if log.is_empty() => {
+            Some(e) if n == 0 => {
                 f.rewind().map_err(|e| io_message(&e))?;
-                f.take(MAX_LOG + 1).read_to_end(&mut log).map_err(|e| io_message(&e))?;
+                let (n, findings, error) =
+                    self.stream_log(&mut f.by_ref().take(size), None, job, searchers, place);
+                if let Some(e) = error {
+                    return Err(io_message(&e));
+                }
                 self.file_errors.push(format!("gzip: {}; searched as it is", io_message(&e)));
+                Ok((n, findings))
             }
             // Damaged or cut further on: what inflated is searched.
-            Err(e) => self
-                .file_errors
-                .push(format!("gzip: {}; the rest was not searched", io_message(&e))),
-            Ok(_) => {}
+            Some(e) => {
+                self.file_errors
+                    .push(format!("gzip: {}; the rest was not searched", io_message(&e)));
+                Ok((n, findings))
+            }
+            None => Ok((n, findings)),
         }
-        if log.len() as u64 > MAX_LOG {
-            log.truncate(MAX_LOG as usize);
-            self.file_errors.push(format!(
-                "decompresses to more than {} MiB; the rest was not searched",
-                MAX_LOG >> 20
-            ));
+    }
+
+    /// Streams a log's bytes from `log` (at most `cap` of them) through an
+    /// [`Extractor`] and searches its content: (bytes read, findings with file offsets,
+    /// the read error that ended it early).
+    fn stream_log(
+        &mut self,
+        log: &mut dyn Read,
+        cap: Option<u64>,
+        job: &FileJob,
+        searchers: &Searchers<'_>,
+        place: (Category, Severity),
+    ) -> (u64, Vec<Finding>, Option<std::io::Error>) {
+        let mut ex = Extractor::default();
+        let mut raw = std::mem::take(&mut self.raw);
+        raw.resize(self.chunk, 0);
+        let mut findings = Vec::new();
+        let (mut carry, mut cpos, mut total) = (0usize, 0u64, 0u64);
+        let mut error = None;
+        let mut ended = false;
+        while !ended {
+            if sys::stop_signal().is_some() {
+                break;
+            }
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                self.timed_out = true;
+                self.file_errors
+                    .push(format!("read up to byte {total} only: the scan's --timeout passed"));
+                break;
+            }
+            let want = match cap {
+                Some(cap) => raw.len().min(usize::try_from(cap + 1 - total).unwrap_or(usize::MAX)),
+                None => raw.len(),
+            };
+            // What was read before an error (a cut or damaged gzip stream) is searched too.
+            let mut n = 0;
+            while n < want {
+                match log.read(&mut raw[n..want]) {
+                    Ok(0) => break,
+                    Ok(k) => n += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        error = Some(e);
+                        ended = true;
+                        break;
+                    }
+                }
+            }
+            if let Some(cap) = cap.filter(|&cap| total + n as u64 > cap) {
+                n = (cap - total) as usize;
+                self.file_errors.push(format!(
+                    "decompresses to more than {} MiB; the rest was not searched",
+                    cap >> 20
+                ));
+                ended = true;
+            }
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            let w = ex.feed(&raw[..n], &mut self.buf[carry..]);
+            carry = self.search_content(
+                &ex,
+                (carry, w, &mut cpos),
+                job,
+                searchers,
+                place,
+                &mut findings,
+            );
+            ex.forget_before(cpos - carry as u64);
         }
-        let n = log.len() as u64;
-        let mut content = Content::of(&log);
-        drop(log);
-        let bytes = std::mem::take(&mut content.bytes);
-        let (_, mut raw) = self.search_bytes(bytes, job, searchers, place);
-        for f in &mut raw {
-            f.offset = content.file_offset(f.offset);
+        // The last line, if it has no newline, then the end of the content.
+        let w = ex.finish(&mut self.buf[carry..]);
+        carry =
+            self.search_content(&ex, (carry, w, &mut cpos), job, searchers, place, &mut findings);
+        let before = findings.len();
+        self.search(
+            job,
+            searchers,
+            place,
+            Span { carry, len: carry, pos: cpos, last: true },
+            &mut findings,
+        );
+        for f in &mut findings[before..] {
+            f.offset = ex.file_offset(f.offset);
         }
-        Ok((n, aggregate(raw)))
+        self.raw = raw;
+        (total, aggregate(findings), error)
+    }
+
+    /// Searches `w` new content bytes after a carry of `carry` (content offset `*cpos`),
+    /// maps the findings' offsets back to the file, advances `*cpos`; the new carry.
+    fn search_content(
+        &mut self,
+        ex: &Extractor,
+        (carry, w, cpos): (usize, usize, &mut u64),
+        job: &FileJob,
+        searchers: &Searchers<'_>,
+        place: (Category, Severity),
+        findings: &mut Vec<Finding>,
+    ) -> usize {
+        if w == 0 {
+            return carry;
+        }
+        let before = findings.len();
+        let at = Span { carry, len: carry + w, pos: *cpos, last: false };
+        self.search(job, searchers, place, at, findings);
+        for f in &mut findings[before..] {
+            f.offset = ex.file_offset(f.offset);
+        }
+        *cpos += w as u64;
+        self.keep(carry + w)
     }
 }
 
-/// The most of a pod log read (after decompression) to be searched as its content; a
-/// larger plain log is streamed as raw bytes. kubelet rotates logs at 10 MiB by default.
-const MAX_LOG: u64 = 64 << 20;
+/// The most of a compressed pod log decompressed and searched (a plain log is searched
+/// whole, streamed). kubelet rotates logs at 10 MiB by default.
+const MAX_GZ_LOG: u64 = 64 << 20;
 
 /// Sets the owner of a match in `meta.db`.
 fn attribute(f: &mut Finding, owner: Owner<'_>) {
@@ -597,8 +708,8 @@ impl Worker {
     }
 }
 
-/// Reads until `buf` is full or the file ends.
-fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+/// Reads until `buf` is full or the input ends.
+fn read_full<R: Read + ?Sized>(f: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match f.read(&mut buf[n..]) {

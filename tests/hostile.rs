@@ -479,3 +479,50 @@ fn a_tree_changing_under_the_scan() {
     // Cut to 1 KiB two thirds of the time, the 32 MiB file was met short by some reads.
     assert!(shrank > 0, "no scan said the file shrank while read");
 }
+
+/// A 60 MiB pod log (CRI lines, the value split across a partial line and its
+/// continuation at the very end) is streamed as its content: the value is found at its
+/// file offset and peak RSS stays far below the log's size.
+#[test]
+fn a_large_pod_log_is_streamed_as_content() {
+    const SIZE: usize = 60 << 20;
+    let tree = NodeTree::new();
+    tree.pod(UID);
+    let v = fake_secret(9700);
+    let node_path = format!("/var/log/pods/shop_app_{UID}/app/0.log");
+    let prefix = |tag: &str| format!("2025-01-02T03:04:05.123456789Z stdout {tag} ");
+    let mut log = Vec::with_capacity(SIZE + 200);
+    let line = [prefix("F").as_bytes(), &filler(9701, 200), b"\n"].concat();
+    while log.len() + line.len() < SIZE {
+        log.extend_from_slice(&line);
+    }
+    let (a, b) = v.split_at(v.len() / 2);
+    log.extend_from_slice(prefix("P").as_bytes());
+    let at = log.len() as u64;
+    log.extend_from_slice(a);
+    log.push(b'\n');
+    log.extend_from_slice(prefix("F").as_bytes());
+    log.extend_from_slice(b);
+    log.push(b'\n');
+    tree.write(&node_path, &log);
+    drop(log);
+    let file = tree.secrets_file("s.json", &[Secret::opaque("app", "api", &[("token", &v)])]);
+    let out = tree.kr().measure_rss().scan(&[
+        "--secrets",
+        path_arg(&file),
+        "--threads",
+        "2",
+        "--format",
+        "json",
+    ]);
+    out.assert_code(1);
+    let expected: BTreeSet<Key> =
+        [(node_path, at, "app/api".into(), "token".into(), "raw".into())].into();
+    assert_findings(
+        &out.findings(),
+        &expected,
+        "a value split across partial lines of a 60 MiB log",
+    );
+    let rss = out.peak_rss_kb.expect("peak RSS measured");
+    assert!(rss < 40 * 1024, "peak RSS {rss} KiB: a 60 MiB log was not streamed");
+}

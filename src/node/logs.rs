@@ -6,8 +6,9 @@
 //! and `P` for a partial one, whose content continues on the next line (the runtime
 //! splits lines longer than 16 KiB). A value printed across such a split is only whole
 //! once the partial contents are joined, so logs are searched as their **content**: the
-//! messages, partial lines joined, each full line ending in a newline. A [`Content`] maps
-//! every content offset back to the file offset it came from.
+//! messages, partial lines joined, each full line ending in a newline. An [`Extractor`]
+//! streams a log's content from its bytes and maps every content offset back to the file
+//! offset it came from; [`Content`] does so for a whole log in memory.
 
 use std::path::{Component, Path};
 
@@ -51,58 +52,230 @@ impl LogOwner {
     }
 }
 
-/// The content of a CRI log, and where each run of it came from.
-#[derive(Debug, Default, PartialEq, Eq)]
+/// The content of a whole CRI log, and where each run of it came from (see
+/// [`Extractor`], which streams the same).
+#[derive(Debug, Default)]
 pub struct Content {
     /// The messages, partial lines joined.
     pub bytes: Vec<u8>,
-    /// `(content offset, file offset)` at the start of each run copied from the file,
-    /// ascending.
-    runs: Vec<(u64, u64)>,
+    /// The map back to the file.
+    map: Extractor,
 }
 
 impl Content {
     /// Extracts the content of a CRI log. A line that is not in the CRI format (another
     /// runtime's, or damage) is kept whole, so nothing in the file goes unsearched.
     pub fn of(log: &[u8]) -> Content {
-        let mut out = Content::default();
-        let mut at = 0usize;
-        while at < log.len() {
-            let end = memchr::memchr(b'\n', &log[at..]).map_or(log.len(), |i| at + i);
-            let line = &log[at..end];
-            match message(line) {
-                Some((skip, partial)) => {
-                    out.copy(log, at + skip, end);
-                    if !partial {
-                        out.copy(log, end, (end + 1).min(log.len()));
-                    }
-                }
-                None => out.copy(log, at, (end + 1).min(log.len())),
-            }
-            at = end + 1;
-        }
-        out
-    }
-
-    fn copy(&mut self, log: &[u8], from: usize, to: usize) {
-        if from >= to {
-            return;
-        }
-        let c = self.bytes.len() as u64;
-        match self.runs.last() {
-            // Contiguous with the last run: no new entry.
-            Some(&(rc, rf)) if rf + (c - rc) == from as u64 => {}
-            _ => self.runs.push((c, from as u64)),
-        }
-        self.bytes.extend_from_slice(&log[from..to]);
+        let mut map = Extractor::default();
+        let mut bytes = vec![0; log.len() + HEAD_MAX];
+        let mut n = map.feed(log, &mut bytes);
+        n += map.finish(&mut bytes[n..]);
+        bytes.truncate(n);
+        Content { bytes, map }
     }
 
     /// The file offset of content offset `c`.
+    pub fn file_offset(&self, c: u64) -> u64 {
+        self.map.file_offset(c)
+    }
+}
+
+/// The most of a line's start held back to tell whether it is a CRI line: its time,
+/// stream and tag (some 40 bytes) fit; a line whose first three fields are longer is not
+/// one and is kept whole.
+pub const HEAD_MAX: usize = 128;
+
+/// Extracts the content of a CRI log from its bytes fed in pieces of any size, keeping
+/// the map from content offsets back to file offsets (of the bytes fed). Each call
+/// writes at most the bytes fed plus [`HEAD_MAX`].
+#[derive(Debug, Default)]
+pub struct Extractor {
+    /// The start of the current line while it is not known whether it is a CRI line.
+    head: Vec<u8>,
+    /// The file offset of `head[0]`.
+    head_at: u64,
+    state: State,
+    /// The file offset of the next byte fed.
+    fed: u64,
+    /// Content bytes written so far.
+    written: u64,
+    /// `(content offset, file offset)` at the start of each run copied from the file,
+    /// ascending (see [`Extractor::forget_before`]).
+    runs: std::collections::VecDeque<(u64, u64)>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum State {
+    /// At the start of a line (its first bytes are in `head`).
+    #[default]
+    Head,
+    /// In the message of a CRI line; a partial one's newline is dropped.
+    Message { partial: bool },
+    /// In a line that is not a CRI line: kept whole.
+    Raw,
+}
+
+impl Extractor {
+    /// Feeds the next bytes of the log; writes their content to `out` (which must hold
+    /// `raw.len() + HEAD_MAX` bytes) and returns how many bytes it wrote.
+    pub fn feed(&mut self, raw: &[u8], out: &mut [u8]) -> usize {
+        let mut w = 0;
+        let mut at = 0;
+        while at < raw.len() {
+            let rest = &raw[at..];
+            let file = self.fed + at as u64;
+            match self.state {
+                State::Head => {
+                    if self.head.is_empty() {
+                        self.head_at = file;
+                    }
+                    let room = HEAD_MAX - self.head.len();
+                    let look = &rest[..rest.len().min(room)];
+                    let spaces = self.head.iter().filter(|&&b| b == b' ').count();
+                    // The end of the head: a newline, the third space, or no more room.
+                    let mut end = None;
+                    let mut seen = spaces;
+                    for (i, &b) in look.iter().enumerate() {
+                        if b == b'\n' {
+                            end = Some((i, true));
+                            break;
+                        }
+                        if b == b' ' {
+                            seen += 1;
+                            if seen == 3 {
+                                end = Some((i, false));
+                                break;
+                            }
+                        }
+                    }
+                    match end {
+                        Some((i, newline)) => {
+                            self.head.extend_from_slice(&look[..i + usize::from(!newline)]);
+                            at += i + 1;
+                            w += self.end_head(newline, out, w);
+                        }
+                        None if look.len() == room => {
+                            // No CRI prefix fits: the line is kept whole.
+                            self.head.extend_from_slice(look);
+                            at += look.len();
+                            w += self.flush_head(out, w);
+                            self.state = State::Raw;
+                        }
+                        None => {
+                            self.head.extend_from_slice(look);
+                            at += look.len();
+                        }
+                    }
+                }
+                State::Message { partial } => match memchr::memchr(b'\n', rest) {
+                    Some(i) => {
+                        w += self.emit(&rest[..i], file, out, w);
+                        if !partial {
+                            w += self.emit(b"\n", file + i as u64, out, w);
+                        }
+                        at += i + 1;
+                        self.state = State::Head;
+                    }
+                    None => {
+                        w += self.emit(rest, file, out, w);
+                        at = raw.len();
+                    }
+                },
+                State::Raw => {
+                    let n = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+                    w += self.emit(&rest[..n], file, out, w);
+                    at += n;
+                    if rest[n - 1] == b'\n' {
+                        self.state = State::Head;
+                    }
+                }
+            }
+        }
+        self.fed += raw.len() as u64;
+        w
+    }
+
+    /// The log ended: writes what is still held back (a last line without a newline).
+    pub fn finish(&mut self, out: &mut [u8]) -> usize {
+        match self.state {
+            State::Head if !self.head.is_empty() => {
+                let line = std::mem::take(&mut self.head);
+                let skip = message(&line).map_or(0, |(skip, _)| skip);
+                self.emit(&line[skip..], self.head_at + skip as u64, out, 0)
+            }
+            _ => 0,
+        }
+    }
+
+    /// The head is complete: at a newline (a whole line) or at its third space.
+    fn end_head(&mut self, newline: bool, out: &mut [u8], w: usize) -> usize {
+        let head = std::mem::take(&mut self.head);
+        let at = self.head_at;
+        let n = match (message(&head), newline) {
+            (Some((skip, partial)), true) => {
+                let n = self.emit(&head[skip..], at + skip as u64, out, w);
+                match partial {
+                    true => n,
+                    false => n + self.emit(b"\n", at + head.len() as u64, out, w + n),
+                }
+            }
+            (Some((_, partial)), false) => {
+                self.state = State::Message { partial };
+                0
+            }
+            (None, true) => {
+                let n = self.emit(&head, at, out, w);
+                n + self.emit(b"\n", at + head.len() as u64, out, w + n)
+            }
+            (None, false) => {
+                self.state = State::Raw;
+                self.emit(&head, at, out, w)
+            }
+        };
+        self.head = head;
+        self.head.clear();
+        n
+    }
+
+    /// Writes the held-back head as content.
+    fn flush_head(&mut self, out: &mut [u8], w: usize) -> usize {
+        let head = std::mem::take(&mut self.head);
+        let n = self.emit(&head, self.head_at, out, w);
+        self.head = head;
+        self.head.clear();
+        n
+    }
+
+    /// Writes `bytes` (from file offset `file`) at `out[w..]`, extending the map.
+    fn emit(&mut self, bytes: &[u8], file: u64, out: &mut [u8], w: usize) -> usize {
+        if bytes.is_empty() {
+            return 0;
+        }
+        let c = self.written;
+        match self.runs.back() {
+            // Contiguous with the last run: no new entry.
+            Some(&(rc, rf)) if rf + (c - rc) == file => {}
+            _ => self.runs.push_back((c, file)),
+        }
+        out[w..w + bytes.len()].copy_from_slice(bytes);
+        self.written += bytes.len() as u64;
+        bytes.len()
+    }
+
+    /// The file offset of content offset `c` (not before [`Extractor::forget_before`]).
     pub fn file_offset(&self, c: u64) -> u64 {
         let i = self.runs.partition_point(|&(rc, _)| rc <= c);
         match i.checked_sub(1).map(|i| self.runs[i]) {
             Some((rc, rf)) => rf + (c - rc),
             None => c,
+        }
+    }
+
+    /// Drops the map of content before offset `c`: a stream keeps only what its buffers
+    /// may still refer to.
+    pub fn forget_before(&mut self, c: u64) {
+        while self.runs.len() > 1 && self.runs[1].0 <= c {
+            self.runs.pop_front();
         }
     }
 }
@@ -198,6 +371,50 @@ mod tests {
                 proptest::prop_assert!(last.is_none_or(|l| f > l));
                 last = Some(f);
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// Fed in pieces of any sizes, with the map pruned as a stream prunes it, the
+        /// content and its map are those of the whole log.
+        #[test]
+        fn streamed_in_pieces_equals_whole(
+            lines in proptest::collection::vec(
+                (0u8..4, proptest::collection::vec(32u8..127, 0..300)),
+                0..12,
+            ),
+            cuts in proptest::collection::vec(1usize..400, 1..20),
+        ) {
+            let mut log = Vec::new();
+            for (kind, msg) in &lines {
+                match kind {
+                    0 => log.extend(b"2026-11-30T10:00:00.000000001Z stdout P "),
+                    1 => log.extend(b"2026-11-30T10:00:00.000000001Z stderr F "),
+                    2 => log.extend(b"2026-11-30T10:00:00Z stdout F:x:y "),
+                    _ => {}
+                }
+                log.extend(msg);
+                log.push(b'\n');
+            }
+            let whole = Content::of(&log);
+            let mut ex = Extractor::default();
+            let (mut at, mut content, mut cut) = (0, Vec::new(), cuts.iter().cycle());
+            while at < log.len() {
+                let n = (*cut.next().unwrap()).min(log.len() - at);
+                let mut out = vec![0; n + HEAD_MAX];
+                let w = ex.feed(&log[at..at + n], &mut out);
+                for i in 0..w as u64 {
+                    let c = content.len() as u64 + i;
+                    proptest::prop_assert_eq!(ex.file_offset(c), whole.file_offset(c));
+                }
+                content.extend_from_slice(&out[..w]);
+                ex.forget_before(content.len() as u64);
+                at += n;
+            }
+            let mut out = vec![0; HEAD_MAX];
+            let w = ex.finish(&mut out);
+            content.extend_from_slice(&out[..w]);
+            proptest::prop_assert_eq!(content, whole.bytes);
         }
     }
 
