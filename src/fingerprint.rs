@@ -163,6 +163,16 @@ pub struct FingerprintSet {
     pub salt: [u8; 32],
     /// The fingerprinted values.
     pub entries: Vec<Entry>,
+    /// True when every form of every value is printable text (see [`is_printable`]): the
+    /// scanner then skips bytes no form can contain, such as the bulk of a binary. One
+    /// bit for the whole set, in the file as `"printable"`.
+    pub printable: bool,
+}
+
+/// A byte of printable ASCII text: `0x20..=0x7e`, tab, newline and carriage return.
+#[inline(always)]
+pub fn is_printable(b: u8) -> bool {
+    matches!(b, 0x20..=0x7e | b'\t' | b'\n' | b'\r')
 }
 
 /// Counts of what [`FingerprintSet::build`] left out.
@@ -185,6 +195,7 @@ impl FingerprintSet {
     ) -> (FingerprintSet, BuildStats) {
         let keys = WindowKeys::from_salt(&salt);
         let mut stats = BuildStats::default();
+        let mut printable = true;
         let mut entries = Vec::with_capacity(values.len());
         for v in values {
             if v.value.len() < MIN_VALUE_LEN {
@@ -196,6 +207,8 @@ impl FingerprintSet {
                 stats.too_long += 1;
                 continue;
             }
+            stats.values += 1;
+            printable &= forms.iter().all(|(_, f)| f.iter().all(|&b| is_printable(b)));
             let forms = forms
                 .into_iter()
                 .map(|(encoding, bytes)| Form {
@@ -206,7 +219,6 @@ impl FingerprintSet {
                         .map(|o| (o as u32, keys.hash(&bytes[o..o + WINDOW]))),
                 })
                 .collect();
-            stats.values += 1;
             entries.push(Entry {
                 secret: v.secret_ref(),
                 key: v.key.clone(),
@@ -214,7 +226,7 @@ impl FingerprintSet {
                 forms,
             });
         }
-        (FingerprintSet { salt, entries }, stats)
+        (FingerprintSet { salt, entries, printable }, stats)
     }
 
     /// The window-hash keys of this set.
@@ -228,6 +240,7 @@ impl FingerprintSet {
             format: FORMAT.to_owned(),
             params: Params::current(),
             salt: hex(&self.salt),
+            printable: self.printable,
             values: self
                 .entries
                 .iter()
@@ -297,7 +310,7 @@ impl FingerprintSet {
                 forms,
             });
         }
-        Ok(FingerprintSet { salt, entries })
+        Ok(FingerprintSet { salt, entries, printable: file.printable })
     }
 }
 
@@ -307,6 +320,7 @@ struct FileRepr {
     format: String,
     params: Params,
     salt: String,
+    printable: bool,
     values: Vec<ValueRepr>,
 }
 
@@ -319,6 +333,9 @@ struct FileIn<'a> {
     params: Params,
     #[serde(borrow)]
     salt: Cow<'a, str>,
+    /// Absent from files written before it existed: nothing is skipped for them.
+    #[serde(default)]
+    printable: bool,
     #[serde(borrow)]
     values: Vec<ValueIn<'a>>,
 }
@@ -535,6 +552,24 @@ mod tests {
         let json = set.to_json();
         assert!(json.starts_with(b"{\"format\":\"kresidue/fingerprints/v1\""));
         assert_eq!(FingerprintSet::from_json(&json).unwrap(), set);
+    }
+
+    /// `printable`: true when every form is printable text, false with one binary or
+    /// non-ASCII value; a file without the field (written before it) reads as false.
+    #[test]
+    fn printable_flag() {
+        let text = sv("t", b"0123456789abcdef\tline\n");
+        let (set, _) = FingerprintSet::build(std::slice::from_ref(&text), "current", [7; 32]);
+        assert!(set.printable);
+        for odd in [sv("b", b"0123456789abcdef\x00\xff"), sv("u", "0123456789abcdefé".as_bytes())]
+        {
+            let (set, _) = FingerprintSet::build(&[text.clone(), odd], "current", [7; 32]);
+            assert!(!set.printable);
+        }
+        let json = String::from_utf8(set.to_json()).unwrap();
+        assert!(json.contains(",\"printable\":true,"), "{json}");
+        let old = json.replace(",\"printable\":true", "");
+        assert!(!FingerprintSet::from_json(old.as_bytes()).unwrap().printable);
     }
 
     #[test]

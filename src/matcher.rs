@@ -190,6 +190,10 @@ struct CompiledSet {
     /// Every distinct window hash, open-addressed (see [`Index`]).
     index: Index,
     entries: Vec<Entry>,
+    /// Every form is printable text: only runs of printable bytes need searching.
+    printable: bool,
+    /// The length of the shortest form: a shorter run cannot hold one.
+    min_len: usize,
 }
 
 /// The size of a [`Matcher`]'s search (see [`Matcher::stats`]).
@@ -235,6 +239,12 @@ impl Matcher {
                         }
                     }
                 }
+                let min_len = set
+                    .entries
+                    .iter()
+                    .flat_map(|e| e.forms.iter().map(|f| f.len as usize))
+                    .min()
+                    .unwrap_or(usize::MAX);
                 let filter = Filter::new(candidates.iter().map(|c| c.hash));
                 candidates.sort_unstable_by_key(|c| (c.hash, c.entry, c.form, c.offset));
                 let index = Index::new(&candidates);
@@ -245,6 +255,8 @@ impl Matcher {
                     candidates,
                     index,
                     entries: set.entries,
+                    printable: set.printable,
+                    min_len,
                 }
             })
             .collect();
@@ -291,12 +303,76 @@ impl Matcher {
         // An occurrence that ends after `report_after` starts after `report_after - max_len`,
         // and so do all its windows: the carried bytes before that are not sampled again.
         let skip = (report_after + 1).saturating_sub(self.max_len);
-        let first = skip
-            + ((STRIDE as u64 - (base + skip as u64) % STRIDE as u64) % STRIDE as u64) as usize;
+        // The first sampled position at or after `at`: samples sit at file offsets that are
+        // multiples of STRIDE, so that consecutive buffers sample the same positions.
+        let aligned = |at: usize| {
+            at + ((STRIDE as u64 - (base + at as u64) % STRIDE as u64) % STRIDE as u64) as usize
+        };
         for (si, set) in self.sets.iter().enumerate() {
-            let ctx = Ctx { si: si as u32, buf, base, report_after };
-            set.find(&ctx, first, hits);
+            let si = si as u32;
+            if set.printable {
+                // A form of printable text lies within one run of printable bytes: the
+                // rest (most of a binary) is not sampled at all.
+                printable_runs(buf, skip, set.min_len, |start, end| {
+                    let ctx = Ctx { si, buf: &buf[..end], base, report_after };
+                    set.find(&ctx, aligned(start), hits);
+                });
+            } else {
+                let ctx = Ctx { si, buf, base, report_after };
+                set.find(&ctx, aligned(skip), hits);
+            }
         }
+    }
+}
+
+/// Calls `f(start, end)` for each maximal run of printable bytes (see
+/// [`crate::fingerprint::is_printable`]) in `buf[from..]` that is at least `min` bytes long.
+/// Bytes are classified 64 at a time; a word holding no run of 15 printable bytes between
+/// its unprintable ones (machine code, compressed data) costs a few operations.
+fn printable_runs(buf: &[u8], from: usize, min: usize, mut f: impl FnMut(usize, usize)) {
+    let mut start = from; // where the current run began
+    let mut at = from;
+    while let Some(word) = buf.get(at..at + 64) {
+        let word: &[u8; 64] = word.try_into().expect("64 bytes");
+        let bad = crate::sys::unprintable_mask(word);
+        if bad != 0 {
+            let first = at + bad.trailing_zeros() as usize;
+            if first - start >= min {
+                f(start, first);
+            }
+            // Runs between the word's first and last unprintable byte: only when one of
+            // 15 bytes or more may exist (bit k of `g`: bytes k..k+15 printable).
+            let good = !bad;
+            let mut g = good & (good >> 1);
+            g &= g >> 2;
+            g &= g >> 4;
+            g &= g >> 7;
+            if g != 0 {
+                let mut rest = bad & (bad - 1);
+                let mut s = first + 1;
+                while rest != 0 {
+                    let i = at + rest.trailing_zeros() as usize;
+                    if i - s >= min {
+                        f(s, i);
+                    }
+                    s = i + 1;
+                    rest &= rest - 1;
+                }
+            }
+            start = at + 64 - bad.leading_zeros() as usize;
+        }
+        at += 64;
+    }
+    for (i, &b) in buf.iter().enumerate().skip(at) {
+        if !crate::fingerprint::is_printable(b) {
+            if i - start >= min {
+                f(start, i);
+            }
+            start = i + 1;
+        }
+    }
+    if buf.len().saturating_sub(start) >= min {
+        f(start, buf.len());
     }
 }
 
@@ -530,6 +606,47 @@ mod tests {
             prop_assert_eq!(summarise(&m, &find_chunked(&m, &data, chunk + WINDOW)), expect.clone());
             let overlap = m.max_len() - 1 + extra;
             prop_assert_eq!(summarise(&m, &find_streamed(&m, &data, chunk + WINDOW, overlap)), expect);
+        }
+    }
+
+    proptest! {
+        /// The runs found 64 bytes at a time are exactly the maximal runs of printable
+        /// bytes at least `min` long, found one byte at a time.
+        #[test]
+        fn printable_runs_are_exact(
+            data in prop::collection::vec(
+                prop_oneof![4 => 0x20u8..0x7f, 1 => any::<u8>()], 0..700),
+            from in 0usize..100,
+            min in 15usize..40,
+        ) {
+            let from = from.min(data.len());
+            let mut got = Vec::new();
+            printable_runs(&data, from, min, |s, e| got.push((s, e)));
+            let mut want = Vec::new();
+            let mut start = from;
+            for i in from..=data.len() {
+                if i == data.len() || !crate::fingerprint::is_printable(data[i]) {
+                    if i - start >= min {
+                        want.push((start, i));
+                    }
+                    start = i + 1;
+                }
+            }
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    /// The SIMD byte classification agrees with `is_printable` for every byte value at
+    /// every position of a word.
+    #[test]
+    fn unprintable_mask_classifies_every_byte() {
+        for b in 0..=255u8 {
+            for i in 0..64 {
+                let mut word = [b'a'; 64];
+                word[i] = b;
+                let want = u64::from(!crate::fingerprint::is_printable(b)) << i;
+                assert_eq!(crate::sys::unprintable_mask(&word), want, "byte {b:#04x} at {i}");
+            }
         }
     }
 

@@ -179,6 +179,49 @@ pub fn prefetch<T>(r: &T) {
     let _ = r;
 }
 
+/// Bit `i` set when `word[i]` is not printable text (see
+/// [`crate::fingerprint::is_printable`]). The matcher classifies every byte it may skip
+/// with this, so it must cost far less than sampling them: on x86_64, SSE2 compares and
+/// byte masks, 16 bytes at a time.
+#[inline(always)]
+#[allow(unsafe_code)]
+pub fn unprintable_mask(word: &[u8; 64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        let mut good = 0u64;
+        for (k, part) in word.chunks_exact(16).enumerate() {
+            // SAFETY: SSE2 is part of every x86_64 CPU; the load reads the 16 bytes of
+            // `part`, a valid slice of exactly that length, with no alignment required.
+            let m = unsafe {
+                let v = _mm_loadu_si128(part.as_ptr().cast::<__m128i>());
+                let text = _mm_and_si128(
+                    _mm_cmpgt_epi8(v, _mm_set1_epi8(0x1f)),
+                    _mm_cmplt_epi8(v, _mm_set1_epi8(0x7f)),
+                );
+                let space = _mm_or_si128(
+                    _mm_or_si128(
+                        _mm_cmpeq_epi8(v, _mm_set1_epi8(9)),
+                        _mm_cmpeq_epi8(v, _mm_set1_epi8(10)),
+                    ),
+                    _mm_cmpeq_epi8(v, _mm_set1_epi8(13)),
+                );
+                _mm_movemask_epi8(_mm_or_si128(text, space)) as u32 as u64
+            };
+            good |= m << (16 * k);
+        }
+        !good
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut m = 0u64;
+        for (i, &b) in word.iter().enumerate() {
+            m |= u64::from(!crate::fingerprint::is_printable(b)) << i;
+        }
+        m
+    }
+}
+
 /// Lowers this thread's CPU priority to nice 19 and its I/O priority to the idle class;
 /// threads it starts afterwards inherit both. Returns what the kernel then reports (nice
 /// value, I/O class), read back. Neither call has a safe binding in `nix`.
