@@ -291,6 +291,9 @@ impl Worker {
         if let Some(max) = self.max_file_size.filter(|&max| size > max) {
             return Err(format!("{size} bytes, more than --max-file-size {max}; not read"));
         }
+        if size > SEQUENTIAL_FROM {
+            sys::read_sequentially(&f);
+        }
         if job.site == SiteId::PodLog {
             return self.scan_log(&mut f, size, job, searchers, place).map(Some);
         }
@@ -604,6 +607,10 @@ impl Worker {
         self.keep(carry + w)
     }
 }
+
+/// Files larger than this are announced to the kernel as read sequentially (a larger
+/// read-ahead from a cold disk); smaller ones fit its default read-ahead anyway.
+const SEQUENTIAL_FROM: u64 = 256 << 10;
 
 /// The most of a compressed pod log decompressed and searched (a plain log is searched
 /// whole, streamed). kubelet rotates logs at 10 MiB by default.

@@ -179,6 +179,13 @@ pub fn prefetch<T>(r: &T) {
     let _ = r;
 }
 
+/// Tells the kernel `f` will be read from start to end (`POSIX_FADV_SEQUENTIAL`: a larger
+/// read-ahead). A hint: failure changes nothing.
+pub fn read_sequentially(f: &File) {
+    use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
+    let _ = posix_fadvise(f, 0, 0, PosixFadviseAdvice::POSIX_FADV_SEQUENTIAL);
+}
+
 /// Bit `i` set when `word[i]` is not printable text (see
 /// [`crate::fingerprint::is_printable`]). The matcher classifies every byte it may skip
 /// with this, so it must cost far less than sampling them: on x86_64, SSE2 compares and
