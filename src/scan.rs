@@ -132,7 +132,7 @@ pub fn scan(
         }
         on_time
     };
-    let seen = Mutex::new(HashSet::new());
+    let seen = Mutex::new(Seen::default());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(settings.threads).build()?;
     let root_abs = root.path().to_path_buf();
     pool.install(|| {
@@ -210,6 +210,35 @@ pub fn scan(
 const RULES_INCOMPLETE: &str = "too many candidate matches for a rule (a flood of its \
     literal); parts of the file were not checked by that rule";
 
+/// The files already read, by (device, inode), so that a file reached by two paths (a
+/// hard link, a bind mount, an overlapping `--path`) is read once. 8 bytes a file: the
+/// device as its index among those met (a scan meets a handful) above an inode of up to
+/// 48 bits (ext4's are 32); 16 bytes for anything else.
+#[derive(Debug, Default)]
+struct Seen {
+    devices: Vec<u64>,
+    packed: HashSet<u64>,
+    other: HashSet<(u64, u64)>,
+}
+
+impl Seen {
+    /// Records a file; false when it was recorded before.
+    fn insert(&mut self, dev: u64, ino: u64) -> bool {
+        let d = match self.devices.iter().position(|&x| x == dev) {
+            Some(d) => d,
+            None => {
+                self.devices.push(dev);
+                self.devices.len() - 1
+            }
+        };
+        if d < 1 << 16 && ino < 1 << 48 {
+            self.packed.insert((d as u64) << 48 | ino)
+        } else {
+            self.other.insert((dev, ino))
+        }
+    }
+}
+
 /// Per-thread state: the read buffer and hit scratch.
 struct Worker {
     buf: Vec<u8>,
@@ -270,7 +299,7 @@ impl Worker {
         root: &RootDir,
         job: &FileJob,
         searchers: &Searchers<'_>,
-        seen: &Mutex<HashSet<(u64, u64)>>,
+        seen: &Mutex<Seen>,
     ) -> Result<Option<(u64, Vec<Finding>)>, String> {
         self.rules_incomplete = false;
         self.file_errors.clear();
@@ -282,7 +311,7 @@ impl Worker {
         if md.ino() != job.ino {
             return Err("replaced during the scan; not read".to_owned());
         }
-        if !seen.lock().expect("lock").insert((md.dev(), md.ino())) {
+        if !seen.lock().expect("lock").insert(md.dev(), md.ino()) {
             return Ok(None);
         }
         // Liveness is applied to the findings once all are made (see `judge`).
@@ -957,4 +986,24 @@ pub fn place(category: Category, stale: bool, live: Option<bool>) -> (Category, 
     };
     let severity = if stale { rank(severity, Medium, false) } else { severity };
     (category, severity)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Seen;
+
+    /// Each (device, inode) is new once, whichever way it is stored: devices by index,
+    /// inodes past 48 bits and devices past the 65,536th in the fallback set.
+    #[test]
+    fn seen_tells_each_file_once() {
+        let mut seen = Seen::default();
+        for (dev, ino) in [(7, 1), (7, 2), (9, 1), (7, 1 << 48), (9, u64::MAX)] {
+            assert!(seen.insert(dev, ino), "({dev}, {ino}) is new");
+            assert!(!seen.insert(dev, ino), "({dev}, {ino}) was seen");
+        }
+        // The 65,537th device met is stored in the fallback set.
+        seen.devices.extend(1000..1000 + (1 << 16));
+        assert!(seen.insert(5, 5) && !seen.insert(5, 5));
+        assert_eq!(seen.other.len(), 3, "past 48 bits (twice) and past the 65,536th device");
+    }
 }
