@@ -42,6 +42,10 @@
 //!   bytes and not 8 (an 8-byte alphanumeric window would cost only `2^47.6`).
 //! * Offsets and lengths are stored in clear; they reveal which parts of a value look
 //!   most distinctive (window choice prefers varied bytes), nothing more.
+//! * **One bit per file**, `printable`: whether every form of every value is printable
+//!   ASCII text (`0x20..=0x7e`, tab, newline, carriage return). In a file of one value it
+//!   says that of that value. The scanner trusts it (the file holds nothing to check it
+//!   against): a file claiming it falsely would hide its binary values from the scan.
 //!
 //! # False candidates and cost per byte
 //! A sampled position whose window is not part of any value still matches some stored
@@ -165,7 +169,8 @@ pub struct FingerprintSet {
     pub entries: Vec<Entry>,
     /// True when every form of every value is printable text (see [`is_printable`]): the
     /// scanner then skips bytes no form can contain, such as the bulk of a binary. One
-    /// bit for the whole set, in the file as `"printable"`.
+    /// bit for the whole set, in the file as `"printable"`, trusted when read: one binary
+    /// or non-ASCII value makes it false for the whole set.
     pub printable: bool,
 }
 

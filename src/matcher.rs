@@ -330,6 +330,10 @@ impl Matcher {
 /// Bytes are classified 64 at a time; a word holding no run of 15 printable bytes between
 /// its unprintable ones (machine code, compressed data) costs a few operations.
 fn printable_runs(buf: &[u8], from: usize, min: usize, mut f: impl FnMut(usize, usize)) {
+    // The word test below finds runs of 15 bytes or more inside a word: forms are never
+    // shorter.
+    const { assert!(WINDOW + STRIDE > 15) }; // the shortest form, WINDOW + STRIDE - 1
+    debug_assert!(min >= 15, "runs shorter than 15 bytes inside a word would be missed");
     let mut start = from; // where the current run began
     let mut at = from;
     while let Some(word) = buf.get(at..at + 64) {
@@ -341,7 +345,7 @@ fn printable_runs(buf: &[u8], from: usize, min: usize, mut f: impl FnMut(usize, 
                 f(start, first);
             }
             // Runs between the word's first and last unprintable byte: only when one of
-            // 15 bytes or more may exist (bit k of `g`: bytes k..k+15 printable).
+            // 15 bytes or more may exist (bit k of `g`: bytes k..=k+14 printable).
             let good = !bad;
             let mut g = good & (good >> 1);
             g &= g >> 2;

@@ -212,11 +212,11 @@ const RULES_INCOMPLETE: &str = "too many candidate matches for a rule (a flood o
 
 /// The files already read, by (device, inode), so that a file reached by two paths (a
 /// hard link, a bind mount, an overlapping `--path`) is read once. 8 bytes a file: the
-/// device as its index among those met (a scan meets a handful) above an inode of up to
-/// 48 bits (ext4's are 32); 16 bytes for anything else.
+/// device as its index among those met (a node has one per tmpfs volume: hundreds) above
+/// an inode of up to 48 bits (ext4's are 32); 16 bytes for anything else.
 #[derive(Debug, Default)]
 struct Seen {
-    devices: Vec<u64>,
+    devices: std::collections::HashMap<u64, usize>,
     packed: HashSet<u64>,
     other: HashSet<(u64, u64)>,
 }
@@ -224,13 +224,8 @@ struct Seen {
 impl Seen {
     /// Records a file; false when it was recorded before.
     fn insert(&mut self, dev: u64, ino: u64) -> bool {
-        let d = match self.devices.iter().position(|&x| x == dev) {
-            Some(d) => d,
-            None => {
-                self.devices.push(dev);
-                self.devices.len() - 1
-            }
-        };
+        let next = self.devices.len();
+        let d = *self.devices.entry(dev).or_insert(next);
         if d < 1 << 16 && ino < 1 << 48 {
             self.packed.insert((d as u64) << 48 | ino)
         } else {
@@ -323,7 +318,9 @@ impl Worker {
         if size > SEQUENTIAL_FROM {
             sys::read_sequentially(&f);
         }
-        if job.site == SiteId::PodLog {
+        // A sparse log (truncated while a writer kept its offset) is streamed raw below,
+        // its holes skipped, rather than read zero by zero as content.
+        if job.site == SiteId::PodLog && !sys::has_hole(&f, size) {
             return self.scan_log(&mut f, size, job, searchers, place).map(Some);
         }
         if whole_file_cap(job.site).is_some_and(|cap| size <= cap) {
@@ -1002,7 +999,7 @@ mod tests {
             assert!(!seen.insert(dev, ino), "({dev}, {ino}) was seen");
         }
         // The 65,537th device met is stored in the fallback set.
-        seen.devices.extend(1000..1000 + (1 << 16));
+        seen.devices.extend((1000..1000 + (1 << 16)).map(|d| (d, d as usize)));
         assert!(seen.insert(5, 5) && !seen.insert(5, 5));
         assert_eq!(seen.other.len(), 3, "past 48 bits (twice) and past the 65,536th device");
     }

@@ -526,3 +526,35 @@ fn a_large_pod_log_is_streamed_as_content() {
     let rss = out.peak_rss_kb.expect("peak RSS measured");
     assert!(rss < 40 * 1024, "peak RSS {rss} KiB: a 60 MiB log was not streamed");
 }
+
+/// A pod log with a 10 GiB hole before its last line (truncated while a writer kept its
+/// offset) is searched with the hole skipped: the value after it is found within
+/// seconds, not after reading 10 GiB of zeros.
+#[test]
+fn a_sparse_pod_log_skips_its_hole() {
+    const HOLE: u64 = 10 << 30;
+    let tree = NodeTree::new();
+    tree.pod(UID);
+    let v = fake_secret(9800);
+    let node_path = format!("/var/log/pods/shop_app_{UID}/app/0.log");
+    let host = tree.host(&node_path);
+    fs::create_dir_all(host.parent().unwrap()).unwrap();
+    let line = [b"2025-01-02T03:04:05.123456789Z stdout F token=".as_slice(), &v, b"\n"].concat();
+    {
+        let mut f = fs::File::create(&host).unwrap();
+        f.seek(SeekFrom::Start(HOLE)).unwrap();
+        f.write_all(&line).unwrap();
+    }
+    let file = tree.secrets_file("s.json", &[Secret::opaque("app", "api", &[("token", &v)])]);
+    let out = tree.kr().timeout(Duration::from_secs(30)).scan(&[
+        "--secrets",
+        path_arg(&file),
+        "--format",
+        "json",
+    ]);
+    out.assert_code(1);
+    let at = HOLE + line.len() as u64 - 1 - v.len() as u64;
+    let expected: BTreeSet<Key> =
+        [(node_path, at, "app/api".into(), "token".into(), "raw".into())].into();
+    assert_findings(&out.findings(), &expected, "a sparse pod log");
+}

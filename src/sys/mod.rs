@@ -125,6 +125,12 @@ pub fn next_data(f: &File, pos: u64) -> Option<u64> {
     }
 }
 
+/// True when `f` has a hole before `size` (a sparse file). Filesystems without hole
+/// support say no.
+pub fn has_hole(f: &File, size: u64) -> bool {
+    nix::unistd::lseek(f, 0, nix::unistd::Whence::SeekHole).is_ok_and(|h| (h as u64) < size)
+}
+
 /// The run lock, held until dropped.
 #[derive(Debug)]
 pub struct Lock(#[allow(dead_code)] fcntl::Flock<File>);
@@ -193,12 +199,12 @@ pub fn read_sequentially(f: &File) {
 #[inline(always)]
 #[allow(unsafe_code)]
 pub fn unprintable_mask(word: &[u8; 64]) -> u64 {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
         use std::arch::x86_64::*;
         let mut good = 0u64;
         for (k, part) in word.chunks_exact(16).enumerate() {
-            // SAFETY: SSE2 is part of every x86_64 CPU; the load reads the 16 bytes of
+            // SAFETY: SSE2 is enabled (cfg above; every x86_64 CPU has it); the load reads the 16 bytes of
             // `part`, a valid slice of exactly that length, with no alignment required.
             let m = unsafe {
                 let v = _mm_loadu_si128(part.as_ptr().cast::<__m128i>());
@@ -219,7 +225,7 @@ pub fn unprintable_mask(word: &[u8; 64]) -> u64 {
         }
         !good
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
     {
         let mut m = 0u64;
         for (i, &b) in word.iter().enumerate() {
