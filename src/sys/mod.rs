@@ -126,9 +126,12 @@ pub fn next_data(f: &File, pos: u64) -> Option<u64> {
 }
 
 /// True when `f` has a hole before `size` (a sparse file). Filesystems without hole
-/// support say no.
+/// support say no. The file's offset is left at 0 (`SEEK_HOLE` moves it).
 pub fn has_hole(f: &File, size: u64) -> bool {
-    nix::unistd::lseek(f, 0, nix::unistd::Whence::SeekHole).is_ok_and(|h| (h as u64) < size)
+    use nix::unistd::{lseek, Whence};
+    let hole = lseek(f, 0, Whence::SeekHole).is_ok_and(|h| (h as u64) < size);
+    let _ = lseek(f, 0, Whence::SeekSet);
+    hole
 }
 
 /// The run lock, held until dropped.
