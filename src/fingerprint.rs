@@ -102,6 +102,12 @@ impl WindowKeys {
     /// endian) and last 4 bytes (`b`): one keyed 64×64→128-bit multiply, folded. This is
     /// the scanner's hot path.
     #[inline(always)]
+    /// The two 64-bit keys (for the matcher's SIMD kernels, which compute the same hash).
+    pub fn raw(&self) -> [u64; 2] {
+        self.0
+    }
+
+    /// The truncated hash of a window split as its first 8 and last 4 bytes.
     pub fn hash_parts(&self, a: u64, b: u32) -> u32 {
         let x = mum(a ^ self.0[0], (b as u64) ^ self.0[1]);
         (x >> (64 - HASH_BITS)) as u32

@@ -198,12 +198,13 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
         let m = matcher.stats();
         notes.push(format!(
             "searching for {} values ({} encoded forms, {} windows, {} fingerprint sets, \
-             prefilter {}) and {} rules, with {} threads reading {} at a time",
+             prefilter {}, {} sampler) and {} rules, with {} threads reading {} at a time",
             m.values,
             m.forms,
             m.windows,
             m.sets,
             report::human_size(m.filter_bytes as u64),
+            m.kernel,
             rules.specs().count(),
             cfg.settings.threads,
             report::human_size(cfg.settings.chunk as u64),

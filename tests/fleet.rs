@@ -104,6 +104,7 @@ fn very_verbose_tells_calls_searches_scopes_and_skips() {
         "kresidue: cri: ListPodSandbox: ok in ".into(),
         "kresidue: cri: ListContainers: ok in ".into(),
         "kresidue: searching for 1 values (2 encoded forms, ".into(),
+        " sampler) and ".into(),
         " rules, with ".into(),
         format!("kresidue:   scope {pods}/{UID}\n"),
         format!("kresidue:   scope {pods}/{READY_UID}\n"),

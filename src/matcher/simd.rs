@@ -1,0 +1,303 @@
+//! The hot loop's filter test, 64 samples at a time, in SIMD where the CPU has it.
+//!
+//! [`block_scalar`] is the reference: for sample `k` (the 12 bytes at `4k` of a block) it
+//! hashes the window and tests the two hot filter bits, setting bit `k` of the result when
+//! both are set. The AVX-512 and AVX2 kernels compute exactly the same bits: the 64×64→128
+//! multiply of the window hash is built from four 32×32→64 lane multiplies, and the filter
+//! words are gathered. [`Kernel::detect`] picks the widest one the CPU runs.
+
+#![allow(unsafe_code)]
+
+use super::{Filter, BLOCK_BYTES, BLOCK_SAMPLES, FILTER_WORDS, WORD_SHIFT};
+use crate::fingerprint::{WindowKeys, HASH_BITS, STRIDE, WINDOW};
+
+/// Which implementation of the block test runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kernel {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Kernel {
+    /// How `-vv` names it.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Kernel::Scalar => "scalar",
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => "AVX2",
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => "AVX-512",
+        }
+    }
+
+    /// The fastest kernel this CPU runs (`KRESIDUE_KERNEL=scalar|avx2|avx512` narrows the
+    /// choice, for tests and benchmarks; a kernel the CPU lacks is never picked).
+    pub(super) fn detect() -> Kernel {
+        let want = std::env::var("KRESIDUE_KERNEL").ok();
+        let allowed = |name: &str| want.as_deref().is_none_or(|w| w == name);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if allowed("avx512") && std::arch::is_x86_feature_detected!("avx512f") {
+                return Kernel::Avx512;
+            }
+            if allowed("avx2") && std::arch::is_x86_feature_detected!("avx2") {
+                return Kernel::Avx2;
+            }
+        }
+        let _ = allowed;
+        Kernel::Scalar
+    }
+}
+
+impl Kernel {
+    /// Every kernel this CPU runs, the scalar one first.
+    #[cfg(test)]
+    pub(super) fn available() -> Vec<Kernel> {
+        let mut all = vec![Kernel::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                all.push(Kernel::Avx2);
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                all.push(Kernel::Avx512);
+            }
+        }
+        all
+    }
+
+    /// The block test of this kernel (the scanner calls the kernels from loops compiled
+    /// for their features instead).
+    #[cfg(test)]
+    fn block(self, block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
+        match self {
+            Kernel::Scalar => block_scalar(block, keys, filter),
+            // SAFETY: `available` lists only kernels the CPU runs.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { block_avx2(block, keys, filter) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => unsafe { block_avx512(block, keys, filter) },
+        }
+    }
+}
+
+/// Bit `k` set when sample `k` of `block` passes the two hot bits of `filter`.
+#[inline(always)]
+pub(super) fn block_scalar(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
+    let mut found = 0u64;
+    for k in 0..BLOCK_SAMPLES {
+        let w: &[u8; WINDOW] = block[k * STRIDE..k * STRIDE + WINDOW].try_into().expect("window");
+        found |= (filter.hit(keys.hash_window(w)) as u64) << k;
+    }
+    found
+}
+
+const _: () = assert!(HASH_BITS == 28 && STRIDE == 4 && WINDOW == 12 && BLOCK_SAMPLES == 64);
+
+/// As [`block_scalar`], eight samples per step in 512-bit lanes.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) unsafe fn block_avx512(
+    block: &[u8; BLOCK_BYTES],
+    keys: &WindowKeys,
+    filter: &Filter,
+) -> u64 {
+    use std::arch::x86_64::*;
+    let [k0, k1] = keys.raw();
+    let ia = _mm512_setr_epi32(0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8);
+    let ib = _mm512_setr_epi32(2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0, 8, 0, 9, 0);
+    let k0 = _mm512_set1_epi64(k0 as i64);
+    let k1 = _mm512_set1_epi64(k1 as i64);
+    let low = _mm512_set1_epi64(0xffff_ffff);
+    let hash8 = |p: *const u8| {
+        // SAFETY: the masked load reads dwords 0..10 at `p`, which the caller keeps inside
+        // the block; the rest are suppressed.
+        let v = unsafe { _mm512_maskz_loadu_epi32(0x03ff, p.cast()) };
+        // Sample k: a = the u64 at 4k, b = the u32 at 4k + 8 (zero-extended).
+        let a = _mm512_xor_si512(_mm512_permutexvar_epi32(ia, v), k0);
+        let b = _mm512_xor_si512(_mm512_maskz_permutexvar_epi32(0x5555, ib, v), k1);
+        let ah = _mm512_srli_epi64::<32>(a);
+        let bh = _mm512_srli_epi64::<32>(b);
+        let ll = _mm512_mul_epu32(a, b);
+        let lh = _mm512_mul_epu32(a, bh);
+        let hl = _mm512_mul_epu32(ah, b);
+        let hh = _mm512_mul_epu32(ah, bh);
+        // The middle column and its carry.
+        let t = _mm512_add_epi64(
+            _mm512_add_epi64(_mm512_srli_epi64::<32>(ll), _mm512_and_si512(lh, low)),
+            _mm512_and_si512(hl, low),
+        );
+        let lo = _mm512_or_si512(_mm512_and_si512(ll, low), _mm512_slli_epi64::<32>(t));
+        let hi = _mm512_add_epi64(
+            _mm512_add_epi64(hh, _mm512_srli_epi64::<32>(lh)),
+            _mm512_add_epi64(_mm512_srli_epi64::<32>(hl), _mm512_srli_epi64::<32>(t)),
+        );
+        _mm512_cvtepi64_epi32(_mm512_srli_epi64::<{ 64 - HASH_BITS }>(_mm512_xor_si512(lo, hi)))
+    };
+    let five = _mm512_set1_epi32(31);
+    let low13 = _mm512_set1_epi32(0x1fff);
+    let golden = _mm512_set1_epi32(0x9E37_79B1_u32 as i32);
+    let one = _mm512_set1_epi32(1);
+    let half = _mm512_set1_epi32(1);
+    let index_mask = _mm512_set1_epi32((filter.index_mask & (FILTER_WORDS - 1)) as i32);
+    let words = filter.words.as_ptr().cast::<i32>();
+    let mut found = 0u64;
+    for j in 0..BLOCK_SAMPLES / 16 {
+        let p = block.as_ptr().wrapping_add(64 * j);
+        let h =
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(hash8(p)), hash8(p.wrapping_add(32)));
+        // The 32-bit half of the filter word: 2·word + bit 5.
+        let w = _mm512_or_si512(
+            _mm512_slli_epi32::<1>(_mm512_and_si512(
+                _mm512_srli_epi32::<{ WORD_SHIFT }>(h),
+                index_mask,
+            )),
+            _mm512_and_si512(_mm512_srli_epi32::<5>(h), half),
+        );
+        // SAFETY: every index is below 2·FILTER_WORDS, the length of `words` in halves.
+        let fw = unsafe { _mm512_i32gather_epi32::<4>(w, words) };
+        let third = _mm512_srli_epi32::<27>(_mm512_mullo_epi32(_mm512_and_si512(h, low13), golden));
+        let m = _mm512_or_si512(
+            _mm512_or_si512(
+                _mm512_sllv_epi32(one, _mm512_and_si512(h, five)),
+                _mm512_sllv_epi32(one, _mm512_and_si512(_mm512_srli_epi32::<6>(h), five)),
+            ),
+            _mm512_sllv_epi32(one, third),
+        );
+        let missing = _mm512_andnot_si512(fw, m);
+        let pass = _mm512_testn_epi32_mask(missing, missing);
+        found |= (pass as u64) << (16 * j);
+    }
+    found
+}
+
+/// As [`block_scalar`], eight samples per step in 256-bit lanes.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) unsafe fn block_avx2(
+    block: &[u8; BLOCK_BYTES],
+    keys: &WindowKeys,
+    filter: &Filter,
+) -> u64 {
+    use std::arch::x86_64::*;
+    let [k0, k1] = keys.raw();
+    let ia = _mm256_setr_epi32(0, 1, 1, 2, 2, 3, 3, 4);
+    let ib = _mm256_setr_epi32(2, 0, 3, 0, 4, 0, 5, 0);
+    let k0 = _mm256_set1_epi64x(k0 as i64);
+    let k1 = _mm256_set1_epi64x(k1 as i64);
+    let low = _mm256_set1_epi64x(0xffff_ffff);
+    let six_dwords = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+    let hash4 = |p: *const u8| {
+        // SAFETY: the masked load reads dwords 0..6 at `p`, which the caller keeps inside
+        // the block; the rest are not read.
+        let v = unsafe { _mm256_maskload_epi32(p.cast(), six_dwords) };
+        // Sample k: a = the u64 at 4k, b = the u32 at 4k + 8 (zero-extended).
+        let a = _mm256_xor_si256(_mm256_permutevar8x32_epi32(v, ia), k0);
+        let b = _mm256_xor_si256(_mm256_and_si256(_mm256_permutevar8x32_epi32(v, ib), low), k1);
+        let ah = _mm256_srli_epi64::<32>(a);
+        let bh = _mm256_srli_epi64::<32>(b);
+        let ll = _mm256_mul_epu32(a, b);
+        let lh = _mm256_mul_epu32(a, bh);
+        let hl = _mm256_mul_epu32(ah, b);
+        let hh = _mm256_mul_epu32(ah, bh);
+        let t = _mm256_add_epi64(
+            _mm256_add_epi64(_mm256_srli_epi64::<32>(ll), _mm256_and_si256(lh, low)),
+            _mm256_and_si256(hl, low),
+        );
+        let lo = _mm256_or_si256(_mm256_and_si256(ll, low), _mm256_slli_epi64::<32>(t));
+        let hi = _mm256_add_epi64(
+            _mm256_add_epi64(hh, _mm256_srli_epi64::<32>(lh)),
+            _mm256_add_epi64(_mm256_srli_epi64::<32>(hl), _mm256_srli_epi64::<32>(t)),
+        );
+        // The hash in the low dword of each 64-bit lane.
+        _mm256_srli_epi64::<{ 64 - HASH_BITS as i32 }>(_mm256_xor_si256(lo, hi))
+    };
+    let pack = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    let five = _mm256_set1_epi32(31);
+    let low13 = _mm256_set1_epi32(0x1fff);
+    let golden = _mm256_set1_epi32(0x9E37_79B1_u32 as i32);
+    let one = _mm256_set1_epi32(1);
+    let index_mask = _mm256_set1_epi32((filter.index_mask & (FILTER_WORDS - 1)) as i32);
+    let words = filter.words.as_ptr().cast::<i32>();
+    let mut found = 0u64;
+    for j in 0..BLOCK_SAMPLES / 8 {
+        let p = block.as_ptr().wrapping_add(32 * j);
+        let h = _mm256_blend_epi32::<0xf0>(
+            _mm256_permutevar8x32_epi32(hash4(p), pack),
+            _mm256_permutevar8x32_epi32(hash4(p.wrapping_add(16)), pack),
+        );
+        let w = _mm256_or_si256(
+            _mm256_slli_epi32::<1>(_mm256_and_si256(
+                _mm256_srli_epi32::<{ WORD_SHIFT as i32 }>(h),
+                index_mask,
+            )),
+            _mm256_and_si256(_mm256_srli_epi32::<5>(h), one),
+        );
+        // SAFETY: every index is below 2·FILTER_WORDS, the length of `words` in halves.
+        let fw = unsafe { _mm256_i32gather_epi32::<4>(words, w) };
+        let third = _mm256_srli_epi32::<27>(_mm256_mullo_epi32(_mm256_and_si256(h, low13), golden));
+        let m = _mm256_or_si256(
+            _mm256_or_si256(
+                _mm256_sllv_epi32(one, _mm256_and_si256(h, five)),
+                _mm256_sllv_epi32(one, _mm256_and_si256(_mm256_srli_epi32::<6>(h), five)),
+            ),
+            _mm256_sllv_epi32(one, third),
+        );
+        let pass =
+            _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(fw, m), m)));
+        found |= (pass as u8 as u64) << (8 * j);
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// Every kernel sets exactly the bits the scalar one sets, on filters of every size
+        /// (from a few windows to the largest), and every stored window passes.
+        #[test]
+        fn every_kernel_agrees_with_the_scalar_one(
+            data in prop::collection::vec(any::<u8>(), BLOCK_BYTES),
+            stored in prop::collection::vec(0usize..BLOCK_SAMPLES, 0..20),
+            others in 0usize..200_000,
+            seed in any::<u64>(),
+            salt in any::<u8>(),
+        ) {
+            let block: &[u8; BLOCK_BYTES] = data.as_slice().try_into().expect("block");
+            let keys = WindowKeys::from_salt(&[salt; 32]);
+            let mut x = seed | 1;
+            let mut hashes: Vec<u32> =
+                stored.iter().map(|&k| keys.hash(&block[k * STRIDE..])).collect();
+            hashes.extend((0..others).map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 36) as u32
+            }));
+            let filter = Filter::new(hashes.iter().copied());
+            let want = block_scalar(block, &keys, &filter);
+            for &k in &stored {
+                prop_assert!(want & 1 << k != 0, "stored sample {} passes", k);
+            }
+            for kernel in Kernel::available() {
+                prop_assert_eq!(kernel.block(block, &keys, &filter), want, "{:?}", kernel);
+            }
+        }
+    }
+}
