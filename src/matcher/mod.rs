@@ -31,7 +31,7 @@ use crate::fingerprint::{Entry, FingerprintSet, Form, WindowKeys, HASH_BITS, STR
 use sha2::{Digest, Sha256};
 
 mod simd;
-use simd::Kernel;
+use simd::{Kernel, Sampler};
 
 /// A confirmed occurrence of a fingerprinted form in a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -301,7 +301,54 @@ impl Matcher {
     /// Finds every occurrence in `buf` (which starts at absolute offset `base`) that ends
     /// after `buf[..report_after]`, i.e. that a previous overlapping buffer did not already
     /// contain. Appends to `hits`.
+    #[allow(unsafe_code)]
     pub fn find(&self, buf: &[u8], base: u64, report_after: usize, hits: &mut Vec<Hit>) {
+        match self.kernel {
+            Kernel::Scalar => self.find_in(simd::Scalar, buf, base, report_after, hits),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Kernel::detect` picks AVX-512 only when the CPU has it.
+            Kernel::Avx512 => unsafe { self.find_avx512(buf, base, report_after, hits) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Kernel::detect` picks AVX2 only when the CPU has it.
+            Kernel::Avx2 => unsafe { self.find_avx2(buf, base, report_after, hits) },
+        }
+    }
+
+    /// [`Matcher::find`] compiled for AVX-512.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512BW.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[allow(unsafe_code)]
+    unsafe fn find_avx512(&self, buf: &[u8], base: u64, report_after: usize, hits: &mut Vec<Hit>) {
+        // SAFETY: the caller's promise.
+        let sampler = unsafe { simd::Avx512::new() };
+        self.find_in(sampler, buf, base, report_after, hits)
+    }
+
+    /// [`Matcher::find`] compiled for AVX2.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    #[allow(unsafe_code)]
+    unsafe fn find_avx2(&self, buf: &[u8], base: u64, report_after: usize, hits: &mut Vec<Hit>) {
+        // SAFETY: the caller's promise.
+        let sampler = unsafe { simd::Avx2::new() };
+        self.find_in(sampler, buf, base, report_after, hits)
+    }
+
+    #[inline(always)]
+    fn find_in<S: Sampler>(
+        &self,
+        sampler: S,
+        buf: &[u8],
+        base: u64,
+        report_after: usize,
+        hits: &mut Vec<Hit>,
+    ) {
         if buf.len() < WINDOW {
             return;
         }
@@ -318,13 +365,13 @@ impl Matcher {
             if set.printable {
                 // A form of printable text lies within one run of printable bytes: the
                 // rest (most of a binary) is not sampled at all.
-                printable_runs(buf, skip, set.min_len, |start, end| {
+                printable_runs(sampler, buf, skip, set.min_len, |start, end| {
                     let ctx = Ctx { si, buf: &buf[..end], base, report_after };
-                    set.find(self.kernel, &ctx, aligned(start), hits);
+                    set.find(sampler, &ctx, aligned(start), hits);
                 });
             } else {
                 let ctx = Ctx { si, buf, base, report_after };
-                set.find(self.kernel, &ctx, aligned(skip), hits);
+                set.find(sampler, &ctx, aligned(skip), hits);
             }
         }
     }
@@ -334,7 +381,14 @@ impl Matcher {
 /// [`crate::fingerprint::is_printable`]) in `buf[from..]` that is at least `min` bytes long.
 /// Bytes are classified 64 at a time; a word holding no run of 15 printable bytes between
 /// its unprintable ones (machine code, compressed data) costs a few operations.
-fn printable_runs(buf: &[u8], from: usize, min: usize, mut f: impl FnMut(usize, usize)) {
+#[inline(always)]
+fn printable_runs<S: Sampler>(
+    sampler: S,
+    buf: &[u8],
+    from: usize,
+    min: usize,
+    mut f: impl FnMut(usize, usize),
+) {
     // The word test below finds runs of 15 bytes or more inside a word: forms are never
     // shorter.
     const { assert!(WINDOW + STRIDE > 15) }; // the shortest form, WINDOW + STRIDE - 1
@@ -343,7 +397,7 @@ fn printable_runs(buf: &[u8], from: usize, min: usize, mut f: impl FnMut(usize, 
     let mut at = from;
     while let Some(word) = buf.get(at..at + 64) {
         let word: &[u8; 64] = word.try_into().expect("64 bytes");
-        let bad = crate::sys::unprintable_mask(word);
+        let bad = sampler.unprintable(word);
         if bad != 0 {
             let first = at + bad.trailing_zeros() as usize;
             if first - start >= min {
@@ -401,60 +455,12 @@ const MISS_MEMO: usize = 64;
 const BLOCK_BYTES: usize = (BLOCK_SAMPLES - 1) * STRIDE + WINDOW;
 
 impl CompiledSet {
-    fn find(&self, kernel: Kernel, ctx: &Ctx<'_>, first: usize, hits: &mut Vec<Hit>) {
+    /// Searches `ctx.buf` from sample position `first` (see the module docs).
+    #[inline(always)]
+    fn find<S: Sampler>(&self, sampler: S, ctx: &Ctx<'_>, first: usize, hits: &mut Vec<Hit>) {
         if self.candidates.is_empty() {
             return;
         }
-        match kernel {
-            Kernel::Scalar => self
-                .find_with(ctx, first, hits, |b| simd::block_scalar(b, &self.keys, &self.filter)),
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => {
-                // SAFETY: `Kernel::detect` picks AVX-512 only when the CPU has it.
-                #[allow(unsafe_code)]
-                unsafe {
-                    self.find_avx512(ctx, first, hits)
-                }
-            }
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => {
-                // SAFETY: `Kernel::detect` picks AVX2 only when the CPU has it.
-                #[allow(unsafe_code)]
-                unsafe {
-                    self.find_avx2(ctx, first, hits)
-                }
-            }
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    #[allow(unsafe_code)]
-    unsafe fn find_avx512(&self, ctx: &Ctx<'_>, first: usize, hits: &mut Vec<Hit>) {
-        // SAFETY: the caller checked the CPU has AVX-512F.
-        self.find_with(ctx, first, hits, |b| unsafe {
-            simd::block_avx512(b, &self.keys, &self.filter)
-        })
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    #[allow(unsafe_code)]
-    unsafe fn find_avx2(&self, ctx: &Ctx<'_>, first: usize, hits: &mut Vec<Hit>) {
-        // SAFETY: the caller checked the CPU has AVX2.
-        self.find_with(ctx, first, hits, |b| unsafe {
-            simd::block_avx2(b, &self.keys, &self.filter)
-        })
-    }
-
-    #[inline(always)]
-    fn find_with(
-        &self,
-        ctx: &Ctx<'_>,
-        first: usize,
-        hits: &mut Vec<Hit>,
-        kernel: impl Fn(&[u8; BLOCK_BYTES]) -> u64,
-    ) {
         let buf = ctx.buf;
         let keys = self.keys;
         let filter = &self.filter;
@@ -472,7 +478,7 @@ impl CompiledSet {
         // no bounds checks and the loads of neighbouring samples overlap.
         while let Some(block) = buf.get(i..i + BLOCK_BYTES) {
             let block: &[u8; BLOCK_BYTES] = block.try_into().expect("BLOCK_BYTES bytes");
-            let mut found = kernel(block);
+            let mut found = sampler.block(block, &keys, filter);
             while found != 0 {
                 let k = found.trailing_zeros() as usize;
                 found &= found - 1;
@@ -585,6 +591,7 @@ pub fn find_streamed(m: &Matcher, data: &[u8], chunk: usize, overlap: usize) -> 
 }
 
 #[cfg(test)]
+#[allow(unsafe_code)] // to make the SIMD samplers, on CPUs that run them
 mod tests {
     use super::*;
     use crate::finding::Encoding;
@@ -674,8 +681,6 @@ mod tests {
             min in 15usize..40,
         ) {
             let from = from.min(data.len());
-            let mut got = Vec::new();
-            printable_runs(&data, from, min, |s, e| got.push((s, e)));
             let mut want = Vec::new();
             let mut start = from;
             for i in from..=data.len() {
@@ -686,12 +691,24 @@ mod tests {
                     start = i + 1;
                 }
             }
-            prop_assert_eq!(got, want);
+            for kernel in Kernel::available() {
+                let mut got = Vec::new();
+                match kernel {
+                    Kernel::Scalar => printable_runs(simd::Scalar, &data, from, min, |s, e| got.push((s, e))),
+                    // SAFETY: `available` lists only kernels the CPU runs.
+                    #[cfg(target_arch = "x86_64")]
+                    Kernel::Avx2 => printable_runs(unsafe { simd::Avx2::new() }, &data, from, min, |s, e| got.push((s, e))),
+                    // SAFETY: as above.
+                    #[cfg(target_arch = "x86_64")]
+                    Kernel::Avx512 => printable_runs(unsafe { simd::Avx512::new() }, &data, from, min, |s, e| got.push((s, e))),
+                }
+                prop_assert_eq!(&got, &want, "{:?}", kernel);
+            }
         }
     }
 
-    /// The SIMD byte classification agrees with `is_printable` for every byte value at
-    /// every position of a word.
+    /// Every kernel's byte classification agrees with `is_printable` for every byte value
+    /// at every position of a word.
     #[test]
     fn unprintable_mask_classifies_every_byte() {
         for b in 0..=255u8 {
@@ -699,7 +716,9 @@ mod tests {
                 let mut word = [b'a'; 64];
                 word[i] = b;
                 let want = u64::from(!crate::fingerprint::is_printable(b)) << i;
-                assert_eq!(crate::sys::unprintable_mask(&word), want, "byte {b:#04x} at {i}");
+                for kernel in Kernel::available() {
+                    assert_eq!(kernel.unprintable(&word), want, "byte {b:#04x} at {i}, {kernel:?}");
+                }
             }
         }
     }

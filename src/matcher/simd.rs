@@ -40,7 +40,10 @@ impl Kernel {
         let allowed = |name: &str| want.as_deref().is_none_or(|w| w == name);
         #[cfg(target_arch = "x86_64")]
         {
-            if allowed("avx512") && std::arch::is_x86_feature_detected!("avx512f") {
+            if allowed("avx512")
+                && std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+            {
                 return Kernel::Avx512;
             }
             if allowed("avx2") && std::arch::is_x86_feature_detected!("avx2") {
@@ -62,32 +65,178 @@ impl Kernel {
             if std::arch::is_x86_feature_detected!("avx2") {
                 all.push(Kernel::Avx2);
             }
-            if std::arch::is_x86_feature_detected!("avx512f") {
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+            {
                 all.push(Kernel::Avx512);
             }
         }
         all
     }
 
-    /// The block test of this kernel (the scanner calls the kernels from loops compiled
-    /// for their features instead).
+    /// The block test of this kernel.
     #[cfg(test)]
     fn block(self, block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
         match self {
-            Kernel::Scalar => block_scalar(block, keys, filter),
+            Kernel::Scalar => Scalar.block(block, keys, filter),
             // SAFETY: `available` lists only kernels the CPU runs.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { block_avx2(block, keys, filter) },
+            Kernel::Avx2 => unsafe { Avx2::new() }.block(block, keys, filter),
             // SAFETY: as above.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => unsafe { block_avx512(block, keys, filter) },
+            Kernel::Avx512 => unsafe { Avx512::new() }.block(block, keys, filter),
+        }
+    }
+
+    /// The byte classification of this kernel.
+    #[cfg(test)]
+    pub(super) fn unprintable(self, word: &[u8; 64]) -> u64 {
+        match self {
+            Kernel::Scalar => Scalar.unprintable(word),
+            // SAFETY: `available` lists only kernels the CPU runs.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { Avx2::new() }.unprintable(word),
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => unsafe { Avx512::new() }.unprintable(word),
         }
     }
 }
 
-/// Bit `k` set when sample `k` of `block` passes the two hot bits of `filter`.
+/// The two operations the matcher's loops need per 64 bytes and per 64 samples; the loops
+/// are generic over it and compiled once per implementation, each within a function
+/// enabling its CPU features, so the calls inline.
+pub(super) trait Sampler: Copy {
+    /// Bit `i` set when `word[i]` is not printable text.
+    fn unprintable(self, word: &[u8; 64]) -> u64;
+    /// Bit `k` set when sample `k` of `block` passes `filter`.
+    fn block(self, block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64;
+}
+
+/// The portable implementation.
+#[derive(Clone, Copy)]
+pub(super) struct Scalar;
+
+impl Sampler for Scalar {
+    #[inline(always)]
+    fn unprintable(self, word: &[u8; 64]) -> u64 {
+        crate::sys::unprintable_mask(word)
+    }
+    #[inline(always)]
+    fn block(self, block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
+        block_scalar(block, keys, filter)
+    }
+}
+
+/// Proof that the CPU runs AVX2: only [`Avx2::new`], which is unsafe, makes one.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(super) struct Avx2(());
+
+#[cfg(target_arch = "x86_64")]
+impl Avx2 {
+    /// # Safety
+    /// The CPU must support AVX2.
+    pub(super) unsafe fn new() -> Avx2 {
+        Avx2(())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Sampler for Avx2 {
+    #[inline(always)]
+    fn unprintable(self, word: &[u8; 64]) -> u64 {
+        // SAFETY: `self` exists only if the CPU has AVX2.
+        unsafe { unprintable_avx2(word) }
+    }
+    #[inline(always)]
+    fn block(self, block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
+        // SAFETY: as above.
+        unsafe { block_avx2(block, keys, filter) }
+    }
+}
+
+/// Proof that the CPU runs AVX-512F and AVX-512BW: only [`Avx512::new`] makes one.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(super) struct Avx512(());
+
+#[cfg(target_arch = "x86_64")]
+impl Avx512 {
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512BW.
+    pub(super) unsafe fn new() -> Avx512 {
+        Avx512(())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Sampler for Avx512 {
+    #[inline(always)]
+    fn unprintable(self, word: &[u8; 64]) -> u64 {
+        // SAFETY: `self` exists only if the CPU has AVX-512F and AVX-512BW.
+        unsafe { unprintable_avx512(word) }
+    }
+    #[inline(always)]
+    fn block(self, block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
+        // SAFETY: as above.
+        unsafe { block_avx512(block, keys, filter) }
+    }
+}
+
+/// As [`crate::sys::unprintable_mask`], 32 bytes per compare.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn unprintable_avx2(word: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::*;
+    let mut good = 0u64;
+    for k in 0..2 {
+        // SAFETY: bytes 32k..32k + 32 of the 64-byte `word`; no alignment required.
+        let v = unsafe { _mm256_loadu_si256(word.as_ptr().add(32 * k).cast()) };
+        // 0x20..=0x7e: above 0x1f and below 0x7f as signed bytes (0x80.. are negative).
+        let text = _mm256_and_si256(
+            _mm256_cmpgt_epi8(v, _mm256_set1_epi8(0x1f)),
+            _mm256_cmpgt_epi8(_mm256_set1_epi8(0x7f), v),
+        );
+        let space = _mm256_or_si256(
+            _mm256_or_si256(
+                _mm256_cmpeq_epi8(v, _mm256_set1_epi8(9)),
+                _mm256_cmpeq_epi8(v, _mm256_set1_epi8(10)),
+            ),
+            _mm256_cmpeq_epi8(v, _mm256_set1_epi8(13)),
+        );
+        good |= (_mm256_movemask_epi8(_mm256_or_si256(text, space)) as u32 as u64) << (32 * k);
+    }
+    !good
+}
+
+/// As [`crate::sys::unprintable_mask`], the 64 bytes in one register.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512BW.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+unsafe fn unprintable_avx512(word: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::*;
+    // SAFETY: the 64 bytes of `word`; no alignment required.
+    let v = unsafe { _mm512_loadu_si512(word.as_ptr().cast()) };
+    // 0x20..=0x7e: `b - 0x20` below 0x5f, unsigned.
+    let text =
+        _mm512_cmplt_epu8_mask(_mm512_sub_epi8(v, _mm512_set1_epi8(0x20)), _mm512_set1_epi8(0x5f));
+    let space = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(9))
+        | _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(10))
+        | _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(13));
+    !(text | space)
+}
+
+/// Bit `k` set when sample `k` of `block` passes `filter`.
 #[inline(always)]
-pub(super) fn block_scalar(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
+fn block_scalar(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
     let mut found = 0u64;
     for k in 0..BLOCK_SAMPLES {
         let w: &[u8; WINDOW] = block[k * STRIDE..k * STRIDE + WINDOW].try_into().expect("window");
@@ -105,11 +254,7 @@ const _: () = assert!(HASH_BITS == 28 && STRIDE == 4 && WINDOW == 12 && BLOCK_SA
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-pub(super) unsafe fn block_avx512(
-    block: &[u8; BLOCK_BYTES],
-    keys: &WindowKeys,
-    filter: &Filter,
-) -> u64 {
+unsafe fn block_avx512(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
     use std::arch::x86_64::*;
     let [k0, k1] = keys.raw();
     let ia = _mm512_setr_epi32(0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8);
@@ -186,11 +331,7 @@ pub(super) unsafe fn block_avx512(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-pub(super) unsafe fn block_avx2(
-    block: &[u8; BLOCK_BYTES],
-    keys: &WindowKeys,
-    filter: &Filter,
-) -> u64 {
+unsafe fn block_avx2(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
     use std::arch::x86_64::*;
     let [k0, k1] = keys.raw();
     let ia = _mm256_setr_epi32(0, 1, 1, 2, 2, 3, 3, 4);
