@@ -17,6 +17,7 @@ pub mod examples;
 pub mod jwt;
 pub mod prefilter;
 pub mod table;
+mod teddy;
 
 use crate::finding::Severity;
 use prefilter::Prefilter;

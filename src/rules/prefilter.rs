@@ -23,6 +23,7 @@
 //! cover (a custom rule set) gets aho-corasick's own choice. Either way the matches are
 //! the same; only the speed differs, which `cargo bench --bench scan` measures.
 
+use super::teddy::Teddy512;
 use super::Literal;
 use aho_corasick::{packed, AhoCorasick, Input, MatchKind, Span};
 
@@ -63,7 +64,9 @@ pub(super) struct Prefilter {
 }
 
 enum Search {
-    /// Teddy with the tuned bucket order.
+    /// Our Teddy on 512-bit vectors, with the tuned buckets (where the CPU has AVX-512BW).
+    Teddy512(Teddy512),
+    /// aho-corasick's Teddy with the tuned bucket order.
     Teddy(packed::Searcher),
     /// aho-corasick's own choice (Teddy when it can, an automaton otherwise).
     Automaton(AhoCorasick),
@@ -98,6 +101,17 @@ impl Prefilter {
             return Ok(None);
         }
         if let Some(order) = deal(&keys, &BUCKETS) {
+            let bucket_of =
+                |key: &str| BUCKETS.iter().position(|b| b.contains(&key)).expect("dealt");
+            let wide: Vec<(usize, &'static str, usize)> = order
+                .iter()
+                .enumerate()
+                .map(|(id, &k)| (id, keys[k], bucket_of(keys[k])))
+                .collect();
+            if let Some(teddy) = Teddy512::new(&wide) {
+                let targets = order.iter().map(|&k| std::mem::take(&mut targets[k])).collect();
+                return Ok(Some(Prefilter { search: Search::Teddy512(teddy), targets }));
+            }
             let mut builder = packed::Config::new()
                 .match_kind(packed::MatchKind::LeftmostFirst)
                 .only_teddy(true)
@@ -118,6 +132,7 @@ impl Prefilter {
     /// starts.
     pub fn find(&self, buf: &[u8], at: usize) -> Option<(&[Target], usize)> {
         let (id, start) = match &self.search {
+            Search::Teddy512(t) => t.find(buf, at)?,
             Search::Teddy(s) => {
                 let m = s.find_in(buf, Span { start: at, end: buf.len() })?;
                 (m.pattern().as_usize(), m.start())
@@ -371,7 +386,10 @@ mod tests {
             .collect();
         let teddy = Prefilter::new(&lits).unwrap().unwrap();
         #[cfg(target_arch = "x86_64")]
-        assert!(matches!(teddy.search, Search::Teddy(_)), "the built-in keys are dealt to Teddy");
+        assert!(
+            matches!(teddy.search, Search::Teddy(_) | Search::Teddy512(_)),
+            "the built-in keys are dealt to Teddy"
+        );
         let mut data = Vec::new();
         for (i, key) in builtin_keys().iter().enumerate() {
             data.extend_from_slice(format!("{i} text {key} more\n").as_bytes());
@@ -392,6 +410,66 @@ mod tests {
         assert_eq!(got.iter().map(|h| h.0).collect::<Vec<_>>(), want);
         for (start, text, skip) in got {
             assert_eq!(&data[start..start + text.len() - skip], &text[skip..]);
+        }
+    }
+
+    /// Both Teddy searches over the built-in keys in their tuned buckets, with ids in the
+    /// dealt order: (ours on 512-bit vectors if the CPU runs it, aho-corasick's).
+    fn both_teddies() -> (Option<Teddy512>, packed::Searcher, Vec<&'static str>) {
+        let keys = builtin_keys();
+        let order = deal(&keys, &BUCKETS).expect("dealt");
+        let wide: Vec<(usize, &'static str, usize)> = order
+            .iter()
+            .enumerate()
+            .map(|(id, &k)| {
+                (id, keys[k], BUCKETS.iter().position(|b| b.contains(&keys[k])).unwrap())
+            })
+            .collect();
+        let mut builder = packed::Config::new()
+            .match_kind(packed::MatchKind::LeftmostFirst)
+            .only_teddy(true)
+            .only_teddy_fat(Some(false))
+            .heuristic_pattern_limits(false)
+            .builder();
+        builder.extend(order.iter().map(|&k| keys[k]));
+        let ordered = order.iter().map(|&k| keys[k]).collect();
+        (Teddy512::new(&wide), builder.build().expect("teddy"), ordered)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// Our Teddy finds exactly what aho-corasick's finds, key by key, from every start:
+        /// keys planted anywhere (across the 64-byte steps, in the tail, cut by the end) in
+        /// text made of their own bytes, so that candidates abound.
+        #[test]
+        fn our_teddy_finds_what_aho_corasicks_finds(
+            filler in proptest::collection::vec(proptest::sample::select(
+                b"aeghkopsuxyABEGIKS_:-/+.=\"\n 0123456789".to_vec()), 0..400),
+            plants in proptest::collection::vec((0usize..100, 0usize..400, 0usize..8), 0..12),
+            at in 0usize..80,
+        ) {
+            let (ours, theirs, keys) = both_teddies();
+            let Some(ours) = ours else { return Ok(()) };
+            let mut data = filler;
+            for (k, pos, cut) in plants {
+                let key = keys[k % keys.len()].as_bytes();
+                let pos = pos.min(data.len());
+                // Sometimes only a prefix of the key: a candidate that must fail.
+                let key = &key[..key.len().saturating_sub(cut % 3)];
+                data.splice(pos..pos, key.iter().copied());
+            }
+            let at = at.min(data.len());
+            let mut from = at;
+            loop {
+                let want = theirs
+                    .find_in(&data, Span { start: from, end: data.len() })
+                    .map(|m| (m.pattern().as_usize(), m.start()));
+                proptest::prop_assert_eq!(ours.find(&data, from), want);
+                match want {
+                    Some((_, start)) => from = start + 1,
+                    None => break,
+                }
+            }
         }
     }
 }
