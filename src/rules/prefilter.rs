@@ -65,7 +65,7 @@ pub(super) struct Prefilter {
 
 enum Search {
     /// Our Teddy on 512-bit vectors, with the tuned buckets (where the CPU has AVX-512BW).
-    Teddy512(Teddy512),
+    Teddy512(Box<Teddy512>),
     /// aho-corasick's Teddy with the tuned bucket order.
     Teddy(packed::Searcher),
     /// aho-corasick's own choice (Teddy when it can, an automaton otherwise).
@@ -110,7 +110,7 @@ impl Prefilter {
                 .collect();
             if let Some(teddy) = Teddy512::new(&wide) {
                 let targets = order.iter().map(|&k| std::mem::take(&mut targets[k])).collect();
-                return Ok(Some(Prefilter { search: Search::Teddy512(teddy), targets }));
+                return Ok(Some(Prefilter { search: Search::Teddy512(Box::new(teddy)), targets }));
             }
             let mut builder = packed::Config::new()
                 .match_kind(packed::MatchKind::LeftmostFirst)
