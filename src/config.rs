@@ -90,7 +90,7 @@ impl ScanConfig {
                 let bytes = std::fs::read(f)
                     .with_context(|| format!("fingerprint file {}", f.display()))?;
                 sets.push(
-                    FingerprintSet::from_json(&bytes)
+                    FingerprintSet::from_json_threads(&bytes, threads)
                         .with_context(|| format!("fingerprint file {}", f.display()))?,
                 );
             }

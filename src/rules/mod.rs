@@ -23,6 +23,7 @@ use crate::finding::Severity;
 use prefilter::Prefilter;
 use regex::bytes::Regex;
 use std::ops::Range;
+use std::sync::OnceLock;
 
 /// One detection rule, as data.
 #[derive(Debug)]
@@ -126,9 +127,36 @@ pub struct RuleHit {
 
 struct Compiled {
     spec: &'static RuleSpec,
+    /// Compiled when a literal of the rule is first found: most scans run a few of the
+    /// rules, and compiling them all would cost every scan's start ~20 ms.
+    regex: OnceLock<Pattern>,
+}
+
+/// A rule's regex and the indices of its `secret` and `span` groups.
+struct Pattern {
     regex: Regex,
     secret_group: Option<usize>,
     span_group: Option<usize>,
+}
+
+impl Pattern {
+    fn new(spec: &RuleSpec) -> anyhow::Result<Pattern> {
+        let regex = Regex::new(spec.pattern)
+            .map_err(|e| anyhow::anyhow!("rule {}: bad pattern: {e}", spec.id))?;
+        let group = |name| regex.capture_names().position(|n| n == Some(name));
+        let (secret_group, span_group) = (group("secret"), group("span"));
+        Ok(Pattern { regex, secret_group, span_group })
+    }
+}
+
+impl Compiled {
+    /// The rule's pattern, compiled on first use.
+    fn pattern(&self) -> &Pattern {
+        self.regex.get_or_init(|| {
+            Pattern::new(self.spec)
+                .expect("every pattern compiles (checked when the rules were made)")
+        })
+    }
 }
 
 /// The compiled rule set of a scan. Read-only and shared by every worker.
@@ -148,11 +176,8 @@ impl Rules {
         let mut rules = Vec::with_capacity(specs.len());
         let mut literals: Vec<(Literal, usize)> = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
-            let regex = Regex::new(spec.pattern)
-                .map_err(|e| anyhow::anyhow!("rule {}: bad pattern: {e}", spec.id))?;
-            let group = |name| regex.capture_names().position(|n| n == Some(name));
-            let (secret_group, span_group) = (group("secret"), group("span"));
-            rules.push(Compiled { spec, regex, secret_group, span_group });
+            // Specs are static tables: `every_builtin_pattern_compiles` compiles each one.
+            rules.push(Compiled { spec, regex: OnceLock::new() });
             for &lit in spec.literals {
                 if !lit.text.is_char_boundary(lit.key) {
                     anyhow::bail!("rule {}: literal key starts outside the literal", spec.id);
@@ -267,15 +292,16 @@ impl Rules {
         hits: &mut Vec<RuleHit>,
     ) -> usize {
         let rule = &self.rules[ri];
+        let pattern = rule.pattern();
         let mut work = window.len();
-        for caps in rule.regex.captures_iter(window) {
+        for caps in pattern.regex.captures_iter(window) {
             let all = caps.get(0).expect("group 0 always participates");
             if !(all.start() <= q && q < all.end()) {
                 continue;
             }
             work = all.end();
-            let whole = rule.span_group.and_then(|g| caps.get(g)).unwrap_or(all);
-            let secret = rule
+            let whole = pattern.span_group.and_then(|g| caps.get(g)).unwrap_or(all);
+            let secret = pattern
                 .secret_group
                 .and_then(|g| caps.get(g))
                 .map(|s| s.range())
@@ -413,6 +439,15 @@ mod tests {
                     data[h.offset as usize..][..h.len as usize] == text.trim_ascii()[..]
                 });
                 prop_assert!(found, "planted sample not found whole");
+            }
+        }
+    }
+
+    #[test]
+    fn every_builtin_pattern_compiles() {
+        for spec in table::RULES {
+            if let Err(e) = Pattern::new(spec) {
+                panic!("{e}");
             }
         }
     }
