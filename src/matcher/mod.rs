@@ -493,12 +493,21 @@ impl CompiledSet {
             std::mem::swap(&mut ready, &mut passed);
             i += BLOCK_SAMPLES * STRIDE;
         }
-        while let Some(w) = buf.get(i..i + WINDOW) {
-            let h = keys.hash(w);
-            if filter.hit(h) && misses[h as usize % MISS_MEMO] != h {
-                ready.push((i, h));
+        // The last samples (fewer than a block; all of a short run): the block test on a
+        // zero-padded copy, with the samples that would reach into the padding masked off.
+        if let Some(rest) = buf.get(i..).filter(|r| r.len() >= WINDOW) {
+            let n = (rest.len() - WINDOW) / STRIDE + 1;
+            let mut pad = [0u8; BLOCK_BYTES];
+            pad[..rest.len()].copy_from_slice(rest);
+            let mut found = sampler.block(&pad, &keys, filter) & (u64::MAX >> (64 - n));
+            while found != 0 {
+                let pos = i + found.trailing_zeros() as usize * STRIDE;
+                found &= found - 1;
+                let h = keys.hash(&buf[pos..pos + WINDOW]);
+                if misses[h as usize % MISS_MEMO] != h {
+                    ready.push((pos, h));
+                }
             }
-            i += STRIDE;
         }
         self.lookup(ctx, &mut ready, &mut misses, hits);
     }
