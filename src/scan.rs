@@ -135,59 +135,86 @@ pub fn scan(
     let seen = Mutex::new(Seen::default());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(settings.threads).build()?;
     let root_abs = root.path().to_path_buf();
-    pool.install(|| {
-        scopes
-            .into_iter()
-            .flat_map(|s| walk::walk_scope(&root_abs, s))
-            .take_while(|_| in_time())
-            .par_bridge()
-            .for_each_init(
+    // The walk runs on a thread of its own, ahead of the readers by up to WALK_AHEAD
+    // entries: pulled by the readers themselves (rayon's `par_bridge` locks the iterator
+    // while one of them walks), a reader would wait for the other's directory listings.
+    let (tx, rx) = std::sync::mpsc::sync_channel(WALK_AHEAD);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Owned here, so that the readers see the end of the walk when it ends.
+            let tx = tx;
+            let walk = scopes.into_iter().flat_map(|s| walk::walk_scope(&root_abs, s));
+            let mut batch = Vec::with_capacity(WALK_BATCH);
+            for item in walk.take_while(|_| in_time()) {
+                batch.push(item);
+                // The readers stopped (a panic): so does the walk.
+                if batch.len() == WALK_BATCH
+                    && tx
+                        .send(std::mem::replace(&mut batch, Vec::with_capacity(WALK_BATCH)))
+                        .is_err()
+                {
+                    return;
+                }
+            }
+            let _ = tx.send(batch);
+        });
+        pool.install(|| {
+            rx.into_iter().par_bridge().for_each_init(
                 || Worker::new(settings, searchers.overlap()),
-                |w, item| match item {
-                    WalkItem::Error(e) => errors.lock().expect("lock").push(e),
-                    WalkItem::Skipped(kind) => {
-                        *skipped.lock().expect("lock").entry(kind).or_insert(0) += 1;
-                    }
-                    WalkItem::File(job) => {
-                        let started = Instant::now();
-                        let result = w.scan_file(root, &job, searchers, &seen);
-                        if std::mem::take(&mut w.timed_out) {
-                            late.store(true, Ordering::Relaxed);
-                        }
-                        match result {
-                            Ok(Some((n, mut found))) => {
-                                files.fetch_add(1, Ordering::Relaxed);
-                                bytes.fetch_add(n, Ordering::Relaxed);
-                                let mut sites = sites.lock().expect("lock");
-                                let site = sites.entry(job.site).or_default();
-                                site.files += 1;
-                                site.bytes += n;
-                                site.busy += started.elapsed();
-                                drop(sites);
-                                progress.file(job.site, n);
-                                if !found.is_empty() {
-                                    findings.lock().expect("lock").append(&mut found);
+                |w, batch: Vec<WalkItem>| {
+                    // Listed before the deadline or a signal, not yet read: left alone.
+                    for item in batch.into_iter().take_while(|_| in_time()) {
+                        match item {
+                            WalkItem::Error(e) => errors.lock().expect("lock").push(e),
+                            WalkItem::Skipped(kind) => {
+                                *skipped.lock().expect("lock").entry(kind).or_insert(0) += 1;
+                            }
+                            WalkItem::File(job) => {
+                                let started = Instant::now();
+                                let result = w.scan_file(root, &job, searchers, &seen);
+                                if std::mem::take(&mut w.timed_out) {
+                                    late.store(true, Ordering::Relaxed);
                                 }
-                                for error in w.file_errors.drain(..) {
-                                    let path = job.node_path.clone();
-                                    errors.lock().expect("lock").push(ScanError { path, error });
-                                }
-                                if std::mem::take(&mut w.rules_incomplete) {
-                                    errors.lock().expect("lock").push(ScanError {
-                                        path: job.node_path.clone(),
-                                        error: RULES_INCOMPLETE.to_owned(),
-                                    });
+                                match result {
+                                    Ok(Some((n, mut found))) => {
+                                        files.fetch_add(1, Ordering::Relaxed);
+                                        bytes.fetch_add(n, Ordering::Relaxed);
+                                        let mut sites = sites.lock().expect("lock");
+                                        let site = sites.entry(job.site).or_default();
+                                        site.files += 1;
+                                        site.bytes += n;
+                                        site.busy += started.elapsed();
+                                        drop(sites);
+                                        progress.file(job.site, n);
+                                        if !found.is_empty() {
+                                            findings.lock().expect("lock").append(&mut found);
+                                        }
+                                        for error in w.file_errors.drain(..) {
+                                            let path = job.node_path.clone();
+                                            errors
+                                                .lock()
+                                                .expect("lock")
+                                                .push(ScanError { path, error });
+                                        }
+                                        if std::mem::take(&mut w.rules_incomplete) {
+                                            errors.lock().expect("lock").push(ScanError {
+                                                path: job.node_path.clone(),
+                                                error: RULES_INCOMPLETE.to_owned(),
+                                            });
+                                        }
+                                    }
+                                    Ok(None) => {}
+                                    Err(error) => errors
+                                        .lock()
+                                        .expect("lock")
+                                        .push(ScanError { path: job.node_path.clone(), error }),
                                 }
                             }
-                            Ok(None) => {}
-                            Err(error) => errors
-                                .lock()
-                                .expect("lock")
-                                .push(ScanError { path: job.node_path.clone(), error }),
                         }
                     }
                 },
             )
+        });
     });
     let mut findings = findings.into_inner().expect("lock");
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
@@ -205,6 +232,13 @@ pub fn scan(
         skipped: skipped.into_inner().expect("lock"),
     })
 }
+
+/// Batches of walk entries listed ahead of the readers, at most: enough that a reader never
+/// waits for a directory listing, few enough to stay small (a few hundred bytes an entry).
+const WALK_AHEAD: usize = 128;
+/// Walk entries handed over at a time: one handover (and wake-up) per entry cost more than
+/// the reading of a small file.
+const WALK_BATCH: usize = 16;
 
 /// The `errors` entry of a file in which a rule ran out of its work budget.
 const RULES_INCOMPLETE: &str = "too many candidate matches for a rule (a flood of its \
@@ -310,7 +344,12 @@ impl Worker {
             return Ok(None);
         }
         // Liveness is applied to the findings once all are made (see `judge`).
-        let place = place(category(job, sys::is_tmpfs(&f)), job.stale, None);
+        // Only a volume's category depends on its filesystem: the others spare the call.
+        let on_tmpfs = matches!(
+            job.site,
+            SiteId::KubeletSecretVolume | SiteId::KubeletProjectedVolume | SiteId::KubeletCsiVolume
+        ) && sys::is_tmpfs(&f);
+        let place = place(category(job, on_tmpfs), job.stale, None);
         let size = md.len();
         if let Some(max) = self.max_file_size.filter(|&max| size > max) {
             return Err(format!("{size} bytes, more than --max-file-size {max}; not read"));
@@ -320,7 +359,11 @@ impl Worker {
         }
         // A sparse log (truncated while a writer kept its offset) is streamed raw below,
         // its holes skipped, rather than read zero by zero as content.
-        if job.site == SiteId::PodLog && !sys::has_hole(&f, size) {
+        // A file with a block allocated for every byte has no hole: only the others are
+        // asked where their data is (two `lseek`s a file otherwise; some filesystems
+        // allocate fewer blocks than they hold bytes, compressed or inline, and are asked).
+        let sparse = md.blocks().saturating_mul(512) < size;
+        if job.site == SiteId::PodLog && !(sparse && sys::has_hole(&f, size)) {
             return self.scan_log(&mut f, size, job, searchers, place).map(Some);
         }
         if whole_file_cap(job.site).is_some_and(|cap| size <= cap) {
@@ -335,7 +378,8 @@ impl Worker {
         loop {
             // `None`: no data after `pos` before that size (the rest is a hole, or the
             // file shrank).
-            let next = sys::next_data(&f, pos).filter(|&d| d < size);
+            let next =
+                if sparse { sys::next_data(&f, pos) } else { Some(pos) }.filter(|&d| d < size);
             if next.is_none() && pos < size {
                 self.note_shrunk(&f, size);
             }
