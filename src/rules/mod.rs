@@ -240,7 +240,8 @@ impl Rules {
         let Some(prefilter) = &self.prefilter else { return true };
         let first_new = hits.len();
         let budget = WORK_FACTOR * buf.len() + WORK_ALLOWANCE;
-        let mut spent = vec![0usize; self.rules.len()];
+        // Made at the first literal hit: most buffers have none.
+        let mut spent: Vec<usize> = Vec::new();
         let mut complete = true;
         // A hit this far back had its whole window in the previous buffer, for every rule.
         let mut at = done.saturating_sub(self.max_after);
@@ -262,6 +263,9 @@ impl Rules {
                     }
                     let lo = q.saturating_sub(rule.spec.before);
                     let hi = reach.min(buf.len());
+                    if spent.is_empty() {
+                        spent = vec![0; self.rules.len()];
+                    }
                     if spent[ri] > budget {
                         complete = false;
                         continue;
