@@ -3,19 +3,21 @@
 //! Builds 256 MiB of in-memory "node-like" data (YAML/JSON config lines, log lines with
 //! timestamps, random binary, runs of zeros, base64 text), plants 200 occurrences of
 //! fingerprinted values in their raw, base64 and JSON-escaped forms (some straddling the
-//! 1 MiB chunk boundaries), then streams the buffer through
-//! [`kresidue::matcher::find_chunked`] — 1 MiB chunks carrying `max_len() - 1` bytes of
-//! overlap, exactly as the scanner does — with 10, 1,000 and 10,000 fingerprinted values
-//! on one thread. Every value is synthetic (a xorshift PRNG with a fixed seed), never
-//! anything resembling a real credential. The configurations and the references (merely
-//! touching every byte of the same buffer as a wrapping sum of its `u64` words, and
-//! counting its newlines with memchr) run in interleaved rounds — one warm-up round, then
-//! 11 timed ones — and each keeps its best time; the per-round ratio to 10 values is also
-//! printed as a median, since a shared machine's quiet moments do not fall evenly. Every
+//! 1 MiB chunk boundaries), then streams the buffer through [`Matcher::find`] the way the
+//! scanner streams a file — each 1 MiB chunk, with the `max_len() - 1` bytes of overlap,
+//! copied into one reused buffer as `read` copies a file's pages, and searched there —
+//! with 10, 1,000 and 10,000 fingerprinted values on one thread. Every value is synthetic
+//! (a xorshift PRNG with a fixed seed), never anything resembling a real credential. The
+//! configurations and the references (the same copying without the search, touching
+//! every byte as a wrapping sum of its `u64` words, and counting newlines with memchr) run
+//! in interleaved rounds — one warm-up round, then 11 timed ones — and each keeps its best
+//! time; the per-round ratio to 10 values is also printed as a median, since a shared
+//! machine's quiet moments do not fall evenly. Every
 //! planted occurrence of a value in the set must be found (exit status 1 if not). The
 //! targets (at 10,000 values ≥ 1 GiB/s and ≤ 1.3× the time at 10 values) are reported as
 //! PASS/MISS, not asserted. Run with `cargo bench --bench matcher`;
-//! `KRESIDUE_BENCH_ONLY=10000` times one configuration alone (e.g. under `perf record`).
+//! `KRESIDUE_BENCH_ONLY=10000` times one configuration alone (e.g. under `perf record`);
+//! `KRESIDUE_KERNEL=scalar|avx2|avx512` picks the sampler.
 
 // A benchmark's job is printing its figures.
 #![allow(clippy::print_stdout, clippy::print_stderr)]

@@ -1,8 +1,9 @@
 //! The one home of system calls (through `nix`): opening files confined beneath the
 //! scanned root, link reading, filesystem type, hole skipping, hostname, the run lock;
 //! [`tree`] removes trees through directory descriptors and unmounts for `clean`, and
-//! [`mount`] reads the mount table. The crate's one `unsafe` block is a cache prefetch
-//! hint (`std` has no safe one yet).
+//! [`mount`] reads the mount table. `unsafe` code lives here (a cache prefetch hint, the
+//! SSE2 byte classification, two calls with no safe binding in `nix`) and in the SIMD
+//! kernels of `matcher::simd` and `rules::teddy`, each block with its `SAFETY` reason.
 //!
 //! Confinement: every file is opened with `openat2(2)` relative to a descriptor of the
 //! root, with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` and `O_NOFOLLOW | O_NONBLOCK`, so
