@@ -98,16 +98,15 @@ impl WindowKeys {
         WindowKeys([k(0), k(1)])
     }
 
-    /// The truncated hash of the 12-byte window given as its first 8 bytes (`a`, little
-    /// endian) and last 4 bytes (`b`): one keyed 64×64→128-bit multiply, folded. This is
-    /// the scanner's hot path.
-    #[inline(always)]
     /// The two 64-bit keys (for the matcher's SIMD kernels, which compute the same hash).
     pub fn raw(&self) -> [u64; 2] {
         self.0
     }
 
-    /// The truncated hash of a window split as its first 8 and last 4 bytes.
+    /// The truncated hash of the 12-byte window given as its first 8 bytes (`a`, little
+    /// endian) and last 4 bytes (`b`): one keyed 64×64→128-bit multiply, folded. This is
+    /// the scanner's hot path.
+    #[inline(always)]
     pub fn hash_parts(&self, a: u64, b: u32) -> u32 {
         let x = mum(a ^ self.0[0], (b as u64) ^ self.0[1]);
         (x >> (64 - HASH_BITS)) as u32
@@ -304,24 +303,12 @@ impl FingerprintSet {
         let threads = threads.clamp(1, file.values.len().div_ceil(PER_THREAD).max(1));
         let per = file.values.len().div_ceil(threads).max(1);
         let parts: Vec<Result<Vec<Entry>>> = std::thread::scope(|s| {
-            let mut handles = Vec::new();
-            for (k, part) in file.values.chunks(per).enumerate() {
-                let parse = move || parse_values(part, k * per);
-                if k + 1 < threads {
-                    handles.push(s.spawn(parse));
-                } else {
-                    // The last part on this thread.
-                    let last = parse();
-                    let mut all: Vec<_> = handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("parser panicked")))
-                        })
-                        .collect();
-                    all.push(last);
-                    return all;
-                }
-            }
+            let handles: Vec<_> = file
+                .values
+                .chunks(per)
+                .enumerate()
+                .map(|(k, part)| s.spawn(move || parse_values(part, k * per)))
+                .collect();
             handles
                 .into_iter()
                 .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("parser panicked"))))
@@ -609,8 +596,6 @@ mod tests {
         assert_eq!(FingerprintSet::from_json(&json).unwrap(), set);
     }
 
-    /// `printable`: true when every form is printable text, false with one binary or
-    /// non-ASCII value; a file without the field (written before it) reads as false.
     /// Parsed on several threads, a file gives the same set, and an error names the value
     /// by its place in the whole file, not in its thread's part.
     #[test]
@@ -633,6 +618,8 @@ mod tests {
         }
     }
 
+    /// `printable`: true when every form is printable text, false with one binary or
+    /// non-ASCII value; a file without the field (written before it) reads as false.
     #[test]
     fn printable_flag() {
         let text = sv("t", b"0123456789abcdef\tline\n");

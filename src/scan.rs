@@ -147,7 +147,8 @@ pub fn scan(
             let mut batch = Vec::with_capacity(WALK_BATCH);
             for item in walk.take_while(|_| in_time()) {
                 batch.push(item);
-                // The readers stopped (a panic): so does the walk.
+                // The readers are gone (one panicked and the rest drained the channel):
+                // the walk stops too.
                 if batch.len() == WALK_BATCH
                     && tx
                         .send(std::mem::replace(&mut batch, Vec::with_capacity(WALK_BATCH)))
@@ -162,13 +163,15 @@ pub fn scan(
             rx.into_iter().par_bridge().for_each_init(
                 || Worker::new(settings, searchers.overlap()),
                 |w, batch: Vec<WalkItem>| {
-                    // Listed before the deadline or a signal, not yet read: left alone.
-                    for item in batch.into_iter().take_while(|_| in_time()) {
+                    for item in batch {
                         match item {
                             WalkItem::Error(e) => errors.lock().expect("lock").push(e),
                             WalkItem::Skipped(kind) => {
                                 *skipped.lock().expect("lock").entry(kind).or_insert(0) += 1;
                             }
+                            // Listed before the deadline or a signal, not yet read: left
+                            // alone (what the walk could not list is still reported).
+                            WalkItem::File(_) if !in_time() => {}
                             WalkItem::File(job) => {
                                 let started = Instant::now();
                                 let result = w.scan_file(root, &job, searchers, &seen);

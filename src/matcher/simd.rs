@@ -34,7 +34,9 @@ impl Kernel {
     }
 
     /// The fastest kernel this CPU runs (`KRESIDUE_KERNEL=scalar|avx2|avx512` narrows the
-    /// choice, for tests and benchmarks; a kernel the CPU lacks is never picked).
+    /// choice, for tests and benchmarks; a kernel the CPU lacks is never picked, and any
+    /// other value picks the scalar one). A `Kernel` names what the matcher may run: only
+    /// this function and `available` (which check the CPU) make the SIMD ones.
     pub(super) fn detect() -> Kernel {
         let want = std::env::var("KRESIDUE_KERNEL").ok();
         let allowed = |name: &str| want.as_deref().is_none_or(|w| w == name);
@@ -247,7 +249,8 @@ fn block_scalar(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -
 
 const _: () = assert!(HASH_BITS == 28 && STRIDE == 4 && WINDOW == 12 && BLOCK_SAMPLES == 64);
 
-/// As [`block_scalar`], eight samples per step in 512-bit lanes.
+/// As [`block_scalar`], 16 samples per step: hashed eight at a time in 512-bit lanes,
+/// tested sixteen at a time.
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
@@ -287,11 +290,10 @@ unsafe fn block_avx512(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Fi
         );
         _mm512_cvtepi64_epi32(_mm512_srli_epi64::<{ 64 - HASH_BITS }>(_mm512_xor_si512(lo, hi)))
     };
-    let five = _mm512_set1_epi32(31);
+    let low5 = _mm512_set1_epi32(31);
     let low13 = _mm512_set1_epi32(0x1fff);
     let golden = _mm512_set1_epi32(0x9E37_79B1_u32 as i32);
     let one = _mm512_set1_epi32(1);
-    let half = _mm512_set1_epi32(1);
     let index_mask = _mm512_set1_epi32((filter.index_mask & (FILTER_WORDS - 1)) as i32);
     let words = filter.words.as_ptr().cast::<i32>();
     let mut found = 0u64;
@@ -305,15 +307,15 @@ unsafe fn block_avx512(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Fi
                 _mm512_srli_epi32::<{ WORD_SHIFT }>(h),
                 index_mask,
             )),
-            _mm512_and_si512(_mm512_srli_epi32::<5>(h), half),
+            _mm512_and_si512(_mm512_srli_epi32::<5>(h), one),
         );
         // SAFETY: every index is below 2·FILTER_WORDS, the length of `words` in halves.
         let fw = unsafe { _mm512_i32gather_epi32::<4>(w, words) };
         let third = _mm512_srli_epi32::<27>(_mm512_mullo_epi32(_mm512_and_si512(h, low13), golden));
         let m = _mm512_or_si512(
             _mm512_or_si512(
-                _mm512_sllv_epi32(one, _mm512_and_si512(h, five)),
-                _mm512_sllv_epi32(one, _mm512_and_si512(_mm512_srli_epi32::<6>(h), five)),
+                _mm512_sllv_epi32(one, _mm512_and_si512(h, low5)),
+                _mm512_sllv_epi32(one, _mm512_and_si512(_mm512_srli_epi32::<6>(h), low5)),
             ),
             _mm512_sllv_epi32(one, third),
         );
@@ -324,7 +326,8 @@ unsafe fn block_avx512(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Fi
     found
 }
 
-/// As [`block_scalar`], eight samples per step in 256-bit lanes.
+/// As [`block_scalar`], eight samples per step: hashed four at a time in 256-bit lanes,
+/// tested eight at a time.
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -366,7 +369,7 @@ unsafe fn block_avx2(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filt
         _mm256_srli_epi64::<{ 64 - HASH_BITS as i32 }>(_mm256_xor_si256(lo, hi))
     };
     let pack = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
-    let five = _mm256_set1_epi32(31);
+    let low5 = _mm256_set1_epi32(31);
     let low13 = _mm256_set1_epi32(0x1fff);
     let golden = _mm256_set1_epi32(0x9E37_79B1_u32 as i32);
     let one = _mm256_set1_epi32(1);
@@ -391,8 +394,8 @@ unsafe fn block_avx2(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filt
         let third = _mm256_srli_epi32::<27>(_mm256_mullo_epi32(_mm256_and_si256(h, low13), golden));
         let m = _mm256_or_si256(
             _mm256_or_si256(
-                _mm256_sllv_epi32(one, _mm256_and_si256(h, five)),
-                _mm256_sllv_epi32(one, _mm256_and_si256(_mm256_srli_epi32::<6>(h), five)),
+                _mm256_sllv_epi32(one, _mm256_and_si256(h, low5)),
+                _mm256_sllv_epi32(one, _mm256_and_si256(_mm256_srli_epi32::<6>(h), low5)),
             ),
             _mm256_sllv_epi32(one, third),
         );

@@ -172,6 +172,8 @@ pub struct Rules {
 
 impl Rules {
     /// Compiles `specs`; `now` (seconds since the epoch) decides whether a token expired.
+    /// Each rule's regex compiles at its first literal hit, so `specs` must be a table
+    /// whose patterns a test compiles (the built-in one: `every_builtin_pattern_compiles`).
     pub fn new(specs: &'static [RuleSpec], now: i64) -> anyhow::Result<Rules> {
         let mut rules = Vec::with_capacity(specs.len());
         let mut literals: Vec<(Literal, usize)> = Vec::new();
