@@ -347,12 +347,7 @@ impl Worker {
             return Ok(None);
         }
         // Liveness is applied to the findings once all are made (see `judge`).
-        // Only a volume's category depends on its filesystem: the others spare the call.
-        let on_tmpfs = matches!(
-            job.site,
-            SiteId::KubeletSecretVolume | SiteId::KubeletProjectedVolume | SiteId::KubeletCsiVolume
-        ) && sys::is_tmpfs(&f);
-        let place = place(category(job, on_tmpfs), job.stale, None);
+        let place = place(category(job, || sys::is_tmpfs(&f)), job.stale, None);
         let size = md.len();
         if let Some(max) = self.max_file_size.filter(|&max| size > max) {
             return Err(format!("{size} bytes, more than --max-file-size {max}; not read"));
@@ -907,10 +902,11 @@ fn finding(
 /// The category of a file's place, before liveness is known. A secret volume's data on
 /// disk instead of tmpfs outlives the pod and a reboot; on tmpfs it is an orphaned mount
 /// unless its pod lives; subPath copies are pinned at container start and go stale.
-fn category(job: &FileJob, on_tmpfs: bool) -> Category {
+/// `on_tmpfs` is asked only for a volume's file: only its category depends on it.
+fn category(job: &FileJob, on_tmpfs: impl FnOnce() -> bool) -> Category {
     match job.site {
         SiteId::KubeletSecretVolume | SiteId::KubeletProjectedVolume | SiteId::KubeletCsiVolume => {
-            if on_tmpfs {
+            if on_tmpfs() {
                 Category::OrphanedVolume
             } else {
                 Category::NonTmpfsVolume

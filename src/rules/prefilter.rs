@@ -101,27 +101,13 @@ impl Prefilter {
             return Ok(None);
         }
         if let Some(order) = deal(&keys, &BUCKETS) {
-            let bucket_of =
-                |key: &str| BUCKETS.iter().position(|b| b.contains(&key)).expect("dealt");
-            let wide: Vec<(usize, &'static str, usize)> = order
-                .iter()
-                .enumerate()
-                .map(|(id, &k)| (id, keys[k], bucket_of(keys[k])))
-                .collect();
-            if let Some(teddy) = Teddy512::new(&wide) {
+            let search = match Teddy512::new(&dealt(&keys, &order)) {
+                Some(ours) => Some(Search::Teddy512(Box::new(ours))),
+                None => aho_teddy(order.iter().map(|&k| keys[k])).map(Search::Teddy),
+            };
+            if let Some(search) = search {
                 let targets = order.iter().map(|&k| std::mem::take(&mut targets[k])).collect();
-                return Ok(Some(Prefilter { search: Search::Teddy512(Box::new(teddy)), targets }));
-            }
-            let mut builder = packed::Config::new()
-                .match_kind(packed::MatchKind::LeftmostFirst)
-                .only_teddy(true)
-                .only_teddy_fat(Some(false))
-                .heuristic_pattern_limits(false)
-                .builder();
-            builder.extend(order.iter().map(|&k| keys[k]));
-            if let Some(teddy) = builder.build() {
-                let targets = order.iter().map(|&k| std::mem::take(&mut targets[k])).collect();
-                return Ok(Some(Prefilter { search: Search::Teddy(teddy), targets }));
+                return Ok(Some(Prefilter { search, targets }));
             }
         }
         let automaton = AhoCorasick::builder().match_kind(MatchKind::LeftmostFirst).build(&keys)?;
@@ -144,6 +130,24 @@ impl Prefilter {
         };
         Some((&self.targets[id], start))
     }
+}
+
+/// The keys in dealt `order` as our Teddy takes them: (id, key, its bucket in [`BUCKETS`]).
+fn dealt(keys: &[&'static str], order: &[usize]) -> Vec<(usize, &'static str, usize)> {
+    let bucket_of = |key: &str| BUCKETS.iter().position(|b| b.contains(&key)).expect("dealt");
+    order.iter().enumerate().map(|(id, &k)| (id, keys[k], bucket_of(keys[k]))).collect()
+}
+
+/// aho-corasick's slim Teddy over `keys` in this order (which decides their buckets).
+fn aho_teddy<'k>(keys: impl Iterator<Item = &'k str>) -> Option<packed::Searcher> {
+    let mut builder = packed::Config::new()
+        .match_kind(packed::MatchKind::LeftmostFirst)
+        .only_teddy(true)
+        .only_teddy_fat(Some(false))
+        .heuristic_pattern_limits(false)
+        .builder();
+    builder.extend(keys);
+    builder.build()
 }
 
 /// Teddy's bucket identity of a key: the low nibbles of its first bytes.
@@ -418,22 +422,9 @@ mod tests {
     fn both_teddies() -> (Option<Teddy512>, packed::Searcher, Vec<&'static str>) {
         let keys = builtin_keys();
         let order = deal(&keys, &BUCKETS).expect("dealt");
-        let wide: Vec<(usize, &'static str, usize)> = order
-            .iter()
-            .enumerate()
-            .map(|(id, &k)| {
-                (id, keys[k], BUCKETS.iter().position(|b| b.contains(&keys[k])).unwrap())
-            })
-            .collect();
-        let mut builder = packed::Config::new()
-            .match_kind(packed::MatchKind::LeftmostFirst)
-            .only_teddy(true)
-            .only_teddy_fat(Some(false))
-            .heuristic_pattern_limits(false)
-            .builder();
-        builder.extend(order.iter().map(|&k| keys[k]));
-        let ordered = order.iter().map(|&k| keys[k]).collect();
-        (Teddy512::new(&wide), builder.build().expect("teddy"), ordered)
+        let ordered: Vec<&'static str> = order.iter().map(|&k| keys[k]).collect();
+        let theirs = aho_teddy(ordered.iter().copied()).expect("teddy");
+        (Teddy512::new(&dealt(&keys, &order)), theirs, ordered)
     }
 
     proptest::proptest! {
