@@ -66,6 +66,8 @@ use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::io::Read;
 
+mod fast;
+
 /// Width of a hashed window, in bytes.
 pub const WINDOW: usize = 12;
 /// Distance between sampled positions in a scanned file; also windows per form.
@@ -282,22 +284,30 @@ impl FingerprintSet {
     }
 
     /// As [`FingerprintSet::from_json`], the values parsed on up to `threads` threads: a
-    /// file of 10,000 values takes ~25 ms on one (part of every scan's start).
+    /// file of 10,000 values is part of every scan's start. A file in the layout
+    /// [`FingerprintSet::to_json`] writes is read by a parser for that layout alone (see
+    /// `fast`); any other (reformatted by hand, or damaged) by serde_json, which also
+    /// words every error.
     pub fn from_json_threads(bytes: &[u8], threads: usize) -> Result<FingerprintSet> {
-        // Read borrowing from `bytes` where it can; the values are first only delimited
-        // (serde_json checks their syntax), then parsed in parallel.
+        if let Some(set) = fast::read(bytes, threads) {
+            return Ok(set);
+        }
+        Self::from_json_serde(bytes, threads)
+    }
+
+    /// What each reader makes of `bytes` (on one thread): the fast reader's set, if it
+    /// reads one, and the general reader's result. For the fuzz target, which checks they
+    /// agree.
+    pub(crate) fn both_readers(bytes: &[u8]) -> (Option<FingerprintSet>, Result<FingerprintSet>) {
+        (fast::read(bytes, 1), Self::from_json_serde(bytes, 1))
+    }
+
+    /// The general reader: the values are first only delimited (serde_json checks their
+    /// syntax), then parsed on up to `threads` threads.
+    fn from_json_serde(bytes: &[u8], threads: usize) -> Result<FingerprintSet> {
         let file: FileIn<'_> = serde_json::from_slice(bytes)
             .map_err(|e| anyhow::anyhow!("not a kresidue fingerprint file: {e}"))?;
-        if file.format != FORMAT {
-            bail!(
-                "unsupported fingerprint format {:?} (this kresidue reads {FORMAT:?})",
-                file.format
-            );
-        }
-        if file.params != Params::current() {
-            bail!("unsupported fingerprint parameters {:?}", file.params);
-        }
-        let salt = unhex32(&file.salt).context("bad salt")?;
+        let salt = file.check()?;
         // Below this many values a thread costs more than it saves.
         const PER_THREAD: usize = 1000;
         let threads = threads.clamp(1, file.values.len().div_ceil(PER_THREAD).max(1));
@@ -322,6 +332,22 @@ impl FingerprintSet {
     }
 }
 
+impl FileIn<'_> {
+    /// Checks the format and parameters; the salt.
+    fn check(&self) -> Result<[u8; 32]> {
+        if self.format != FORMAT {
+            bail!(
+                "unsupported fingerprint format {:?} (this kresidue reads {FORMAT:?})",
+                self.format
+            );
+        }
+        if self.params != Params::current() {
+            bail!("unsupported fingerprint parameters {:?}", self.params);
+        }
+        unhex32(&self.salt).context("bad salt")
+    }
+}
+
 /// Parses and checks `values` (the first is value `first` of its file).
 fn parse_values(values: &[&serde_json::value::RawValue], first: usize) -> Result<Vec<Entry>> {
     let mut entries = Vec::with_capacity(values.len());
@@ -329,8 +355,16 @@ fn parse_values(values: &[&serde_json::value::RawValue], first: usize) -> Result
         let i = first + i;
         let v: ValueIn<'_> = serde_json::from_str(raw.get())
             .map_err(|e| anyhow::anyhow!("not a kresidue fingerprint file: value {i}: {e}"))?;
-        let mut forms = Vec::with_capacity(v.forms.len());
-        for f in v.forms {
+        entries.push(v.check(i)?);
+    }
+    Ok(entries)
+}
+
+impl ValueIn<'_> {
+    /// Checks value `i` of its file and makes it an entry.
+    fn check(self, i: usize) -> Result<Entry> {
+        let mut forms = Vec::with_capacity(self.forms.len());
+        for f in self.forms {
             let encoding = Encoding::parse(&f.encoding)
                 .with_context(|| format!("value {i}: unknown encoding {:?}", f.encoding))?;
             let len = f.length as usize;
@@ -346,14 +380,13 @@ fn parse_values(values: &[&serde_json::value::RawValue], first: usize) -> Result
             let digest = unhex32(&f.digest).with_context(|| format!("value {i}: bad digest"))?;
             forms.push(Form { encoding, len: len as u32, digest, windows });
         }
-        entries.push(Entry {
-            secret: v.secret.into_owned(),
-            key: v.key.into_owned(),
-            label: v.label.into_owned(),
+        Ok(Entry {
+            secret: self.secret.into_owned(),
+            key: self.key.into_owned(),
+            label: self.label.into_owned(),
             forms,
-        });
+        })
     }
-    Ok(entries)
 }
 
 /// As written.
@@ -442,22 +475,31 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex32(s: &str) -> Result<[u8; 32]> {
-    let nibble = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    };
-    let s = s.as_bytes();
-    if s.len() != 64 {
-        bail!("expected 64 hex digits");
-    }
-    let mut out = [0u8; 32];
-    for (o, pair) in out.iter_mut().zip(s.chunks_exact(2)) {
-        match (nibble(pair[0]), nibble(pair[1])) {
-            (Some(hi), Some(lo)) => *o = hi << 4 | lo,
-            _ => bail!("expected 64 hex digits"),
+    // The value of each hex digit, 0xff for any other byte.
+    const NIBBLE: [u8; 256] = {
+        let mut t = [0xff; 256];
+        let mut c = 0;
+        while c < 256 {
+            t[c] = match c as u8 {
+                b @ b'0'..=b'9' => b - b'0',
+                b @ b'a'..=b'f' => b - b'a' + 10,
+                b @ b'A'..=b'F' => b - b'A' + 10,
+                _ => 0xff,
+            };
+            c += 1;
         }
+        t
+    };
+    let s: &[u8; 64] = s.as_bytes().try_into().context("expected 64 hex digits")?;
+    let mut out = [0u8; 32];
+    let mut bad = 0;
+    for (o, pair) in out.iter_mut().zip(s.chunks_exact(2)) {
+        let (hi, lo) = (NIBBLE[usize::from(pair[0])], NIBBLE[usize::from(pair[1])]);
+        bad |= hi | lo;
+        *o = hi << 4 | lo;
+    }
+    if bad & 0xf0 != 0 {
+        bail!("expected 64 hex digits");
     }
     Ok(out)
 }
@@ -596,18 +638,24 @@ mod tests {
         assert_eq!(FingerprintSet::from_json(&json).unwrap(), set);
     }
 
-    /// Parsed on several threads, a file gives the same set, and an error names the value
-    /// by its place in the whole file, not in its thread's part.
+    /// Both readers, on any number of threads, read what `to_json` writes to the same set;
+    /// an error names the value by its place in the whole file, not in its thread's part.
     #[test]
-    fn threads_parse_the_same_set_and_number_errors_alike() {
+    fn readers_agree_on_any_threads_and_number_errors_in_the_file() {
         let vals: Vec<SecretValue> = (0..2500)
             .map(|i| sv(&format!("s{i}"), format!("value-{i:06}-abcdefghijklmnop").as_bytes()))
             .collect();
         let (set, _) = FingerprintSet::build(&vals, "current", [3; 32]);
         let json = set.to_json();
-        for threads in [1, 2, 3, 8] {
+        // Big enough for the fast reader to cut into three parts, each beginning a value.
+        assert!(json.len() > 2 * (400 << 10), "{}", json.len());
+        for threads in [1, 2, 3, 8, 64] {
+            assert_eq!(fast::read(&json, threads).as_ref(), Some(&set), "{threads}");
+            assert_eq!(FingerprintSet::from_json_serde(&json, threads).unwrap(), set);
             assert_eq!(FingerprintSet::from_json_threads(&json, threads).unwrap(), set);
         }
+        let (empty, _) = FingerprintSet::build(&[], "current", [3; 32]);
+        assert_eq!(fast::read(&empty.to_json(), 4), Some(empty));
         let text = String::from_utf8(json).unwrap();
         let at = text.find("\"key\":\"s2400\"").unwrap();
         let bad =
@@ -615,6 +663,99 @@ mod tests {
         for threads in [1, 3] {
             let err = FingerprintSet::from_json_threads(bad.as_bytes(), threads).unwrap_err();
             assert!(format!("{err:#}").contains("value 2400:"), "{threads}: {err:#}");
+        }
+    }
+
+    /// Files in any other layout (reformatted, fields reordered, escapes in a name) are
+    /// left to the general reader, which reads them to the same set.
+    #[test]
+    fn fast_reader_leaves_other_layouts_to_serde() {
+        let vals = [sv("a\"quoted\"", b"0123456789abcdef-1"), sv("b", b"0123456789abcdef-2")];
+        let (escaped, _) = FingerprintSet::build(&vals, "current", [5; 32]);
+        let (plain, _) = FingerprintSet::build(&vals[1..], "current", [5; 32]);
+        let value: serde_json::Value = serde_json::from_slice(&plain.to_json()).unwrap();
+        let pretty = serde_json::to_vec_pretty(&value).unwrap();
+        let text = String::from_utf8(plain.to_json()).unwrap();
+        // The values not last.
+        let reordered = text.replacen(",\"printable\":true,\"values\"", ",\"values\"", 1);
+        let reordered = reordered.trim_end().replace("]}]}]}", "]}]}],\"printable\":true}");
+        let spaced = text.replacen("\"secret\":", "\"secret\": ", 1);
+        for (json, set) in [
+            (escaped.to_json(), &escaped),
+            (pretty, &plain),
+            (reordered.into_bytes(), &plain),
+            (spaced.into_bytes(), &plain),
+        ] {
+            assert_eq!(fast::read(&json, 2), None, "{}", String::from_utf8_lossy(&json));
+            assert_eq!(&FingerprintSet::from_json(&json).unwrap(), set);
+        }
+        let trailing = [plain.to_json(), b" \n\t".to_vec()].concat();
+        assert_eq!(fast::read(&trailing, 2), Some(plain));
+    }
+
+    /// Where an edit is most likely to slip past a reader of the layout: every position
+    /// inside a short string (names, encodings) and at either end of one; the first digit
+    /// of every number.
+    fn tricky_positions(json: &[u8]) -> [Vec<usize>; 2] {
+        let (mut strings, mut numbers) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < json.len() {
+            if json[i] == b'"' {
+                let Some(n) = json[i + 1..].iter().position(|&b| b == b'"') else { break };
+                let end = i + 1 + n;
+                if end - i < 24 {
+                    strings.extend(i..=end);
+                }
+                i = end + 1;
+            } else {
+                if json[i].is_ascii_digit() && !json[i.saturating_sub(1)].is_ascii_digit() {
+                    numbers.push(i);
+                }
+                i += 1;
+            }
+        }
+        [strings, numbers]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// Whatever bytes the fast reader accepts, the general reader reads to the same
+        /// set: files with bytes changed, inserted or removed, anywhere or where a reader
+        /// of the layout is most easily fooled.
+        #[test]
+        fn fast_reader_accepts_nothing_serde_reads_otherwise(
+            edits in proptest::collection::vec((
+                0usize..10_000,
+                0u8..3,
+                proptest::prop_oneof![
+                    proptest::prelude::any::<u8>(),
+                    proptest::sample::select(b"{}[],:\"0\\ -\x01\xc3\xa9\xff".to_vec()),
+                ],
+            ), 1..3),
+            place in 0usize..3,
+        ) {
+            let vals: Vec<SecretValue> = (0..2)
+                .map(|i| sv(&format!("k{i}"), format!("value-{i}-0123456789abcdef").as_bytes()))
+                .collect();
+            let (set, _) = FingerprintSet::build(&vals, "current", [9; 32]);
+            let mut json = set.to_json();
+            for (at, kind, byte) in edits {
+                let marks = match place {
+                    0 => (0..=json.len()).collect(),
+                    p => std::mem::take(&mut tricky_positions(&json)[p - 1]),
+                };
+                let Some(&at) = marks.get(at % marks.len().max(1)) else { continue };
+                match kind {
+                    0 if at < json.len() => json[at] = byte,
+                    1 => json.insert(at.min(json.len()), byte),
+                    _ if at < json.len() => { json.remove(at); }
+                    _ => {}
+                }
+            }
+            let (fast, general) = FingerprintSet::both_readers(&json);
+            if let Some(fast) = fast {
+                proptest::prop_assert_eq!(Some(fast), general.ok());
+            }
         }
     }
 

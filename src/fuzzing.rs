@@ -36,9 +36,14 @@ pub fn kubectl_json(data: &[u8]) {
     }
 }
 
-/// A fingerprint file: parsed, compiled, and searched over its own bytes.
+/// A fingerprint file: parsed, compiled, and searched over its own bytes. What the fast
+/// reader (the writer's layout only) accepts, the general reader reads to the same set.
 pub fn fingerprint_file(data: &[u8]) {
-    if let Ok(set) = crate::fingerprint::FingerprintSet::from_json(data) {
+    let (fast, general) = crate::fingerprint::FingerprintSet::both_readers(data);
+    if let Some(fast) = fast {
+        assert_eq!(Some(&fast), general.as_ref().ok(), "the two readers disagree");
+    }
+    if let Ok(set) = general {
         let m = crate::matcher::Matcher::new(vec![set]);
         let hits = crate::matcher::find_all(&m, data);
         for h in &hits {

@@ -58,11 +58,43 @@ const MAX_FILTER_WORD_BITS: u32 = 15;
 /// Nor goes below 2^6 words (512 bytes).
 const MIN_FILTER_WORD_BITS: u32 = 6;
 
+#[derive(Clone, Copy)]
 struct Candidate {
     hash: u32,
     offset: u32,
     entry: u32,
     form: u32,
+}
+
+/// `candidates` sorted by (hash, entry, form, offset): counted into about as many buckets
+/// by their hash's top bits, then each bucket (a candidate or two) sorted. A comparison
+/// sort of 88,000 candidates was a quarter of the start of a scan with 10,000 values.
+fn sort_candidates(candidates: Vec<Candidate>) -> Vec<Candidate> {
+    let Some(&any) = candidates.first() else { return candidates };
+    let bits = (candidates.len().ilog2() + 1).min(crate::fingerprint::HASH_BITS);
+    let shift = crate::fingerprint::HASH_BITS - bits;
+    let bucket = |c: &Candidate| (c.hash >> shift) as usize;
+    // starts[b]: where bucket b begins in the output; then, while filling, its next slot.
+    let mut starts = vec![0usize; (1 << bits) + 1];
+    for c in &candidates {
+        starts[bucket(c) + 1] += 1;
+    }
+    for b in 1..starts.len() {
+        starts[b] += starts[b - 1];
+    }
+    let bounds = starts.clone();
+    let mut sorted = vec![any; candidates.len()];
+    for c in candidates {
+        let at = &mut starts[bucket(&c)];
+        sorted[*at] = c;
+        *at += 1;
+    }
+    for w in bounds.windows(2) {
+        if w[1] - w[0] > 1 {
+            sorted[w[0]..w[1]].sort_unstable_by_key(|c| (c.hash, c.entry, c.form, c.offset));
+        }
+    }
+    sorted
 }
 
 /// Words of the largest filter; smaller ones use a prefix, so an index masked to this size
@@ -247,7 +279,7 @@ impl Matcher {
                     .min()
                     .unwrap_or(usize::MAX);
                 let filter = Filter::new(candidates.iter().map(|c| c.hash));
-                candidates.sort_unstable_by_key(|c| (c.hash, c.entry, c.form, c.offset));
+                let candidates = sort_candidates(candidates);
                 let index = Index::new(&candidates);
                 CompiledSet {
                     keys,
