@@ -193,7 +193,7 @@ pub fn scan(
                                             findings.lock().expect("lock").append(&mut found);
                                         }
                                         for error in w.file_errors.drain(..) {
-                                            let path = job.node_path.clone();
+                                            let path = job.node_path();
                                             errors
                                                 .lock()
                                                 .expect("lock")
@@ -201,7 +201,7 @@ pub fn scan(
                                         }
                                         if std::mem::take(&mut w.rules_incomplete) {
                                             errors.lock().expect("lock").push(ScanError {
-                                                path: job.node_path.clone(),
+                                                path: job.node_path(),
                                                 error: RULES_INCOMPLETE.to_owned(),
                                             });
                                         }
@@ -210,7 +210,7 @@ pub fn scan(
                                     Err(error) => errors
                                         .lock()
                                         .expect("lock")
-                                        .push(ScanError { path: job.node_path.clone(), error }),
+                                        .push(ScanError { path: job.node_path(), error }),
                                 }
                             }
                         }
@@ -820,7 +820,7 @@ fn lift(
         encoding: form.encoding,
     };
     let material = Material { severity: Severity::High, revoked: entry.label == REVOKED };
-    let id = Finding::make_id(job.site, &job.node_path, &m, &[]);
+    let id = Finding::make_id(job.site, &job.node_path(), &m, &[]);
     finding(job, id, place, material, h.offset, h.len as u64, m, Preview::redact(matched))
 }
 
@@ -842,7 +842,7 @@ fn lift_rule(
         encoding: Encoding::Raw,
     };
     let material = Material { severity: h.severity, revoked: false };
-    let id = Finding::make_id(job.site, &job.node_path, &m, secret);
+    let id = Finding::make_id(job.site, &job.node_path(), &m, secret);
     let mut f =
         finding(job, id, place, material, h.offset, h.len as u64, m, Preview::redact(secret));
     f.token = h.token;
@@ -866,7 +866,7 @@ fn finding(
         severity: rank(place, material.severity, material.revoked),
         category,
         site: job.site,
-        path: job.node_path.clone(),
+        path: job.node_path(),
         offset,
         length,
         count: 1,

@@ -10,6 +10,8 @@ use crate::node::kubelet::{self, AtomicVolume};
 use crate::node::logs::LogOwner;
 use crate::node::{io_message, Ownership, Scope, ScopeKind};
 use crate::report::display_path;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use walkdir::{DirEntryExt, WalkDir};
@@ -21,8 +23,13 @@ pub struct FileJob {
     pub rel: PathBuf,
     /// Inode number seen by the walk (checked against the opened file).
     pub ino: u64,
-    /// The node path to report (user-visible name for atomic-writer volumes).
-    pub node_path: String,
+    /// The node path of the file's scope, shared by all of its files.
+    scope_path: Arc<Path>,
+    /// What is shown under `scope_path` when it differs from the path under the scope (an
+    /// atomic-writer volume's user-visible name).
+    shown: Option<PathBuf>,
+    /// Where in `rel` the path under the scope starts.
+    inner_at: usize,
     /// Which site it belongs to.
     pub site: SiteId,
     /// The pod UID, for files under a pod dir.
@@ -34,6 +41,21 @@ pub struct FileJob {
     pub owner: Option<Arc<Ownership>>,
     /// The pod and container of a pod log, from its path.
     pub log: Option<Arc<LogOwner>>,
+}
+
+impl FileJob {
+    /// The node path to report (the user-visible name in an atomic-writer volume). Made
+    /// when needed (a finding, an error): most files have neither.
+    pub fn node_path(&self) -> String {
+        let inner = Path::new(OsStr::from_bytes(&self.rel.as_os_str().as_bytes()[self.inner_at..]));
+        let shown = self.shown.as_deref().unwrap_or(inner);
+        // A scope that is one file: `join("")` would add a trailing slash.
+        if shown.as_os_str().is_empty() {
+            display_path(self.scope_path.as_os_str())
+        } else {
+            display_path(self.scope_path.join(shown).as_os_str())
+        }
+    }
 }
 
 /// What the walk yields.
@@ -80,13 +102,14 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
         ScopeKind::Owned(owner) => (Default::default(), Some(owner.site), Some(Arc::new(owner))),
     };
     let base = root_abs.join(&rel);
+    let scope_path: Arc<Path> = node_path.into();
+    let base_bytes = base.as_os_str().as_bytes().to_vec();
     WalkDir::new(&base).follow_links(false).into_iter().filter_map(move |entry| {
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
-                let inner =
-                    e.path().and_then(|p| p.strip_prefix(&base).ok()).unwrap_or(Path::new(""));
-                let path = display_path(node_path.join(inner).as_os_str());
+                let inner = e.path().map_or(Path::new(""), |p| under(p, &base_bytes));
+                let path = display_path(scope_path.join(inner).as_os_str());
                 let error =
                     e.io_error().map(io_message).unwrap_or_else(|| "filesystem loop".to_owned());
                 return Some(WalkItem::Error(ScanError { path, error }));
@@ -95,22 +118,26 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
         if !entry.file_type().is_file() {
             return special_kind(entry.file_type()).map(WalkItem::Skipped);
         }
-        let inner = entry.path().strip_prefix(&base).ok()?.to_path_buf();
+        let inner = under(entry.path(), &base_bytes);
         let (site, shown, stale) = match fixed {
-            None => place_in_pod(&inner, &volumes),
-            Some(site) => (site, inner.clone(), false),
+            None => {
+                let (site, shown, stale) = place_in_pod(inner, &volumes);
+                (site, (shown != inner).then_some(shown), stale)
+            }
+            Some(site) => (site, None, false),
         };
-        let shown =
-            if shown.as_os_str().is_empty() { node_path.clone() } else { node_path.join(shown) };
         let log = match fixed {
-            Some(SiteId::PodLog) => LogOwner::of(&inner).map(Arc::new),
+            Some(SiteId::PodLog) => LogOwner::of(inner).map(Arc::new),
             _ => None,
         };
+        // A scope that is one file: `join("")` would add a trailing slash.
+        let joined = if inner.as_os_str().is_empty() { rel.clone() } else { rel.join(inner) };
         Some(WalkItem::File(FileJob {
-            // A scope that is one file: `join("")` would add a trailing slash.
-            rel: if inner.as_os_str().is_empty() { rel.clone() } else { rel.join(&inner) },
+            inner_at: joined.as_os_str().len() - inner.as_os_str().len(),
+            rel: joined,
             ino: entry.ino(),
-            node_path: display_path(shown.as_os_str()),
+            scope_path: scope_path.clone(),
+            shown,
             site,
             pod: pod.clone(),
             stale,
@@ -118,6 +145,14 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
             log,
         }))
     })
+}
+
+/// The path under `base` (bytes of a path) of a walked path: `base` itself (empty), or
+/// `base/…` (what follows the separator). Sliced, not parsed: walkdir builds every path it
+/// yields by joining names onto `base`.
+fn under<'a>(p: &'a Path, base: &[u8]) -> &'a Path {
+    let rest = p.as_os_str().as_bytes().strip_prefix(base).unwrap_or(b"");
+    Path::new(OsStr::from_bytes(rest.strip_prefix(b"/").unwrap_or(rest)))
 }
 
 /// Site, shown path (relative to the pod dir) and staleness of a file in a pod dir.

@@ -265,6 +265,9 @@ unsafe fn block_avx512(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Fi
     let k0 = _mm512_set1_epi64(k0 as i64);
     let k1 = _mm512_set1_epi64(k1 as i64);
     let low = _mm512_set1_epi64(0xffff_ffff);
+    // The high dwords of `k1` (b's high dword, as b is a zero-extended u32 xor k1).
+    let bh = _mm512_srli_epi64::<32>(k1);
+    // Eight window hashes, each in bits 36..64 of its 64-bit lane (the rest is garbage).
     let hash8 = |p: *const u8| {
         // SAFETY: the masked load reads dwords 0..10 at `p`, which the caller keeps inside
         // the block; the rest are suppressed.
@@ -273,7 +276,6 @@ unsafe fn block_avx512(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Fi
         let a = _mm512_xor_si512(_mm512_permutexvar_epi32(ia, v), k0);
         let b = _mm512_xor_si512(_mm512_maskz_permutexvar_epi32(0x5555, ib, v), k1);
         let ah = _mm512_srli_epi64::<32>(a);
-        let bh = _mm512_srli_epi64::<32>(b);
         let ll = _mm512_mul_epu32(a, b);
         let lh = _mm512_mul_epu32(a, bh);
         let hl = _mm512_mul_epu32(ah, b);
@@ -283,13 +285,15 @@ unsafe fn block_avx512(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Fi
             _mm512_add_epi64(_mm512_srli_epi64::<32>(ll), _mm512_and_si512(lh, low)),
             _mm512_and_si512(hl, low),
         );
-        let lo = _mm512_or_si512(_mm512_and_si512(ll, low), _mm512_slli_epi64::<32>(t));
         let hi = _mm512_add_epi64(
             _mm512_add_epi64(hh, _mm512_srli_epi64::<32>(lh)),
             _mm512_add_epi64(_mm512_srli_epi64::<32>(hl), _mm512_srli_epi64::<32>(t)),
         );
-        _mm512_cvtepi64_epi32(_mm512_srli_epi64::<{ 64 - HASH_BITS }>(_mm512_xor_si512(lo, hi)))
+        // The product's low half has `t` as its high dword; only the high dwords count.
+        _mm512_xor_si512(_mm512_slli_epi64::<32>(t), hi)
     };
+    // The high dwords of two vectors of 64-bit lanes, in lane order.
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     let low5 = _mm512_set1_epi32(31);
     let low13 = _mm512_set1_epi32(0x1fff);
     let golden = _mm512_set1_epi32(0x9E37_79B1_u32 as i32);
@@ -299,8 +303,11 @@ unsafe fn block_avx512(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Fi
     let mut found = 0u64;
     for j in 0..BLOCK_SAMPLES / 16 {
         let p = block.as_ptr().wrapping_add(64 * j);
-        let h =
-            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(hash8(p)), hash8(p.wrapping_add(32)));
+        let h = _mm512_srli_epi32::<{ 32 - HASH_BITS }>(_mm512_permutex2var_epi32(
+            hash8(p),
+            odd,
+            hash8(p.wrapping_add(32)),
+        ));
         // The 32-bit half of the filter word: 2·word + bit 5.
         let w = _mm512_or_si512(
             _mm512_slli_epi32::<1>(_mm512_and_si512(
@@ -343,6 +350,9 @@ unsafe fn block_avx2(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filt
     let k1 = _mm256_set1_epi64x(k1 as i64);
     let low = _mm256_set1_epi64x(0xffff_ffff);
     let six_dwords = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+    // The high dwords of `k1` (b's high dword, as b is a zero-extended u32 xor k1).
+    let bh = _mm256_srli_epi64::<32>(k1);
+    // Four window hashes, each in bits 36..64 of its 64-bit lane (the rest is garbage).
     let hash4 = |p: *const u8| {
         // SAFETY: the masked load reads dwords 0..6 at `p`, which the caller keeps inside
         // the block; the rest are not read.
@@ -351,7 +361,6 @@ unsafe fn block_avx2(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filt
         let a = _mm256_xor_si256(_mm256_permutevar8x32_epi32(v, ia), k0);
         let b = _mm256_xor_si256(_mm256_and_si256(_mm256_permutevar8x32_epi32(v, ib), low), k1);
         let ah = _mm256_srli_epi64::<32>(a);
-        let bh = _mm256_srli_epi64::<32>(b);
         let ll = _mm256_mul_epu32(a, b);
         let lh = _mm256_mul_epu32(a, bh);
         let hl = _mm256_mul_epu32(ah, b);
@@ -360,15 +369,15 @@ unsafe fn block_avx2(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filt
             _mm256_add_epi64(_mm256_srli_epi64::<32>(ll), _mm256_and_si256(lh, low)),
             _mm256_and_si256(hl, low),
         );
-        let lo = _mm256_or_si256(_mm256_and_si256(ll, low), _mm256_slli_epi64::<32>(t));
         let hi = _mm256_add_epi64(
             _mm256_add_epi64(hh, _mm256_srli_epi64::<32>(lh)),
             _mm256_add_epi64(_mm256_srli_epi64::<32>(hl), _mm256_srli_epi64::<32>(t)),
         );
-        // The hash in the low dword of each 64-bit lane.
-        _mm256_srli_epi64::<{ 64 - HASH_BITS as i32 }>(_mm256_xor_si256(lo, hi))
+        // The product's low half has `t` as its high dword; only the high dwords count.
+        _mm256_xor_si256(_mm256_slli_epi64::<32>(t), hi)
     };
-    let pack = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    // The high dwords of a vector of 64-bit lanes, in the low half and again in the high.
+    let pack = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
     let low5 = _mm256_set1_epi32(31);
     let low13 = _mm256_set1_epi32(0x1fff);
     let golden = _mm256_set1_epi32(0x9E37_79B1_u32 as i32);
@@ -378,10 +387,10 @@ unsafe fn block_avx2(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filt
     let mut found = 0u64;
     for j in 0..BLOCK_SAMPLES / 8 {
         let p = block.as_ptr().wrapping_add(32 * j);
-        let h = _mm256_blend_epi32::<0xf0>(
+        let h = _mm256_srli_epi32::<{ 32 - HASH_BITS as i32 }>(_mm256_blend_epi32::<0xf0>(
             _mm256_permutevar8x32_epi32(hash4(p), pack),
             _mm256_permutevar8x32_epi32(hash4(p.wrapping_add(16)), pack),
-        );
+        ));
         let w = _mm256_or_si256(
             _mm256_slli_epi32::<1>(_mm256_and_si256(
                 _mm256_srli_epi32::<{ WORD_SHIFT as i32 }>(h),
