@@ -394,6 +394,10 @@ impl Matcher {
         };
         for (si, set) in self.sets.iter().enumerate() {
             let si = si as u32;
+            if set.candidates.is_empty() {
+                // Nothing to find (a file of no values): not even the runs are worth finding.
+                continue;
+            }
             if set.printable {
                 // A form of printable text lies within one run of printable bytes: the
                 // rest (most of a binary) is not sampled at all.

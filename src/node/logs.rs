@@ -132,6 +132,17 @@ impl Extractor {
                         // few SIMD searches instead of a byte loop and a copy.
                         if let Some((i, newline)) = head_end(&rest[..rest.len().min(HEAD_MAX)]) {
                             let head = &rest[..i + usize::from(!newline)];
+                            // A CRI line whose end is in `rest` too: its message, and the
+                            // newline of a full line, copied at once.
+                            if let Some((skip, partial)) = message(head).filter(|_| !newline) {
+                                let body = &rest[skip..];
+                                if let Some(j) = memchr::memchr(b'\n', body) {
+                                    let n = j + usize::from(!partial);
+                                    w += self.emit(&body[..n], file + skip as u64, out, w);
+                                    at += skip + j + 1;
+                                    continue;
+                                }
+                            }
                             at += i + 1;
                             w += self.complete_head(head, file, newline, out, w);
                             continue;
