@@ -247,19 +247,46 @@ fn run() -> anyhow::Result<bool> {
     let verdict = |target: &str, pass: bool| {
         println!("{} {target}", if pass { "PASS" } else { "MISS" });
     };
-    let main = med[1];
-    verdict(&format!("wall ≤ 1.5× reading the bytes: {:.2}×", main / med[0]), main <= 1.5 * med[0]);
-    if rg_path.is_some() {
-        let rg = med[configs.len() - 1];
-        verdict(&format!("≥ 5× faster than rg -F -f: {:.1}×", rg / main), rg >= 5.0 * main);
-    }
+    // A ratio as the ratio of the medians, and as the median of the ratios within each
+    // round (the runs of one round are seconds apart, so a slow spell of a shared machine
+    // weighs on both sides); a target is met only if both meet it.
+    let ratio = |a: usize, b: usize| {
+        let per_round: Vec<f64> = times[a]
+            .iter()
+            .zip(&times[b])
+            .map(|(x, y)| x.as_secs_f64() / y.as_secs_f64())
+            .collect();
+        (med[a] / med[b], median_f64(per_round))
+    };
+    let (read_x, read_r) = ratio(1, 0);
     verdict(
-        &format!("10 → 10,000 values ≤ +10%: {:+.1}%", (main / med[2] - 1.0) * 100.0),
-        main <= 1.10 * med[2],
+        &format!("wall ≤ 1.5× reading the bytes: {read_x:.2}× (per round {read_r:.2}×)"),
+        read_x.max(read_r) <= 1.5,
     );
+    if rg_path.is_some() {
+        let (rg_x, rg_r) = ratio(configs.len() - 1, 1);
+        verdict(
+            &format!("≥ 5× faster than rg -F -f: {rg_x:.1}× (per round {rg_r:.1}×)"),
+            rg_x.min(rg_r) >= 5.0,
+        );
+    }
+    let (values_x, values_r) = ratio(1, 2);
     verdict(
-        &format!("rules on vs off ≤ +15%: {:+.1}%", (main / med[3] - 1.0) * 100.0),
-        main <= 1.15 * med[3],
+        &format!(
+            "10 → 10,000 values ≤ +10%: {:+.1}% (per round {:+.1}%)",
+            (values_x - 1.0) * 100.0,
+            (values_r - 1.0) * 100.0
+        ),
+        values_x.max(values_r) <= 1.10,
+    );
+    let (rules_x, rules_r) = ratio(1, 3);
+    verdict(
+        &format!(
+            "rules on vs off ≤ +15%: {:+.1}% (per round {:+.1}%)",
+            (rules_x - 1.0) * 100.0,
+            (rules_r - 1.0) * 100.0
+        ),
+        rules_x.max(rules_r) <= 1.15,
     );
     let peak = rss.iter().copied().max().unwrap_or(0);
     if peak > 0 {
@@ -818,7 +845,10 @@ fn recall(report: &serde_json::Value, plants: &[Plant]) -> (usize, usize) {
 }
 
 fn median(ts: &[Duration]) -> f64 {
-    let mut v: Vec<f64> = ts.iter().map(Duration::as_secs_f64).collect();
+    median_f64(ts.iter().map(Duration::as_secs_f64).collect())
+}
+
+fn median_f64(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
