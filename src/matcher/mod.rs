@@ -10,8 +10,8 @@
 //!   a 64-bit word and three bits in it. The filter is at most 256 KiB (16 bits per window
 //!   up to ~131,000 windows, i.e. ~15,000 values), so it stays in a core's L2 cache next to
 //!   the data streaming through;
-//! * the windows sorted by hash, and an open-addressed index of the distinct hashes
-//!   (where each one's windows start), consulted only when a sample passes the filter.
+//! * the windows sorted by hash, and an index of where each hash's windows are (buckets
+//!   by the hash's top bits), consulted only when a sample passes the filter.
 //!
 //! The hot loop takes 64 samples at a time (the 12 bytes at every absolute offset
 //! `≡ 0 (mod 4)`), hashes each, tests its three filter bits, and gathers the outcomes into
@@ -20,9 +20,9 @@
 //! the filter halves gathered), about 1.6× the scalar loop's speed; elsewhere one sample
 //! at a time. Each sample that passes is tested against a small memo of recent false hits
 //! (text repeats, and a repeated window that fools the filter would otherwise cost a lookup
-//! per copy); the rest have their index slot prefetched and are looked up one block later,
-//! when the slot has arrived: at 10,000 values the index is megabytes, and a lookup that
-//! waited for memory cost more than the whole filter. A hash found in the index names
+//! per copy); the rest have their index bucket prefetched and are looked up one block
+//! later, when the bucket has arrived: at 10,000 values the index and the windows are
+//! megabytes, and a lookup that waited for memory cost more than the whole filter. A hash found in the index names
 //! candidate spans; a span is checked against the form's other three window hashes and
 //! only then confirmed with the salted SHA-256 digest (see `fingerprint` for why this
 //! finds every occurrence).
@@ -64,37 +64,6 @@ struct Candidate {
     offset: u32,
     entry: u32,
     form: u32,
-}
-
-/// `candidates` sorted by (hash, entry, form, offset): counted into about as many buckets
-/// by their hash's top bits, then each bucket (a candidate or two) sorted. A comparison
-/// sort of 88,000 candidates was a quarter of the start of a scan with 10,000 values.
-fn sort_candidates(candidates: Vec<Candidate>) -> Vec<Candidate> {
-    let Some(&any) = candidates.first() else { return candidates };
-    let bits = (candidates.len().ilog2() + 1).min(crate::fingerprint::HASH_BITS);
-    let shift = crate::fingerprint::HASH_BITS - bits;
-    let bucket = |c: &Candidate| (c.hash >> shift) as usize;
-    // starts[b]: where bucket b begins in the output; then, while filling, its next slot.
-    let mut starts = vec![0usize; (1 << bits) + 1];
-    for c in &candidates {
-        starts[bucket(c) + 1] += 1;
-    }
-    for b in 1..starts.len() {
-        starts[b] += starts[b - 1];
-    }
-    let bounds = starts.clone();
-    let mut sorted = vec![any; candidates.len()];
-    for c in candidates {
-        let at = &mut starts[bucket(&c)];
-        sorted[*at] = c;
-        *at += 1;
-    }
-    for w in bounds.windows(2) {
-        if w[1] - w[0] > 1 {
-            sorted[w[0]..w[1]].sort_unstable_by_key(|c| (c.hash, c.entry, c.form, c.offset));
-        }
-    }
-    sorted
 }
 
 /// Words of the largest filter; smaller ones use a prefix, so an index masked to this size
@@ -151,63 +120,66 @@ impl Filter {
     }
 }
 
-/// The distinct window hashes of a set and where each one's candidates start, in an
-/// open-addressed table (linear probing, at most half full) whose slot for a hash is known
-/// from the hash alone, so it can be prefetched before it is needed.
+/// Where the candidates of each window hash are: the candidates sorted by (hash, entry,
+/// form, offset) and counted into buckets by their hash's top bits, about one candidate a
+/// bucket. A hash's bucket is known from the hash alone, so its bounds can be prefetched
+/// before they are needed. Counting builds it in two passes over the candidates (a
+/// comparison sort and a hash table of the distinct hashes took most of the start of a
+/// scan with 10,000 values).
 struct Index {
-    /// `(hash, first candidate)`; `EMPTY` hashes mark free slots.
-    slots: Vec<[u32; 2]>,
-    /// `slots.len() - 1`.
-    mask: usize,
-    /// `32 - log2(slots.len())`: a hash's home slot is the top bits of its mix.
+    /// `starts[b]..starts[b + 1]`: the candidates of bucket `b`.
+    starts: Vec<u32>,
+    /// `HASH_BITS - log2(buckets)`: a hash's bucket is `h >> shift`.
     shift: u32,
 }
 
-/// No window hash has more than `HASH_BITS` bits, so this is never one.
-const EMPTY: u32 = u32::MAX;
-
 impl Index {
-    /// Indexes `candidates`, which are sorted by hash.
-    fn new(candidates: &[Candidate]) -> Index {
-        let distinct = candidates.chunk_by(|a, b| a.hash == b.hash).count();
-        let len = (2 * distinct).next_power_of_two().max(8);
-        let shift = 32 - len.trailing_zeros();
-        let mut index = Index { slots: vec![[EMPTY, 0]; len], mask: len - 1, shift };
-        let mut first = 0;
-        for run in candidates.chunk_by(|a, b| a.hash == b.hash) {
-            let h = run[0].hash;
-            let mut at = index.home(h);
-            while index.slots[at][0] != EMPTY {
-                at = (at + 1) & index.mask;
-            }
-            index.slots[at] = [h, first as u32];
-            first += run.len();
+    /// Sorts `candidates` and indexes them.
+    fn new(candidates: Vec<Candidate>) -> (Vec<Candidate>, Index) {
+        let bits = (candidates.len().max(1).ilog2() + 1).min(HASH_BITS);
+        let mut index = Index { starts: vec![0; (1 << bits) + 1], shift: HASH_BITS - bits };
+        let Some(&any) = candidates.first() else { return (candidates, index) };
+        for c in &candidates {
+            let b = index.bucket(c.hash);
+            index.starts[b + 1] += 1;
         }
-        index
+        for b in 1..index.starts.len() {
+            index.starts[b] += index.starts[b - 1];
+        }
+        // Each bucket's next free place while filling.
+        let mut next = index.starts.clone();
+        let mut sorted = vec![any; candidates.len()];
+        for c in candidates {
+            let at = &mut next[index.bucket(c.hash)];
+            sorted[*at as usize] = c;
+            *at += 1;
+        }
+        for w in index.starts.windows(2) {
+            if w[1] - w[0] > 1 {
+                sorted[w[0] as usize..w[1] as usize]
+                    .sort_unstable_by_key(|c| (c.hash, c.entry, c.form, c.offset));
+            }
+        }
+        (sorted, index)
     }
 
-    /// The first slot probed for `h`.
+    /// The bucket of hash `h`.
     #[inline(always)]
-    fn home(&self, h: u32) -> usize {
-        (h.wrapping_mul(0x9E37_79B1) >> self.shift) as usize
+    fn bucket(&self, h: u32) -> usize {
+        (h >> self.shift) as usize
     }
 
-    /// Starts loading the home slot of `h`.
+    /// Starts loading the bounds of the bucket of `h`.
     #[inline(always)]
     fn prefetch(&self, h: u32) {
-        crate::sys::prefetch(&self.slots[self.home(h)]);
+        crate::sys::prefetch(&self.starts[self.bucket(h)]);
     }
 
-    /// The index of the first candidate with hash `h`, if any.
-    fn get(&self, h: u32) -> Option<usize> {
-        let mut at = self.home(h);
-        loop {
-            match self.slots[at] {
-                [x, first] if x == h => return Some(first as usize),
-                [EMPTY, _] => return None,
-                _ => at = (at + 1) & self.mask,
-            }
-        }
+    /// The index of the first of `candidates` (those indexed) with hash `h`, if any.
+    fn get(&self, h: u32, candidates: &[Candidate]) -> Option<usize> {
+        let b = self.bucket(h);
+        let (lo, hi) = (self.starts[b] as usize, self.starts[b + 1] as usize);
+        candidates[lo..hi].iter().position(|c| c.hash == h).map(|i| lo + i)
     }
 }
 
@@ -217,7 +189,7 @@ struct CompiledSet {
     filter: Filter,
     /// Sorted by hash.
     candidates: Vec<Candidate>,
-    /// Every distinct window hash, open-addressed (see [`Index`]).
+    /// Where each window hash's candidates are (see [`Index`]).
     index: Index,
     entries: Vec<Entry>,
     /// Every form is printable text: only runs of printable bytes need searching.
@@ -279,8 +251,7 @@ impl Matcher {
                     .min()
                     .unwrap_or(usize::MAX);
                 let filter = Filter::new(candidates.iter().map(|c| c.hash));
-                let candidates = sort_candidates(candidates);
-                let index = Index::new(&candidates);
+                let (candidates, index) = Index::new(candidates);
                 CompiledSet {
                     keys,
                     salt: set.salt,
@@ -504,8 +475,8 @@ impl CompiledSet {
         // a repeated window that passes the filter costs one table lookup, not one per copy.
         let mut misses = [u32::MAX; MISS_MEMO];
         // Samples that passed the whole filter in the previous block and in this one: their
-        // index slots are prefetched when they pass and looked up a block later, by when
-        // the slot has arrived from memory (the index of 10,000 values is far larger than
+        // index buckets are prefetched when they pass and looked up a block later, by when
+        // the bucket has arrived from memory (the index of 10,000 values is far larger than
         // the caches).
         let (mut ready, mut passed) = (Vec::new(), Vec::new());
         let mut i = first;
@@ -568,7 +539,7 @@ impl CompiledSet {
     #[cold]
     #[inline(never)]
     fn confirm(&self, ctx: &Ctx<'_>, pos: usize, h: u32, hits: &mut Vec<Hit>) -> bool {
-        let Some(first) = self.index.get(h) else { return false };
+        let Some(first) = self.index.get(h, &self.candidates) else { return false };
         for c in self.candidates[first..].iter().take_while(|c| c.hash == h) {
             let form = &self.entries[c.entry as usize].forms[c.form as usize];
             let Some(start) = pos.checked_sub(c.offset as usize) else { continue };
