@@ -369,6 +369,7 @@ impl Worker {
         }
         let mut findings = Vec::new();
         let mut carry = 0usize;
+        let mut ended = false;
         let mut pos = 0u64; // absolute offset of the next byte to read
         let mut total = 0u64;
         // The file is read up to the size it had when opened: one that grows while it is
@@ -413,16 +414,24 @@ impl Worker {
                 self.note_shrunk(&f, size);
                 break;
             }
-            let at = Span { carry, len: carry + n, pos, last: false };
+            // The buffer that reaches the size the file had when opened is its end: its
+            // rule hits are taken with windows clipped there (most files fit one buffer).
+            ended = pos + n as u64 == size;
+            let at = Span { carry, len: carry + n, pos, last: ended };
             self.search(job, searchers, place, at, &mut findings);
             pos += n as u64;
             total += n as u64;
+            if ended {
+                break;
+            }
             carry = self.keep(carry + n);
         }
-        // Rule hits whose window ran past the last buffer's end were left for a next
-        // buffer; the file ended, so they are taken from the carry, clipped at the end.
-        let at = Span { carry, len: carry, pos, last: true };
-        self.search(job, searchers, place, at, &mut findings);
+        if !ended {
+            // Rule hits whose window ran past the last buffer's end were left for a next
+            // buffer; the file ended, so they are taken from the carry, clipped at the end.
+            let at = Span { carry, len: carry, pos, last: true };
+            self.search(job, searchers, place, at, &mut findings);
+        }
         Ok(Some((total, aggregate(findings))))
     }
 }
@@ -499,12 +508,10 @@ impl Worker {
     ) -> (Vec<u8>, Vec<Finding>) {
         let n = data.len();
         let mut raw = Vec::new();
-        // The file is the buffer: searched as one, then once more as the end of the file.
+        // The file is the buffer, searched as one, to its end.
         let saved = std::mem::replace(&mut self.buf, data);
-        let whole = Span { carry: 0, len: n, pos: 0, last: false };
+        let whole = Span { carry: 0, len: n, pos: 0, last: true };
         self.search(job, searchers, place, whole, &mut raw);
-        let last = Span { carry: n, len: n, pos: n as u64, last: true };
-        self.search(job, searchers, place, last, &mut raw);
         (std::mem::replace(&mut self.buf, saved), raw)
     }
 
@@ -708,8 +715,8 @@ const FREED_PAGE: &str = "in a freed page of the database: data of a removed con
     other record) that the database has not overwritten yet";
 
 /// Where a buffer sits in its file: `buf[..len]` holds the file from `pos - carry`; the
-/// first `carry` bytes were searched with the previous buffer; `last` when nothing
-/// follows.
+/// first `carry` bytes were searched with the previous buffer (all of them, in a last
+/// search of the carry alone); `last` when nothing follows.
 #[derive(Clone, Copy)]
 struct Span {
     carry: usize,
@@ -756,7 +763,7 @@ impl Worker {
         let base = pos - carry as u64;
         let buf = &self.buf[..len];
         self.hits.clear();
-        if !last {
+        if len > carry {
             searchers.matcher.find(buf, base, carry, &mut self.hits);
         }
         for h in &self.hits {

@@ -353,22 +353,28 @@ pub fn find_all(rules: &Rules, data: &[u8]) -> Vec<RuleHit> {
 }
 
 /// Searches `data` the way the scanner streams a file: buffers of `chunk` new bytes, each
-/// carrying the last [`Rules::overlap`] bytes of the one before, then a last call on the
-/// carry alone. For tests: the result must equal [`find_all`].
-pub fn find_chunked(rules: &Rules, data: &[u8], chunk: usize) -> Vec<RuleHit> {
+/// carrying the last [`Rules::overlap`] bytes of the one before. With `end_known` the last
+/// buffer is searched as the end (as a file read to the size it had when opened), else
+/// (as a pod log's content) the end is searched afterwards, as a last call on the carry
+/// alone. For tests: the result must equal [`find_all`] either way.
+pub fn find_chunked(rules: &Rules, data: &[u8], chunk: usize, end_known: bool) -> Vec<RuleHit> {
     let overlap = rules.overlap();
     let mut hits = Vec::new();
     let mut pos = 0usize;
     let mut carry = 0usize;
+    let mut ended = false;
     while pos < data.len() {
         let end = (pos + chunk).min(data.len());
         let base = (pos - carry) as u64;
-        let _complete = rules.find(&data[pos - carry..end], base, carry, false, &mut hits);
+        ended = end_known && end == data.len();
+        let _complete = rules.find(&data[pos - carry..end], base, carry, ended, &mut hits);
         carry = overlap.min(end);
         pos = end;
     }
-    let _complete =
-        rules.find(&data[pos - carry..pos], (pos - carry) as u64, carry, true, &mut hits);
+    if !ended {
+        let _complete =
+            rules.find(&data[pos - carry..pos], (pos - carry) as u64, carry, true, &mut hits);
+    }
     hits.sort_by_key(|h| (h.offset, h.rule));
     hits.dedup();
     hits
@@ -435,11 +441,12 @@ mod tests {
             filler in prop::collection::vec(prop::sample::select(b" .-abtokBEGIN_END\n".to_vec()), 0..800),
             plants in prop::collection::vec((0usize..800, sample()), 0..6),
             chunk in 1usize..400,
+            end_known in any::<bool>(),
         ) {
             let rules = Rules::new(TEST_RULES, 0).unwrap();
             let data = plant(&filler, &plants);
             let whole = find_all(&rules, &data);
-            prop_assert_eq!(find_chunked(&rules, &data, chunk), whole.clone());
+            prop_assert_eq!(find_chunked(&rules, &data, chunk, end_known), whole.clone());
             for (_, text) in &plants {
                 let found = whole.iter().any(|h| {
                     data[h.offset as usize..][..h.len as usize] == text.trim_ascii()[..]

@@ -42,7 +42,7 @@ pub static BUCKETS: [&[&str]; TEDDY_BUCKETS] = [
     &["apToken", "ngodb+srv://", "ngodb://", "rk_test_", "PuTTY-User-Key-File-", "rk_live_", "y-data"],
     &["riadb+", "riadb://", "eyJ0eXAi", "gho_", "eyJhbGci", "ghr_", "etbox:"],
     &["ghs_", "glptt-", "gldt-", "ghp_", "glrt-", "uths\""],
-    &["es://", "lserver://", "esql+", "esql://", "is://", "eyJraWQi", "users:\n"],
+    &["es://", "lserver://", "esql+", "esql://", "is://", "eyJraWQi", "sers:\n"],
     &["sql+", "mqp://", "iss://", "hvb.", "hvr.", "hvs.", "sql://", "mqps://"],
     &["ntKey=", "--token", "whsec_", "ks.slack.com/", "n-secret", "-BEGIN ", "ghu_"],
     &["sk_test_", "xoxp-", "xoxa-", "sk_live_", "_account\"", "xoxb-", "xoxr-", "xoxe-"],

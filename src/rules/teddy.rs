@@ -131,6 +131,9 @@ impl Teddy512 {
         while p + 64 + MASK - 1 <= buf.len() {
             // SAFETY: bytes p..p + 67 of `buf`, checked above.
             let (cand, m) = step(unsafe { buf.as_ptr().add(p) });
+            // Most candidates start no key's first four bytes: dismissed before the
+            // buckets are stored and verified.
+            let cand = self.known_heads(buf, p, cand);
             if cand != 0 {
                 let mut bits = [0u8; 64];
                 // SAFETY: 64 bytes into a 64-byte array.
@@ -153,7 +156,8 @@ impl Teddy512 {
             // SAFETY: 64 bytes into a 64-byte array.
             unsafe { _mm512_storeu_si512(bits.as_mut_ptr().cast(), m) };
             let live = if rest.len() >= 64 { u64::MAX } else { u64::MAX >> (64 - rest.len()) };
-            if let Some(hit) = self.verify(buf, p, cand & live, &bits) {
+            let cand = self.known_heads(buf, p, cand & live);
+            if let Some(hit) = self.verify(buf, p, cand, &bits) {
                 return Some(hit);
             }
             p += 64;
@@ -161,8 +165,25 @@ impl Teddy512 {
         None
     }
 
-    /// The first candidate of `cand` (positions `p + i`, bucket bits in `bits[i]`) where a
-    /// key of its buckets starts.
+    /// The candidates of `cand` (positions `p + i`) whose next four bytes are in
+    /// [`Teddy512::heads`]: those that may start a key.
+    #[inline(always)]
+    fn known_heads(&self, buf: &[u8], p: usize, cand: u64) -> u64 {
+        let mut rest = cand;
+        let mut known = 0;
+        while rest != 0 {
+            let i = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            // Every key is at least MASK bytes: a position this close to the end holds none.
+            let Some(head) = buf.get(p + i..p + i + MASK) else { continue };
+            let slot = head_slot(u32::from_le_bytes(head.try_into().expect("4 bytes")));
+            known |= (self.heads[slot / 64] >> (slot % 64) & 1) << i;
+        }
+        known
+    }
+
+    /// The first candidate of `cand` (positions `p + i`, bucket bits in `bits[i]`, each
+    /// with a known head) where a key of its buckets starts.
     #[inline]
     fn verify(
         &self,
@@ -178,10 +199,6 @@ impl Teddy512 {
             // Every key is at least MASK bytes: a position this close to the end holds none.
             let Some(head) = buf.get(pos..pos + MASK) else { continue };
             let head = u32::from_le_bytes(head.try_into().expect("4 bytes"));
-            let slot = head_slot(head);
-            if self.heads[slot / 64] & 1 << (slot % 64) == 0 {
-                continue;
-            }
             let mut buckets = bits[i];
             let mut best: Option<usize> = None;
             while buckets != 0 {
