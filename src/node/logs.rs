@@ -328,25 +328,28 @@ fn head_end(look: &[u8]) -> Option<(usize, bool)> {
 }
 
 /// For a CRI log line `<time> <stream> <tag> <content>`: where its content starts, and
-/// whether the tag marks it partial. `None` when the line is not one.
+/// whether the tag marks it partial. `None` when the line is not one. The fields are found
+/// by position (the stream is one of two 6-byte words) rather than by splitting: this runs
+/// once per line of every log.
 fn message(line: &[u8]) -> Option<(usize, bool)> {
-    let mut fields = line.splitn(4, |&b| b == b' ');
-    let time = fields.next()?;
-    let stream = fields.next()?;
-    let tag = fields.next()?;
+    let t = memchr::memchr(b' ', line)?;
+    let time = &line[..t];
     if time.len() < 20 || !time[..4].iter().all(u8::is_ascii_digit) || time[4] != b'-' {
         return None;
     }
-    if stream != b"stdout" && stream != b"stderr" {
+    let after = &line[t + 1..];
+    if after.get(6) != Some(&b' ') || (&after[..6] != b"stdout" && &after[..6] != b"stderr") {
         return None;
     }
+    let rest = &after[7..];
+    let tag = &rest[..memchr::memchr(b' ', rest).unwrap_or(rest.len())];
     // Tags are `:`-separated; the first is `P` or `F`.
     let partial = match tag.split(|&b| b == b':').next()? {
         b"P" => true,
         b"F" => false,
         _ => return None,
     };
-    let skip = time.len() + stream.len() + tag.len() + 3;
+    let skip = t + 1 + 7 + tag.len() + 1;
     Some((skip.min(line.len()), partial))
 }
 
@@ -418,6 +421,46 @@ mod tests {
                 proptest::prop_assert!(last.is_none_or(|l| f > l));
                 last = Some(f);
             }
+        }
+    }
+
+    /// `message` as first written, by splitting: the reference for the one by position.
+    fn message_by_split(line: &[u8]) -> Option<(usize, bool)> {
+        let mut fields = line.splitn(4, |&b| b == b' ');
+        let time = fields.next()?;
+        let stream = fields.next()?;
+        let tag = fields.next()?;
+        if time.len() < 20 || !time[..4].iter().all(u8::is_ascii_digit) || time[4] != b'-' {
+            return None;
+        }
+        if stream != b"stdout" && stream != b"stderr" {
+            return None;
+        }
+        let partial = match tag.split(|&b| b == b':').next()? {
+            b"P" => true,
+            b"F" => false,
+            _ => return None,
+        };
+        let skip = time.len() + stream.len() + tag.len() + 3;
+        Some((skip.min(line.len()), partial))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// Lines made of CRI-like pieces, damaged anywhere: `message` reads them as the
+        /// splitting reference does.
+        #[test]
+        fn message_by_position_equals_by_split(
+            time in proptest::sample::select(vec!["2026-11-30T10:00:00.000000001Z", "2026-11-30", "", "x026-11-30T10:00:00Z"]),
+            stream in proptest::sample::select(vec!["stdout", "stderr", "stdou", "stdoutx", ""]),
+            tag in proptest::sample::select(vec!["P", "F", "F:x", "P:", "PF", ":F", ""]),
+            seps in proptest::collection::vec(proptest::sample::select(vec![" ", "  ", ""]), 3),
+            content in proptest::sample::select(vec!["", "a b", " x", "F"]),
+            cut in 0usize..80,
+        ) {
+            let line = [time, seps[0], stream, seps[1], tag, seps[2], content].concat().into_bytes();
+            let line = &line[..cut.min(line.len())];
+            proptest::prop_assert_eq!(message(line), message_by_split(line));
         }
     }
 
