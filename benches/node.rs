@@ -32,6 +32,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use kresidue::kubectl::SecretValue;
+use nix::sys::resource::{getrusage, UsageWho};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write as _};
@@ -185,12 +186,19 @@ fn run() -> anyhow::Result<bool> {
     );
     let time_bin = Path::new("/usr/bin/time").exists().then(|| PathBuf::from("/usr/bin/time"));
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); configs.len()];
+    // CPU seconds (user + system) of each run: the reader's own, the others' as children.
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut rss: Vec<u64> = vec![0; configs.len()];
     let mut main_report = None;
     let mut read_bytes = 0;
     for round in 0..=opts.rounds {
         for j in 0..configs.len() {
             let i = (j + round) % configs.len();
+            let who = match configs[i] {
+                Config::Read => UsageWho::RUSAGE_SELF,
+                _ => UsageWho::RUSAGE_CHILDREN,
+            };
+            let cpu_before = cpu_seconds(who)?;
             let started = Instant::now();
             match &configs[i] {
                 Config::Read => read_bytes = read_all(&root, opts.threads)?,
@@ -208,6 +216,7 @@ fn run() -> anyhow::Result<bool> {
             }
             if round > 0 {
                 times[i].push(started.elapsed());
+                cpu[i].push(cpu_seconds(who)? - cpu_before);
             }
         }
     }
@@ -222,18 +231,21 @@ fn run() -> anyhow::Result<bool> {
     );
     let med: Vec<f64> = times.iter().map(|t| median(t)).collect();
     println!();
-    println!("| run | median s | min..max s | × read | peak RSS |");
-    println!("|---|---|---|---|---|");
+    let med_cpu: Vec<f64> = cpu.iter().map(|c| median_f64(c.clone())).collect();
+    println!("| run | median s | min..max s | × read | median CPU s | CPU × read | peak RSS |");
+    println!("|---|---|---|---|---|---|---|");
     for (i, c) in configs.iter().enumerate() {
         let (lo, hi) = min_max(&times[i]);
         let rss = if rss[i] > 0 { format!("{:.0} MB", rss[i] as f64 / 1024.0) } else { "".into() };
         println!(
-            "| {} | {:.3} | {:.3}..{:.3} | {:.2} | {} |",
+            "| {} | {:.3} | {:.3}..{:.3} | {:.2} | {:.3} | {:.2} | {} |",
             c.name(opts.threads),
             med[i],
             lo,
             hi,
             med[i] / med[0],
+            med_cpu[i],
+            med_cpu[i] / med_cpu[0],
             rss
         );
     }
@@ -270,6 +282,13 @@ fn run() -> anyhow::Result<bool> {
             rg_x.min(rg_r) >= 5.0,
         );
     }
+    // CPU time is steadier than wall time on a shared machine: shown beside the targets,
+    // which are on wall time.
+    println!(
+        "CPU: 10 → 10,000 values {:+.1}%, rules on vs off {:+.1}% (medians of CPU seconds)",
+        (med_cpu[1] / med_cpu[2] - 1.0) * 100.0,
+        (med_cpu[1] / med_cpu[3] - 1.0) * 100.0
+    );
     let (values_x, values_r) = ratio(1, 2);
     verdict(
         &format!(
@@ -842,6 +861,14 @@ fn recall(report: &serde_json::Value, plants: &[Plant]) -> (usize, usize) {
         println!("missed: {} at {}", p.secret, p.path);
     }
     (hits, plants.len())
+}
+
+/// User plus system CPU seconds of this process (`RUSAGE_SELF`) or of its waited-for
+/// children (`RUSAGE_CHILDREN`).
+fn cpu_seconds(who: UsageWho) -> anyhow::Result<f64> {
+    let u = getrusage(who)?;
+    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    Ok(secs(u.user_time()) + secs(u.system_time()))
 }
 
 fn median(ts: &[Duration]) -> f64 {
