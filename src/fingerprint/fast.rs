@@ -68,7 +68,9 @@ fn split(body: &[u8], threads: usize) -> Vec<&[u8]> {
     let threads = threads.clamp(1, body.len() / PER_THREAD + 1);
     let mut parts = Vec::with_capacity(threads);
     let mut start = 0;
-    let finder = memchr::memmem::Finder::new(b"},{\"secret\":");
+    // The end of one value and the start of the next.
+    let boundary = [b"},".as_slice(), VALUE_START].concat();
+    let finder = memchr::memmem::Finder::new(&boundary);
     for k in 1..threads {
         let aim = (body.len() * k / threads).max(start);
         let Some(cut) = finder.find(&body[aim..]).map(|c| aim + c) else { break };
