@@ -7,22 +7,24 @@
 //!
 //! Per fingerprint set (one salt) the compiled form is
 //! * a blocked Bloom filter over the 28-bit window hashes: a hash picks one 32-bit half of
-//!   a 64-bit word and three bits in it. The filter is at most 256 KiB (16 bits per window
+//!   a 64-bit word and four bits in it. The filter is at most 256 KiB (16 bits per window
 //!   up to ~131,000 windows, i.e. ~15,000 values), so it stays in a core's L2 cache next to
 //!   the data streaming through;
 //! * the windows sorted by hash, and an index of where each hash's windows are (buckets
 //!   by the hash's top bits), consulted only when a sample passes the filter.
 //!
 //! The hot loop takes 64 samples at a time (the 12 bytes at every absolute offset
-//! `≡ 0 (mod 4)`), hashes each, tests its three filter bits, and gathers the outcomes into
+//! `≡ 0 (mod 4)`), hashes each, tests its four filter bits, and gathers the outcomes into
 //! a bit mask without branching. Where the CPU has AVX-512 or AVX2 this runs 16 or 8
 //! samples per step (see `simd`: the hash's 128-bit product from 32-bit lane multiplies,
 //! the filter halves gathered), about 1.6× the scalar loop's speed; elsewhere one sample
-//! at a time. Each sample that passes is tested against a small memo of recent false hits
-//! (text repeats, and a repeated window that fools the filter would otherwise cost a lookup
-//! per copy); the rest have their index bucket prefetched and are looked up one block
-//! later, when the bucket has arrived: at 10,000 values the index and the windows are
-//! megabytes, and a lookup that waited for memory cost more than the whole filter. A hash found in the index names
+//! at a time. A run of text shorter than a block (most runs in a binary) tests only the
+//! groups of 16 samples it has. Each sample that passes is tested against a small memo of
+//! recent false hits, kept across the runs of a buffer (text repeats, and a repeated
+//! window that fools the filter would otherwise cost a lookup per copy); the rest have
+//! their index bucket prefetched and are looked up one block later, when the bucket has
+//! arrived: at 10,000 values the index and the windows are megabytes, and a lookup that
+//! waited for memory cost more than the whole filter. A hash found in the index names
 //! candidate spans; a span is checked against the form's other three window hashes and
 //! only then confirmed with the salted SHA-256 digest (see `fingerprint` for why this
 //! finds every occurrence).
@@ -48,9 +50,11 @@ pub struct Hit {
     pub len: u32,
 }
 
-/// Filter bits per stored window. With three bits set per window in one 32-bit half-word,
-/// a half holds ~6 set bits of 32 and a sample stored nowhere passes all three with
-/// probability ~(6/32)^3 ≈ 0.7% (more where a half holds more).
+/// Filter bits per stored window (at least; the filter's size is rounded up to a power of
+/// two). With four bits set per window in one 32-bit half-word, a half holds ~7 set bits
+/// of 32 and a sample stored nowhere passes all four with probability ~(7/32)^4 ≈ 0.2%
+/// (more where a half holds more). On the node benchmark's 10,000 values the fourth bit
+/// took the samples looked up in the index from 230,000 to 158,000.
 const FILTER_BITS_PER_WINDOW: usize = 16;
 /// The filter never exceeds 2^21 bits (256 KiB), half of a core's L2 cache: a filter that
 /// spills to L3 costs more per probe than the false hits a larger one saves.
@@ -71,8 +75,8 @@ struct Candidate {
 const FILTER_WORDS: usize = 1 << MAX_FILTER_WORD_BITS;
 
 /// A blocked Bloom filter over 28-bit window hashes: the top bits of a hash pick a 64-bit
-/// word, bit 5 one of its 32-bit halves, and three bits are set in that half. The hot loop
-/// tests all three with one 32-bit load: the SIMD kernels gather 16 or 8 halves at once.
+/// word, bit 5 one of its 32-bit halves, and four bits are set in that half. The hot loop
+/// tests all four with one 32-bit load: the SIMD kernels gather 16 or 8 halves at once.
 struct Filter {
     words: Box<[u64; FILTER_WORDS]>,
     /// `2^word_bits - 1`: a hash's word is `(h >> WORD_SHIFT) & index_mask`.
@@ -101,15 +105,20 @@ impl Filter {
         (h >> WORD_SHIFT) as usize & self.index_mask & (FILTER_WORDS - 1)
     }
 
-    /// The three bits of `h`: bit 5 of `h` picks a 32-bit half of the word (so that the
+    /// The four bits of `h`: bit 5 of `h` picks a 32-bit half of the word (so that the
     /// SIMD kernels load 32-bit halves, 16 at a time), bits 0..5 and 6..11 a bit in it each,
-    /// and a mix of the 13 bits below the word index the third (so that a hash whose first
-    /// two bits were set by two other windows is unlikely to find its third set too).
+    /// and two 5-bit fields of one multiplicative mix of the 13 bits below the word index
+    /// the third and fourth (so that a hash whose first two bits were set by other windows
+    /// is unlikely to find the others set too).
     #[inline(always)]
     fn mask(h: u32) -> u64 {
         let half = h & 32;
-        let third = (h & 0x1fff).wrapping_mul(0x9E37_79B1) >> 27;
-        (1u64 << (half | (h & 31))) | (1u64 << (half | ((h >> 6) & 31))) | (1u64 << (half | third))
+        let mix = (h & 0x1fff).wrapping_mul(0x9E37_79B1);
+        let (third, fourth) = (mix >> 27, (mix >> 22) & 31);
+        (1u64 << (half | (h & 31)))
+            | (1u64 << (half | ((h >> 6) & 31)))
+            | (1u64 << (half | third))
+            | (1u64 << (half | fourth))
     }
 
     /// True when `h` may be stored.
@@ -369,16 +378,17 @@ impl Matcher {
                 // Nothing to find (a file of no values): not even the runs are worth finding.
                 continue;
             }
+            let mut scratch = Scratch::new();
             if set.printable {
                 // A form of printable text lies within one run of printable bytes: the
                 // rest (most of a binary) is not sampled at all.
                 printable_runs(sampler, buf, skip, set.min_len, |start, end| {
                     let ctx = Ctx { si, buf: &buf[..end], base, report_after };
-                    set.find(sampler, &ctx, aligned(start), hits);
+                    set.find(sampler, &ctx, aligned(start), &mut scratch, hits);
                 });
             } else {
                 let ctx = Ctx { si, buf, base, report_after };
-                set.find(sampler, &ctx, aligned(skip), hits);
+                set.find(sampler, &ctx, aligned(skip), &mut scratch, hits);
             }
         }
     }
@@ -456,36 +466,56 @@ struct Ctx<'a> {
 
 /// Samples per block of the hot loop: their filter results are gathered into one `u64`.
 const BLOCK_SAMPLES: usize = 64;
-/// Slots of the memo of false filter hits.
-const MISS_MEMO: usize = 64;
+/// Slots of the memo of false filter hits (1 KiB). On the node benchmark's 10,000 values,
+/// 256 slots kept for a whole buffer look up 135,000 samples in the index where 64 kept
+/// for one run of text looked up 158,000.
+const MISS_MEMO: usize = 256;
 /// Bytes a block reads.
 const BLOCK_BYTES: usize = (BLOCK_SAMPLES - 1) * STRIDE + WINDOW;
+
+/// What a set's search keeps from one run of text to the next within a buffer: most runs
+/// in a binary are short, and a memo and queues made afresh for each cost more than the
+/// run's own samples.
+struct Scratch {
+    /// Recent false filter hits (hashes stored nowhere), direct-mapped: text repeats, and a
+    /// repeated window that passes the filter costs one table lookup, not one per copy.
+    misses: [u32; MISS_MEMO],
+    /// Samples that passed the filter in the block before this one, and in this one: their
+    /// index buckets are prefetched when they pass and looked up a block later, by when the
+    /// bucket has arrived from memory (the index of 10,000 values is far larger than the
+    /// caches).
+    ready: Vec<(usize, u32)>,
+    passed: Vec<(usize, u32)>,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch { misses: [u32::MAX; MISS_MEMO], ready: Vec::new(), passed: Vec::new() }
+    }
+}
 
 impl CompiledSet {
     /// Searches `ctx.buf` from sample position `first` (see the module docs).
     #[inline(always)]
-    fn find<S: Sampler>(&self, sampler: S, ctx: &Ctx<'_>, first: usize, hits: &mut Vec<Hit>) {
-        if self.candidates.is_empty() {
-            return;
-        }
+    fn find<S: Sampler>(
+        &self,
+        sampler: S,
+        ctx: &Ctx<'_>,
+        first: usize,
+        scratch: &mut Scratch,
+        hits: &mut Vec<Hit>,
+    ) {
         let buf = ctx.buf;
         let keys = self.keys;
         let filter = &self.filter;
-        // Recent false filter hits (hashes stored nowhere), direct-mapped: text repeats, and
-        // a repeated window that passes the filter costs one table lookup, not one per copy.
-        let mut misses = [u32::MAX; MISS_MEMO];
-        // Samples that passed the whole filter in the previous block and in this one: their
-        // index buckets are prefetched when they pass and looked up a block later, by when
-        // the bucket has arrived from memory (the index of 10,000 values is far larger than
-        // the caches).
-        let (mut ready, mut passed) = (Vec::new(), Vec::new());
+        let Scratch { misses, ready, passed } = scratch;
         let mut i = first;
         // Blocks of 64 samples fill a bit mask without branching; the (rare) filter hits
         // are then confirmed one by one. The block is a fixed-size array, so the loop has
         // no bounds checks and the loads of neighbouring samples overlap.
         while let Some(block) = buf.get(i..i + BLOCK_BYTES) {
             let block: &[u8; BLOCK_BYTES] = block.try_into().expect("BLOCK_BYTES bytes");
-            let mut found = sampler.block(block, &keys, filter);
+            let mut found = sampler.block(block, &keys, filter, BLOCK_SAMPLES / 16);
             while found != 0 {
                 let k = found.trailing_zeros() as usize;
                 found &= found - 1;
@@ -496,17 +526,19 @@ impl CompiledSet {
                     passed.push((pos, h));
                 }
             }
-            self.lookup(ctx, &mut ready, &mut misses, hits);
-            std::mem::swap(&mut ready, &mut passed);
+            self.lookup(ctx, ready, misses, hits);
+            std::mem::swap(ready, passed);
             i += BLOCK_SAMPLES * STRIDE;
         }
-        // The last samples (fewer than a block; all of a short run): the block test on a
-        // zero-padded copy, with the samples that would reach into the padding masked off.
+        // The last samples (fewer than a block; all of a short run): the groups of 16 that
+        // hold them, tested on a zero-padded copy, with the samples that would reach into
+        // the padding masked off.
         if let Some(rest) = buf.get(i..).filter(|r| r.len() >= WINDOW) {
             let n = (rest.len() - WINDOW) / STRIDE + 1;
             let mut pad = [0u8; BLOCK_BYTES];
             pad[..rest.len()].copy_from_slice(rest);
-            let mut found = sampler.block(&pad, &keys, filter) & (u64::MAX >> (64 - n));
+            let mut found =
+                sampler.block(&pad, &keys, filter, n.div_ceil(16)) & (u64::MAX >> (64 - n));
             while found != 0 {
                 let pos = i + found.trailing_zeros() as usize * STRIDE;
                 found &= found - 1;
@@ -516,7 +548,7 @@ impl CompiledSet {
                 }
             }
         }
-        self.lookup(ctx, &mut ready, &mut misses, hits);
+        self.lookup(ctx, ready, misses, hits);
     }
 
     /// Looks up the samples in `pending`, remembering the false filter hits in `misses`.

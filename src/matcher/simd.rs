@@ -1,8 +1,8 @@
 //! The hot loop's filter test, 64 samples at a time, in SIMD where the CPU has it.
 //!
 //! [`block_scalar`] is the reference: for sample `k` (the 12 bytes at `4k` of a block) it
-//! hashes the window and tests the two hot filter bits, setting bit `k` of the result when
-//! both are set. The AVX-512 and AVX2 kernels compute exactly the same bits: the 64×64→128
+//! hashes the window and tests its four filter bits, setting bit `k` of the result when
+//! all are set. The AVX-512 and AVX2 kernels compute exactly the same bits: the 64×64→128
 //! multiply of the window hash is built from four 32×32→64 lane multiplies, and the filter
 //! words are gathered. [`Kernel::detect`] picks the widest one the CPU runs.
 
@@ -78,15 +78,21 @@ impl Kernel {
 
     /// The block test of this kernel.
     #[cfg(test)]
-    fn block(self, block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
+    fn block(
+        self,
+        block: &[u8; BLOCK_BYTES],
+        keys: &WindowKeys,
+        filter: &Filter,
+        groups: usize,
+    ) -> u64 {
         match self {
-            Kernel::Scalar => Scalar.block(block, keys, filter),
+            Kernel::Scalar => Scalar.block(block, keys, filter, groups),
             // SAFETY: `available` lists only kernels the CPU runs.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { Avx2::new() }.block(block, keys, filter),
+            Kernel::Avx2 => unsafe { Avx2::new() }.block(block, keys, filter, groups),
             // SAFETY: as above.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => unsafe { Avx512::new() }.block(block, keys, filter),
+            Kernel::Avx512 => unsafe { Avx512::new() }.block(block, keys, filter, groups),
         }
     }
 
@@ -111,8 +117,16 @@ impl Kernel {
 pub(super) trait Sampler: Copy {
     /// Bit `i` set when `word[i]` is not printable text.
     fn unprintable(self, word: &[u8; 64]) -> u64;
-    /// Bit `k` set when sample `k` of `block` passes `filter`.
-    fn block(self, block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64;
+    /// Bit `k` set when sample `k` of `block` passes `filter`, for the samples of the
+    /// first `groups` (1 to 4) groups of 16; the bits of the others are clear. A short run
+    /// of text (most of those in a binary) needs one group, not four.
+    fn block(
+        self,
+        block: &[u8; BLOCK_BYTES],
+        keys: &WindowKeys,
+        filter: &Filter,
+        groups: usize,
+    ) -> u64;
 }
 
 /// The portable implementation.
@@ -125,8 +139,14 @@ impl Sampler for Scalar {
         crate::sys::unprintable_mask(word)
     }
     #[inline(always)]
-    fn block(self, block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
-        block_scalar(block, keys, filter)
+    fn block(
+        self,
+        block: &[u8; BLOCK_BYTES],
+        keys: &WindowKeys,
+        filter: &Filter,
+        groups: usize,
+    ) -> u64 {
+        block_scalar(block, keys, filter, groups)
     }
 }
 
@@ -152,9 +172,15 @@ impl Sampler for Avx2 {
         unsafe { unprintable_avx2(word) }
     }
     #[inline(always)]
-    fn block(self, block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
+    fn block(
+        self,
+        block: &[u8; BLOCK_BYTES],
+        keys: &WindowKeys,
+        filter: &Filter,
+        groups: usize,
+    ) -> u64 {
         // SAFETY: as above.
-        unsafe { block_avx2(block, keys, filter) }
+        unsafe { block_avx2(block, keys, filter, groups) }
     }
 }
 
@@ -180,9 +206,15 @@ impl Sampler for Avx512 {
         unsafe { unprintable_avx512(word) }
     }
     #[inline(always)]
-    fn block(self, block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
+    fn block(
+        self,
+        block: &[u8; BLOCK_BYTES],
+        keys: &WindowKeys,
+        filter: &Filter,
+        groups: usize,
+    ) -> u64 {
         // SAFETY: as above.
-        unsafe { block_avx512(block, keys, filter) }
+        unsafe { block_avx512(block, keys, filter, groups) }
     }
 }
 
@@ -236,11 +268,17 @@ unsafe fn unprintable_avx512(word: &[u8; 64]) -> u64 {
     !(text | space)
 }
 
-/// Bit `k` set when sample `k` of `block` passes `filter`.
+/// Bit `k` set when sample `k` of `block` passes `filter`, for the first `groups` groups of
+/// 16 samples.
 #[inline(always)]
-fn block_scalar(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
+fn block_scalar(
+    block: &[u8; BLOCK_BYTES],
+    keys: &WindowKeys,
+    filter: &Filter,
+    groups: usize,
+) -> u64 {
     let mut found = 0u64;
-    for k in 0..BLOCK_SAMPLES {
+    for k in 0..(16 * groups).min(BLOCK_SAMPLES) {
         let w: &[u8; WINDOW] = block[k * STRIDE..k * STRIDE + WINDOW].try_into().expect("window");
         found |= (filter.hit(keys.hash_window(w)) as u64) << k;
     }
@@ -257,7 +295,12 @@ const _: () = assert!(HASH_BITS == 28 && STRIDE == 4 && WINDOW == 12 && BLOCK_SA
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn block_avx512(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
+unsafe fn block_avx512(
+    block: &[u8; BLOCK_BYTES],
+    keys: &WindowKeys,
+    filter: &Filter,
+    groups: usize,
+) -> u64 {
     use std::arch::x86_64::*;
     let [k0, k1] = keys.raw();
     let ia = _mm512_setr_epi32(0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8);
@@ -301,7 +344,7 @@ unsafe fn block_avx512(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Fi
     let index_mask = _mm512_set1_epi32((filter.index_mask & (FILTER_WORDS - 1)) as i32);
     let words = filter.words.as_ptr().cast::<i32>();
     let mut found = 0u64;
-    for j in 0..BLOCK_SAMPLES / 16 {
+    for j in 0..groups.min(BLOCK_SAMPLES / 16) {
         let p = block.as_ptr().wrapping_add(64 * j);
         let h = _mm512_srli_epi32::<{ 32 - HASH_BITS }>(_mm512_permutex2var_epi32(
             hash8(p),
@@ -318,13 +361,15 @@ unsafe fn block_avx512(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Fi
         );
         // SAFETY: every index is below 2·FILTER_WORDS, the length of `words` in halves.
         let fw = unsafe { _mm512_i32gather_epi32::<4>(w, words) };
-        let third = _mm512_srli_epi32::<27>(_mm512_mullo_epi32(_mm512_and_si512(h, low13), golden));
+        let mix = _mm512_mullo_epi32(_mm512_and_si512(h, low13), golden);
+        let third = _mm512_srli_epi32::<27>(mix);
+        let fourth = _mm512_and_si512(_mm512_srli_epi32::<22>(mix), low5);
         let m = _mm512_or_si512(
             _mm512_or_si512(
                 _mm512_sllv_epi32(one, _mm512_and_si512(h, low5)),
                 _mm512_sllv_epi32(one, _mm512_and_si512(_mm512_srli_epi32::<6>(h), low5)),
             ),
-            _mm512_sllv_epi32(one, third),
+            _mm512_or_si512(_mm512_sllv_epi32(one, third), _mm512_sllv_epi32(one, fourth)),
         );
         let missing = _mm512_andnot_si512(fw, m);
         let pass = _mm512_testn_epi32_mask(missing, missing);
@@ -341,7 +386,12 @@ unsafe fn block_avx512(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Fi
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn block_avx2(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filter) -> u64 {
+unsafe fn block_avx2(
+    block: &[u8; BLOCK_BYTES],
+    keys: &WindowKeys,
+    filter: &Filter,
+    groups: usize,
+) -> u64 {
     use std::arch::x86_64::*;
     let [k0, k1] = keys.raw();
     let ia = _mm256_setr_epi32(0, 1, 1, 2, 2, 3, 3, 4);
@@ -385,7 +435,7 @@ unsafe fn block_avx2(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filt
     let index_mask = _mm256_set1_epi32((filter.index_mask & (FILTER_WORDS - 1)) as i32);
     let words = filter.words.as_ptr().cast::<i32>();
     let mut found = 0u64;
-    for j in 0..BLOCK_SAMPLES / 8 {
+    for j in 0..(2 * groups).min(BLOCK_SAMPLES / 8) {
         let p = block.as_ptr().wrapping_add(32 * j);
         let h = _mm256_srli_epi32::<{ 32 - HASH_BITS as i32 }>(_mm256_blend_epi32::<0xf0>(
             _mm256_permutevar8x32_epi32(hash4(p), pack),
@@ -400,13 +450,15 @@ unsafe fn block_avx2(block: &[u8; BLOCK_BYTES], keys: &WindowKeys, filter: &Filt
         );
         // SAFETY: every index is below 2·FILTER_WORDS, the length of `words` in halves.
         let fw = unsafe { _mm256_i32gather_epi32::<4>(words, w) };
-        let third = _mm256_srli_epi32::<27>(_mm256_mullo_epi32(_mm256_and_si256(h, low13), golden));
+        let mix = _mm256_mullo_epi32(_mm256_and_si256(h, low13), golden);
+        let third = _mm256_srli_epi32::<27>(mix);
+        let fourth = _mm256_and_si256(_mm256_srli_epi32::<22>(mix), low5);
         let m = _mm256_or_si256(
             _mm256_or_si256(
                 _mm256_sllv_epi32(one, _mm256_and_si256(h, low5)),
                 _mm256_sllv_epi32(one, _mm256_and_si256(_mm256_srli_epi32::<6>(h), low5)),
             ),
-            _mm256_sllv_epi32(one, third),
+            _mm256_or_si256(_mm256_sllv_epi32(one, third), _mm256_sllv_epi32(one, fourth)),
         );
         let pass =
             _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(fw, m), m)));
@@ -423,7 +475,8 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
         /// Every kernel sets exactly the bits the scalar one sets, on filters of every size
-        /// (from a few windows to the largest), and every stored window passes.
+        /// (from a few windows to the largest) and for any number of groups, and every
+        /// stored window passes.
         #[test]
         fn every_kernel_agrees_with_the_scalar_one(
             data in prop::collection::vec(any::<u8>(), BLOCK_BYTES),
@@ -431,6 +484,7 @@ mod tests {
             others in 0usize..200_000,
             seed in any::<u64>(),
             salt in any::<u8>(),
+            groups in 1usize..=4,
         ) {
             let block: &[u8; BLOCK_BYTES] = data.as_slice().try_into().expect("block");
             let keys = WindowKeys::from_salt(&[salt; 32]);
@@ -444,12 +498,15 @@ mod tests {
                 (x >> 36) as u32
             }));
             let filter = Filter::new(hashes.iter().copied());
-            let want = block_scalar(block, &keys, &filter);
+            let want = block_scalar(block, &keys, &filter, 4);
             for &k in &stored {
                 prop_assert!(want & 1 << k != 0, "stored sample {} passes", k);
             }
             for kernel in Kernel::available() {
-                prop_assert_eq!(kernel.block(block, &keys, &filter), want, "{:?}", kernel);
+                prop_assert_eq!(kernel.block(block, &keys, &filter, 4), want, "{:?}", kernel);
+                // Fewer groups: the same bits for their samples, none for the rest.
+                let part = want & (u64::MAX >> (64 - 16 * groups));
+                prop_assert_eq!(kernel.block(block, &keys, &filter, groups), part, "{:?}", kernel);
             }
         }
     }
