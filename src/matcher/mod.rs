@@ -50,8 +50,8 @@ pub struct Hit {
     pub len: u32,
 }
 
-/// Filter bits per stored window (at least; the filter's size is rounded up to a power of
-/// two). With four bits set per window in one 32-bit half-word, a half holds ~7 set bits
+/// Filter bits per stored window (at least, up to the size cap below: the filter's size
+/// is rounded up to a power of two). With four bits set per window in one 32-bit half-word, a half holds ~7 set bits
 /// of 32 and a sample stored nowhere passes all four with probability ~(7/32)^4 ≈ 0.2%
 /// (more where a half holds more). On the node benchmark's 10,000 values the fourth bit
 /// took the samples looked up in the index from 230,000 to 158,000.
@@ -134,7 +134,8 @@ impl Filter {
 /// bucket. A hash's bucket is known from the hash alone, so its bounds can be prefetched
 /// before they are needed; beside each bucket's start is its smallest hash, so that a
 /// sample that passed the filter by chance is mostly dismissed without reading the
-/// candidates (a second cache miss: 135 ns a lookup on the node benchmark). Counting
+/// candidates (a second cache miss, ~100 ns or more where the candidates are megabytes).
+/// Counting
 /// builds it in two passes over the candidates (a comparison sort and a hash table of the
 /// distinct hashes took most of the start of a scan with 10,000 values).
 struct Index {
@@ -198,15 +199,16 @@ impl Index {
     /// The index of the first of `candidates` (those indexed) with hash `h`, if any.
     fn get(&self, h: u32, candidates: &[Candidate]) -> Option<usize> {
         let b = self.bucket(h);
-        let ([lo, first], hi) = (self.slots[b], self.slots[b + 1][0]);
-        // The bucket's candidates are sorted by hash: none below its first.
-        if lo == hi || h < first {
+        let [lo, first] = self.slots[b];
+        // The bucket's candidates are sorted by hash: none is below its first. An empty
+        // bucket's `first` is a later bucket's, above every hash of this one.
+        if h < first {
             return None;
         }
         if h == first {
             return Some(lo as usize);
         }
-        let (lo, hi) = (lo as usize, hi as usize);
+        let (lo, hi) = (lo as usize, self.slots[b + 1][0] as usize);
         candidates[lo..hi].iter().position(|c| c.hash == h).map(|i| lo + i)
     }
 }
@@ -397,6 +399,7 @@ impl Matcher {
                 // Nothing to find (a file of no values): not even the runs are worth finding.
                 continue;
             }
+            // Per set: the memo holds this set's (keyed) hashes.
             let mut scratch = Scratch::new();
             if set.printable {
                 // A form of printable text lies within one run of printable bytes: the
@@ -528,6 +531,8 @@ impl CompiledSet {
         let keys = self.keys;
         let filter = &self.filter;
         let Scratch { misses, ready, passed } = scratch;
+        // The queues hold positions of one run: the run before left them empty.
+        debug_assert!(ready.is_empty() && passed.is_empty());
         let mut i = first;
         // Blocks of 64 samples fill a bit mask without branching; the (rare) filter hits
         // are then confirmed one by one. The block is a fixed-size array, so the loop has

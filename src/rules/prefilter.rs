@@ -447,6 +447,12 @@ mod tests {
             let (ours, theirs, keys) = both_teddies();
             let Some(ours) = ours else { return Ok(()) };
             // The byte tables where the CPU has VBMI, and the nibble tables on any CPU.
+            #[cfg(target_arch = "x86_64")]
+            proptest::prop_assert_eq!(
+                ours.uses_byte_tables(),
+                std::arch::is_x86_feature_detected!("avx512vbmi")
+                    && std::env::var("KRESIDUE_TEDDY").as_deref() != Ok("nibble")
+            );
             let nibbles = ours.clone().with_nibbles();
             let mut data = filler;
             for (k, pos, cut) in plants {

@@ -10,7 +10,7 @@
 //! first position where one matches is returned with the lowest id that matches there
 //! (aho-corasick's leftmost-first). Where the CPU also has AVX-512 VBMI, each byte is
 //! looked up whole instead (one two-register byte permute in a 128-entry table per byte
-//! position, no nibble split): cheaper per step, and exact for ASCII, where the nibble
+//! position, no nibble split): cheaper per step, and exact per ASCII byte, where the nibble
 //! tables let through every pairing of a bucket's nibbles. A test checks that both find
 //! exactly what aho-corasick's Teddy finds.
 //!
@@ -20,7 +20,7 @@
 
 #![allow(unsafe_code)]
 
-/// Bytes of a key matched with the nibble tables.
+/// Bytes of a key matched with the nibble (or byte) tables.
 pub(super) const MASK: usize = 4;
 /// Buckets: one bit each in a table entry.
 const BUCKETS: usize = 8;
@@ -34,7 +34,7 @@ pub(super) struct Teddy512 {
     hi: [[u8; 16]; MASK],
     /// `bytes[j][c & 0x7f]`: buckets with a key whose byte `j` is `c`. Where the CPU has
     /// AVX-512 VBMI one two-register byte permute looks a byte up in this 128-entry table:
-    /// exact for ASCII (a byte above 0x7f reads the entry of its low seven bits, a
+    /// exact per ASCII byte (a byte above 0x7f reads the entry of its low seven bits, a
     /// superset), where the nibble tables let through every pairing of a bucket's low and
     /// high nibbles.
     bytes: [[u8; 128]; MASK],
@@ -43,8 +43,9 @@ pub(super) struct Teddy512 {
     /// Each bucket's keys by ascending id: (id, first four bytes as a little-endian
     /// `u32`, the key).
     buckets: [Vec<(usize, u32, &'static [u8])>; BUCKETS],
-    /// A bit per [`head_slot`] of every key's first four bytes: most positions the nibble
-    /// tables let through (one in ~300 bytes of a node's text) are dismissed by one bit.
+    /// A bit per [`head_slot`] of every key's first four bytes: most positions the tables
+    /// let through (with the nibble tables one in ~900 bytes of the node benchmark's tree)
+    /// are dismissed by one bit.
     heads: [u64; HEAD_SLOTS / 64],
 }
 
@@ -131,6 +132,12 @@ impl Teddy512 {
         false
     }
 
+    /// Whether the search uses the byte tables.
+    #[cfg(test)]
+    pub(super) fn uses_byte_tables(&self) -> bool {
+        self.vbmi
+    }
+
     /// The same search with the nibble tables, as where the CPU lacks VBMI.
     #[cfg(test)]
     pub(super) fn with_nibbles(mut self) -> Teddy512 {
@@ -192,8 +199,9 @@ impl Teddy512 {
     unsafe fn find_vbmi(&self, buf: &[u8], at: usize) -> Option<(usize, usize)> {
         use std::arch::x86_64::*;
         // SAFETY: 64 bytes of a 128-byte table, at 0 and at 64.
-        let half =
-            |t: &[u8; 128], at: usize| unsafe { _mm512_loadu_si512(t[at..].as_ptr().cast()) };
+        let half = |t: &[u8; 128], at: usize| unsafe {
+            _mm512_loadu_si512(t[at..at + 64].as_ptr().cast())
+        };
         let lo: [__m512i; MASK] = std::array::from_fn(|j| half(&self.bytes[j], 0));
         let hi: [__m512i; MASK] = std::array::from_fn(|j| half(&self.bytes[j], 64));
         let step = |p: *const u8| {
