@@ -135,9 +135,8 @@ impl Filter {
 /// before they are needed; beside each bucket's start is its smallest hash, so that a
 /// sample that passed the filter by chance is mostly dismissed without reading the
 /// candidates (a second cache miss, ~100 ns or more where the candidates are megabytes).
-/// Counting
-/// builds it in two passes over the candidates (a comparison sort and a hash table of the
-/// distinct hashes took most of the start of a scan with 10,000 values).
+/// Counting builds it in two passes over the candidates (a comparison sort and a hash
+/// table of the distinct hashes took most of the start of a scan with 10,000 values).
 struct Index {
     /// `slots[b] = [start, first]`: the candidates of bucket `b` are
     /// `start..slots[b + 1][0]`, and the first of them has hash `first` (when any).
@@ -153,32 +152,27 @@ impl Index {
         let mut starts = vec![0u32; (1 << bits) + 1];
         let shift = HASH_BITS - bits;
         let bucket = |h: u32| (h >> shift) as usize;
-        let sorted = match candidates.first() {
-            None => candidates,
-            Some(&any) => {
-                for c in &candidates {
-                    starts[bucket(c.hash) + 1] += 1;
-                }
-                for b in 1..starts.len() {
-                    starts[b] += starts[b - 1];
-                }
-                // Each bucket's next free place while filling.
-                let mut next = starts.clone();
-                let mut sorted = vec![any; candidates.len()];
-                for c in candidates {
-                    let at = &mut next[bucket(c.hash)];
-                    sorted[*at as usize] = c;
-                    *at += 1;
-                }
-                for w in starts.windows(2) {
-                    if w[1] - w[0] > 1 {
-                        sorted[w[0] as usize..w[1] as usize]
-                            .sort_unstable_by_key(|c| (c.hash, c.entry, c.form, c.offset));
-                    }
-                }
-                sorted
+        for c in &candidates {
+            starts[bucket(c.hash) + 1] += 1;
+        }
+        for b in 1..starts.len() {
+            starts[b] += starts[b - 1];
+        }
+        // Each bucket's next free place while filling.
+        let mut next = starts.clone();
+        let mut sorted =
+            vec![Candidate { hash: 0, offset: 0, entry: 0, form: 0 }; candidates.len()];
+        for c in candidates {
+            let at = &mut next[bucket(c.hash)];
+            sorted[*at as usize] = c;
+            *at += 1;
+        }
+        for w in starts.windows(2) {
+            if w[1] - w[0] > 1 {
+                sorted[w[0] as usize..w[1] as usize]
+                    .sort_unstable_by_key(|c| (c.hash, c.entry, c.form, c.offset));
             }
-        };
+        }
         let first = |start: u32| sorted.get(start as usize).map_or(u32::MAX, |c| c.hash);
         let slots = starts.iter().map(|&start| [start, first(start)]).collect();
         (sorted, Index { slots, shift })

@@ -11,6 +11,9 @@
 use super::{Filter, BLOCK_BYTES, BLOCK_SAMPLES, FILTER_WORDS, WORD_SHIFT};
 use crate::fingerprint::{WindowKeys, HASH_BITS, STRIDE, WINDOW};
 
+/// The bytes of one block of 64 samples.
+type Block = [u8; BLOCK_BYTES];
+
 /// Which implementation of the block test runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Kernel {
@@ -78,13 +81,7 @@ impl Kernel {
 
     /// The block test of this kernel.
     #[cfg(test)]
-    fn block(
-        self,
-        block: &[u8; BLOCK_BYTES],
-        keys: &WindowKeys,
-        filter: &Filter,
-        groups: usize,
-    ) -> u64 {
+    fn block(self, block: &Block, keys: &WindowKeys, filter: &Filter, groups: usize) -> u64 {
         match self {
             Kernel::Scalar => Scalar.block(block, keys, filter, groups),
             // SAFETY: `available` lists only kernels the CPU runs.
@@ -120,13 +117,7 @@ pub(super) trait Sampler: Copy {
     /// Bit `k` set when sample `k` of `block` passes `filter`, for the samples of the
     /// first `groups` (1 to 4) groups of 16; the bits of the others are clear. A short run
     /// of text (most of those in a binary) needs one group, not four.
-    fn block(
-        self,
-        block: &[u8; BLOCK_BYTES],
-        keys: &WindowKeys,
-        filter: &Filter,
-        groups: usize,
-    ) -> u64;
+    fn block(self, block: &Block, keys: &WindowKeys, filter: &Filter, groups: usize) -> u64;
 }
 
 /// The portable implementation.
@@ -139,13 +130,7 @@ impl Sampler for Scalar {
         crate::sys::unprintable_mask(word)
     }
     #[inline(always)]
-    fn block(
-        self,
-        block: &[u8; BLOCK_BYTES],
-        keys: &WindowKeys,
-        filter: &Filter,
-        groups: usize,
-    ) -> u64 {
+    fn block(self, block: &Block, keys: &WindowKeys, filter: &Filter, groups: usize) -> u64 {
         block_scalar(block, keys, filter, groups)
     }
 }
@@ -172,13 +157,7 @@ impl Sampler for Avx2 {
         unsafe { unprintable_avx2(word) }
     }
     #[inline(always)]
-    fn block(
-        self,
-        block: &[u8; BLOCK_BYTES],
-        keys: &WindowKeys,
-        filter: &Filter,
-        groups: usize,
-    ) -> u64 {
+    fn block(self, block: &Block, keys: &WindowKeys, filter: &Filter, groups: usize) -> u64 {
         // SAFETY: as above.
         unsafe { block_avx2(block, keys, filter, groups) }
     }
@@ -206,13 +185,7 @@ impl Sampler for Avx512 {
         unsafe { unprintable_avx512(word) }
     }
     #[inline(always)]
-    fn block(
-        self,
-        block: &[u8; BLOCK_BYTES],
-        keys: &WindowKeys,
-        filter: &Filter,
-        groups: usize,
-    ) -> u64 {
+    fn block(self, block: &Block, keys: &WindowKeys, filter: &Filter, groups: usize) -> u64 {
         // SAFETY: as above.
         unsafe { block_avx512(block, keys, filter, groups) }
     }
@@ -271,12 +244,7 @@ unsafe fn unprintable_avx512(word: &[u8; 64]) -> u64 {
 /// Bit `k` set when sample `k` of `block` passes `filter`, for the first `groups` groups of
 /// 16 samples.
 #[inline(always)]
-fn block_scalar(
-    block: &[u8; BLOCK_BYTES],
-    keys: &WindowKeys,
-    filter: &Filter,
-    groups: usize,
-) -> u64 {
+fn block_scalar(block: &Block, keys: &WindowKeys, filter: &Filter, groups: usize) -> u64 {
     let mut found = 0u64;
     for k in 0..(16 * groups).min(BLOCK_SAMPLES) {
         let w: &[u8; WINDOW] = block[k * STRIDE..k * STRIDE + WINDOW].try_into().expect("window");
@@ -295,12 +263,7 @@ const _: () = assert!(HASH_BITS == 28 && STRIDE == 4 && WINDOW == 12 && BLOCK_SA
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn block_avx512(
-    block: &[u8; BLOCK_BYTES],
-    keys: &WindowKeys,
-    filter: &Filter,
-    groups: usize,
-) -> u64 {
+unsafe fn block_avx512(block: &Block, keys: &WindowKeys, filter: &Filter, groups: usize) -> u64 {
     use std::arch::x86_64::*;
     let [k0, k1] = keys.raw();
     let ia = _mm512_setr_epi32(0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8);
@@ -386,12 +349,7 @@ unsafe fn block_avx512(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn block_avx2(
-    block: &[u8; BLOCK_BYTES],
-    keys: &WindowKeys,
-    filter: &Filter,
-    groups: usize,
-) -> u64 {
+unsafe fn block_avx2(block: &Block, keys: &WindowKeys, filter: &Filter, groups: usize) -> u64 {
     use std::arch::x86_64::*;
     let [k0, k1] = keys.raw();
     let ia = _mm256_setr_epi32(0, 1, 1, 2, 2, 3, 3, 4);
