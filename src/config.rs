@@ -3,10 +3,10 @@
 
 use crate::cli::{CriArgs, FailOn, ReportFormatArg, SearchArgs};
 use crate::cri;
-use crate::finding::Severity;
+use crate::finding::{ScanError, Severity};
 use crate::fingerprint::{self, BuildStats, FingerprintSet};
 use crate::kubectl;
-use crate::node::{containerd, Layout, DEFAULT_KUBELET_DIR};
+use crate::node::{self, containerd, Layout, Scope, DEFAULT_KUBELET_DIR};
 use crate::report::Format;
 use crate::rules::Rules;
 use crate::scan::{ScanSettings, DEFAULT_CHUNK};
@@ -19,6 +19,9 @@ use std::time::Duration;
 
 /// Everything `scan` needs, checked.
 pub struct ScanConfig {
+    /// The scopes being discovered since the arguments were read (see
+    /// [`ScanConfig::discovered`]).
+    pub early: Option<EarlyDiscovery>,
     /// The opened root.
     pub root: RootDir,
     /// The root as given.
@@ -53,7 +56,30 @@ pub struct ScanConfig {
     pub require_cri: bool,
 }
 
+/// [`node::discover`] running on a thread of its own, for the kubelet dir it was given.
+#[derive(Debug)]
+pub struct EarlyDiscovery {
+    kubelet_dir: PathBuf,
+    thread: std::thread::JoinHandle<(Vec<Scope>, Vec<ScanError>)>,
+}
+
 impl ScanConfig {
+    /// The scopes to walk and the errors finding them: from the early discovery when it
+    /// ran for the kubelet dir the layout now names (the runtime may have named another),
+    /// else found now.
+    pub fn discovered(&mut self) -> (Vec<Scope>, Vec<ScanError>) {
+        let early = self.early.take().filter(|e| e.kubelet_dir == self.settings.layout.kubelet_dir);
+        match early.map(|e| e.thread.join()) {
+            Some(Ok(found)) => found,
+            // A panic there is one here, as it would have been.
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => {
+                let mut errors = Vec::new();
+                (node::discover(&self.root, &self.settings.layout, &mut errors), errors)
+            }
+        }
+    }
+
     /// Validates `args`: opens the root, reads fingerprint files and kubectl JSON.
     pub fn from_args(args: &SearchArgs) -> Result<ScanConfig> {
         let root =
@@ -81,6 +107,47 @@ impl ScanConfig {
                 })?),
                 None => None,
             };
+        let (cri, cri_timeout) = cri_choice(&args.cri, args.no_cri, &root)?;
+        let kubelet_dir_explicit = args.kubelet_dir.is_some();
+        let kubelet_dir =
+            node_path(args.kubelet_dir.as_deref().unwrap_or(Path::new(DEFAULT_KUBELET_DIR)));
+        let containerd_root_explicit = args.containerd_root.is_some();
+        let containerd_root = node_path(
+            args.containerd_root.as_deref().unwrap_or(Path::new(containerd::DEFAULT_ROOT)),
+        );
+        let containerd_state = node_path(
+            args.containerd_state.as_deref().unwrap_or(Path::new(containerd::DEFAULT_STATE)),
+        );
+        let layout = Layout {
+            kubelet_dir,
+            kubelet_dir_explicit,
+            containerd_state,
+            containerd_root,
+            etcd: args.etcd.iter().map(|p| node_path(p)).collect(),
+            pod_logs: node_path(
+                args.pod_log_dir.as_deref().unwrap_or(Path::new(crate::node::logs::DEFAULT_DIR)),
+            ),
+            containerd_root_explicit,
+            extra: args.paths.iter().map(|p| node_path(p)).collect(),
+        };
+        // The node's layout is walked for scopes (pod dirs, volumes, the runtime's records;
+        // some 2,000 system calls on a node of 200 pods) on a thread of its own while the
+        // fingerprints load and the matcher is built. Not under --nice: its threads must
+        // all start after the priority is lowered.
+        let early = match args.nice {
+            false => {
+                let (root, layout) = (root.try_clone()?, layout.clone());
+                let used = layout.kubelet_dir.clone();
+                Some(EarlyDiscovery {
+                    kubelet_dir: used,
+                    thread: std::thread::spawn(move || {
+                        let mut errors = Vec::new();
+                        (node::discover(&root, &layout, &mut errors), errors)
+                    }),
+                })
+            }
+            true => None,
+        };
         // The rules compile (tens of milliseconds) on another thread while the fingerprint
         // files load.
         let (mut sets, rules) = std::thread::scope(|s| -> Result<_> {
@@ -114,30 +181,8 @@ impl ScanConfig {
         if sets.is_empty() && args.no_rules {
             bail!("nothing to look for: --no-rules without --fingerprints FILE or --secrets FILE");
         }
-        let (cri, cri_timeout) = cri_choice(&args.cri, args.no_cri, &root)?;
-        let kubelet_dir_explicit = args.kubelet_dir.is_some();
-        let kubelet_dir =
-            node_path(args.kubelet_dir.as_deref().unwrap_or(Path::new(DEFAULT_KUBELET_DIR)));
-        let containerd_root_explicit = args.containerd_root.is_some();
-        let containerd_root = node_path(
-            args.containerd_root.as_deref().unwrap_or(Path::new(containerd::DEFAULT_ROOT)),
-        );
-        let containerd_state = node_path(
-            args.containerd_state.as_deref().unwrap_or(Path::new(containerd::DEFAULT_STATE)),
-        );
-        let layout = Layout {
-            kubelet_dir,
-            kubelet_dir_explicit,
-            containerd_state,
-            containerd_root,
-            etcd: args.etcd.iter().map(|p| node_path(p)).collect(),
-            pod_logs: node_path(
-                args.pod_log_dir.as_deref().unwrap_or(Path::new(crate::node::logs::DEFAULT_DIR)),
-            ),
-            containerd_root_explicit,
-            extra: args.paths.iter().map(|p| node_path(p)).collect(),
-        };
         Ok(ScanConfig {
+            early,
             cri,
             cri_timeout,
             require_cri: args.require_cri,

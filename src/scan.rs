@@ -15,7 +15,7 @@ use crate::finding::{
 use crate::matcher::{Hit, Matcher};
 use crate::node::containerd::{self, MetaDb, Owner};
 use crate::node::logs::{Extractor, HEAD_MAX};
-use crate::node::{self, io_message, Layout};
+use crate::node::{io_message, Layout, Scope};
 use crate::report;
 use crate::rules::{RuleHit, Rules};
 use crate::sys::{self, RootDir};
@@ -107,15 +107,15 @@ impl Searchers<'_> {
     }
 }
 
-/// Scans everything `settings` names under `root`, telling `progress` of each file read.
+/// Scans the `scopes` under `root` ([`crate::node::discover`] found them, and `errors`), telling
+/// `progress` of each file read.
 pub fn scan(
     root: &RootDir,
     settings: &ScanSettings,
+    (scopes, errors): (Vec<Scope>, Vec<ScanError>),
     searchers: &Searchers<'_>,
     progress: &dyn Progress,
 ) -> anyhow::Result<ScanResult> {
-    let mut errors = Vec::new();
-    let scopes = node::discover(root, &settings.layout, &mut errors);
     let walked = scopes.iter().map(|s| report::display_path(s.node_path.as_os_str())).collect();
     let skipped = Mutex::new(BTreeMap::new());
     let findings = Mutex::new(Vec::new());
@@ -134,7 +134,6 @@ pub fn scan(
     };
     let seen = Mutex::new(Seen::default());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(settings.threads).build()?;
-    let root_abs = root.path().to_path_buf();
     // The walk runs on a thread of its own, ahead of the readers by up to WALK_AHEAD
     // entries: pulled by the readers themselves (rayon's `par_bridge` locks the iterator
     // while one of them walks), a reader would wait for the other's directory listings.
@@ -143,7 +142,7 @@ pub fn scan(
         s.spawn(|| {
             // Owned here, so that the readers see the end of the walk when it ends.
             let tx = tx;
-            let walk = scopes.into_iter().flat_map(|s| walk::walk_scope(&root_abs, s));
+            let walk = scopes.into_iter().flat_map(|s| walk::walk_scope(root, s));
             let mut batch = Vec::with_capacity(WALK_BATCH);
             for item in walk.take_while(|_| in_time()) {
                 batch.push(item);
@@ -174,7 +173,7 @@ pub fn scan(
                             WalkItem::File(_) if !in_time() => {}
                             WalkItem::File(job) => {
                                 let started = Instant::now();
-                                let result = w.scan_file(root, &job, searchers, &seen);
+                                let result = w.scan_file(&job, searchers, &seen);
                                 if std::mem::take(&mut w.timed_out) {
                                     late.store(true, Ordering::Relaxed);
                                 }
@@ -328,14 +327,14 @@ impl Worker {
     /// the report's `errors` list.
     fn scan_file(
         &mut self,
-        root: &RootDir,
         job: &FileJob,
         searchers: &Searchers<'_>,
         seen: &Mutex<Seen>,
     ) -> Result<Option<(u64, Vec<Finding>)>, String> {
         self.rules_incomplete = false;
         self.file_errors.clear();
-        let mut f = root.open_file(&job.rel).map_err(|e| io_message(&e))?;
+        let name = job.rel.file_name().ok_or_else(|| "not a file name; not read".to_owned())?;
+        let mut f = job.dir.open_file(name).map_err(|e| io_message(&e))?;
         let md = f.metadata().map_err(|e| io_message(&e))?;
         if !md.is_file() {
             return Err("not a regular file (changed during the scan); not read".to_owned());

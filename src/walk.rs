@@ -10,17 +10,20 @@ use crate::node::kubelet::{self, AtomicVolume};
 use crate::node::logs::LogOwner;
 use crate::node::{io_message, Ownership, Scope, ScopeKind};
 use crate::report::display_path;
+use crate::sys::walk::{DirFd, Entry};
+use crate::sys::RootDir;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use walkdir::{DirEntryExt, WalkDir};
 
 /// A regular file to read.
 #[derive(Clone, Debug)]
 pub struct FileJob {
     /// Path relative to the root (no symlinks).
     pub rel: PathBuf,
+    /// Its directory, to open it by name.
+    pub dir: Arc<DirFd>,
     /// Inode number seen by the walk (checked against the opened file).
     pub ino: u64,
     /// The node path of the file's scope, shared by all of its files.
@@ -70,26 +73,8 @@ pub enum WalkItem {
     Skipped(&'static str),
 }
 
-/// What a non-regular, non-directory entry is, in words.
-fn special_kind(t: std::fs::FileType) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt;
-    Some(if t.is_symlink() {
-        "symlink"
-    } else if t.is_fifo() {
-        "FIFO"
-    } else if t.is_socket() {
-        "socket"
-    } else if t.is_char_device() {
-        "char device"
-    } else if t.is_block_device() {
-        "block device"
-    } else {
-        return None;
-    })
-}
-
-/// Walks one scope. `root_abs` is the canonical root path.
-pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkItem> {
+/// Walks one scope beneath `root`.
+pub fn walk_scope(root: &RootDir, scope: Scope) -> impl Iterator<Item = WalkItem> + '_ {
     let Scope { rel, node_path, kind } = scope;
     let mut pod = None;
     let (volumes, fixed, owner) = match kind {
@@ -101,24 +86,19 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
         ScopeKind::Site(site) => (Default::default(), Some(site), None),
         ScopeKind::Owned(owner) => (Default::default(), Some(owner.site), Some(Arc::new(owner))),
     };
-    let base = root_abs.join(&rel);
     let scope_path: Arc<Path> = node_path.into();
-    let base_bytes = base.as_os_str().as_bytes().to_vec();
-    WalkDir::new(&base).follow_links(false).into_iter().filter_map(move |entry| {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                let inner = e.path().map_or(Path::new(""), |p| under(p, &base_bytes));
+    let base_bytes = rel.as_os_str().as_bytes().to_vec();
+    root.walk(&rel).map(move |entry| {
+        let (dir, path, ino) = match entry {
+            Entry::File { dir, rel, ino } => (dir, rel, ino),
+            Entry::Special(kind) => return WalkItem::Skipped(kind),
+            Entry::Error { rel, error } => {
+                let inner = under(&rel, &base_bytes);
                 let path = display_path(scope_path.join(inner).as_os_str());
-                let error =
-                    e.io_error().map(io_message).unwrap_or_else(|| "filesystem loop".to_owned());
-                return Some(WalkItem::Error(ScanError { path, error }));
+                return WalkItem::Error(ScanError { path, error: io_message(&error) });
             }
         };
-        if !entry.file_type().is_file() {
-            return special_kind(entry.file_type()).map(WalkItem::Skipped);
-        }
-        let inner = under(entry.path(), &base_bytes);
+        let inner = under(&path, &base_bytes);
         let (site, shown, stale) = match fixed {
             None => {
                 let (site, shown, stale) = place_in_pod(inner, &volumes);
@@ -130,12 +110,12 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
             Some(SiteId::PodLog) => LogOwner::of(inner).map(Arc::new),
             _ => None,
         };
-        // A scope that is one file: `join("")` would add a trailing slash.
-        let joined = if inner.as_os_str().is_empty() { rel.clone() } else { rel.join(inner) };
-        Some(WalkItem::File(FileJob {
-            inner_at: joined.as_os_str().len() - inner.as_os_str().len(),
-            rel: joined,
-            ino: entry.ino(),
+        let inner_at = path.as_os_str().len() - inner.as_os_str().len();
+        WalkItem::File(FileJob {
+            inner_at,
+            rel: path,
+            dir,
+            ino,
             scope_path: scope_path.clone(),
             shown,
             site,
@@ -143,13 +123,13 @@ pub fn walk_scope(root_abs: &Path, scope: Scope) -> impl Iterator<Item = WalkIte
             stale,
             owner: owner.clone(),
             log,
-        }))
+        })
     })
 }
 
 /// The path under `base` (bytes of a path) of a walked path: `base` itself (empty), or
-/// `base/…` (what follows the separator). Sliced, not parsed: walkdir builds every path it
-/// yields by joining names onto `base`.
+/// `base/…` (what follows the separator). Sliced, not parsed: the walk builds every path
+/// it yields by joining names onto `base`.
 fn under<'a>(p: &'a Path, base: &[u8]) -> &'a Path {
     let rest = p.as_os_str().as_bytes().strip_prefix(base).unwrap_or(b"");
     Path::new(OsStr::from_bytes(rest.strip_prefix(b"/").unwrap_or(rest)))

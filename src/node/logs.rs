@@ -128,6 +128,15 @@ impl Extractor {
                 State::Head => {
                     if self.head.is_empty() {
                         self.head_at = file;
+                        // Nearly every line: a CRI line with its head in its first 64
+                        // bytes and its end in `rest`; its message (and the newline of a
+                        // full line) copied at once.
+                        if let Some((skip, partial, j)) = cri_message(rest) {
+                            let n = j + usize::from(!partial);
+                            w += self.emit(&rest[skip..skip + n], file + skip as u64, out, w);
+                            at += skip + j + 1;
+                            continue;
+                        }
                         // Most lines arrive whole: their head is found in `rest` itself, a
                         // few SIMD searches instead of a byte loop and a copy.
                         if let Some((i, newline)) = head_end(&rest[..rest.len().min(HEAD_MAX)]) {
@@ -309,6 +318,44 @@ impl Extractor {
             self.runs.pop_front();
         }
     }
+}
+
+/// For a CRI line starting `rest` whose head (time, stream, tag) ends in its first 64
+/// bytes and whose newline is in `rest`: where its message starts, whether it is partial,
+/// and where its newline is in the message. Read from the masks of spaces and newlines of
+/// those 64 bytes, where [`head_end`] and [`message`] take five searches; `None` for any
+/// other line (which they then read), so the two ways agree.
+fn cri_message(rest: &[u8]) -> Option<(usize, bool, usize)> {
+    let (spaces, newlines) = crate::sys::space_newline_masks(rest.get(..64)?.try_into().ok()?);
+    let t = spaces.trailing_zeros();
+    let after = spaces & spaces.wrapping_sub(1);
+    let s2 = after.trailing_zeros();
+    let after = after & after.wrapping_sub(1);
+    let s3 = after.trailing_zeros();
+    // Three spaces, no newline before the third.
+    if s3 >= 64 || newlines & ((1u64 << s3) - 1) != 0 {
+        return None;
+    }
+    let (t, s2, s3) = (t as usize, s2 as usize, s3 as usize);
+    if t < 20 || !rest[..4].iter().all(u8::is_ascii_digit) || rest[4] != b'-' {
+        return None;
+    }
+    let stream = &rest[t + 1..s2];
+    if stream != b"stdout" && stream != b"stderr" {
+        return None;
+    }
+    let partial = match rest[s2 + 1..s3].split(|&b| b == b':').next()? {
+        b"P" => true,
+        b"F" => false,
+        _ => return None,
+    };
+    let skip = s3 + 1;
+    // Any newline in the mask is past the head.
+    let newline = match newlines {
+        0 => 64 + memchr::memchr(b'\n', &rest[64..])?,
+        m => m.trailing_zeros() as usize,
+    };
+    Some((skip, partial, newline - skip))
 }
 
 /// Where the head of a line starting `look` ends: at its first newline (`true`) or its
@@ -505,6 +552,42 @@ mod tests {
             let w = ex.finish(&mut out);
             content.extend_from_slice(&out[..w]);
             proptest::prop_assert_eq!(content, whole.bytes);
+        }
+    }
+
+    /// The slow way to [`cri_message`]'s answer: the head's end, the message, the newline.
+    fn cri_message_by_search(rest: &[u8]) -> Option<(usize, bool, usize)> {
+        let (i, newline) = head_end(&rest[..rest.len().min(HEAD_MAX)])?;
+        let (skip, partial) = message(&rest[..i + 1]).filter(|_| !newline)?;
+        Some((skip, partial, memchr::memchr(b'\n', &rest[skip..])?))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        /// Line starts made of CRI-like pieces, damaged anywhere, followed by text with or
+        /// without a newline: where the mask reading answers, the searches answer the same;
+        /// it answers for every undamaged line.
+        #[test]
+        fn cri_message_equals_search(
+            time in proptest::sample::select(vec!["2026-11-30T10:00:00.000000001Z", "2026-11-30T10:00:00Z", "2026-11-30", "", "x026-11-30T10:00:00Z", "2026-11-30T10:00:00.000000001Z\n"]),
+            stream in proptest::sample::select(vec!["stdout", "stderr", "stdou", "stdoutx", "std\nut", ""]),
+            tag in proptest::sample::select(vec!["P", "F", "F:x", "P:", "PF", ":F", "", "F\n"]),
+            seps in proptest::collection::vec(proptest::sample::select(vec![" ", "  ", "", "\n"]), 3),
+            pad in 0usize..60,
+            content in proptest::collection::vec(proptest::sample::select(vec![b'a', b' ', b'\n', b':']), 0..100),
+        ) {
+            let line = [time, seps[0], stream, seps[1], tag, seps[2], &"a".repeat(pad)].concat();
+            let rest = [line.as_bytes(), &content].concat();
+            let fast = cri_message(&rest);
+            proptest::prop_assert!(fast.is_none() || fast == cri_message_by_search(&rest));
+            let cri = ["2026-11-30T10:00:00.000000001Z", "2026-11-30T10:00:00Z"].contains(&time)
+                && ["stdout", "stderr"].contains(&stream)
+                && ["P", "F", "F:x", "P:"].contains(&tag)
+                && seps.iter().all(|s| *s == " ");
+            let head = time.len() + stream.len() + tag.len() + 3;
+            if cri && rest.len() >= 64 && head <= 64 && rest[head..].contains(&b'\n') {
+                proptest::prop_assert!(fast.is_some(), "{:?}", String::from_utf8_lossy(&rest));
+            }
         }
     }
 

@@ -1,23 +1,26 @@
 //! The one home of system calls (through `nix`): opening files confined beneath the
 //! scanned root, link reading, filesystem type, hole skipping, hostname, the run lock;
-//! [`tree`] removes trees through directory descriptors and unmounts for `clean`, and
-//! [`mount`] reads the mount table. `unsafe` code lives here (a cache prefetch hint, the
-//! SSE2 byte classification, two calls with no safe binding in `nix`) and in the SIMD
-//! kernels of `matcher::simd` and `rules::teddy`, each block with its `SAFETY` reason.
+//! [`walk`] walks the scanned trees by directory descriptors, [`tree`] removes trees
+//! through them and unmounts for `clean`, and [`mount`] reads the mount table. `unsafe`
+//! code lives here (a cache prefetch hint, the SSE2 byte masks, three calls with no safe
+//! binding in `nix`, `getdents64` among them) and in the SIMD kernels of `matcher::simd`
+//! and `rules::teddy`, each block with its `SAFETY` reason.
 //!
 //! Confinement: every file is opened with `openat2(2)` relative to a descriptor of the
-//! root, with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` and `O_NOFOLLOW | O_NONBLOCK`, so
-//! the kernel refuses any path that would leave the root or pass through a symlink, even
-//! if a directory is swapped for a symlink between the walk and the open. `O_NONBLOCK`
+//! root, or of a directory opened that way from it, with `RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS` and `O_NOFOLLOW | O_NONBLOCK`, so the kernel refuses any path that
+//! would leave the root or pass through a symlink, even if a directory is swapped for a
+//! symlink between the walk and the open. `O_NONBLOCK`
 //! makes opening a FIFO that slipped in (type changed after the walk) return at once;
 //! the caller then checks what it opened with `fstat` and closes anything that is not the
 //! regular file it walked.
 
 pub mod mount;
 pub mod tree;
+pub mod walk;
 
 use nix::errno::Errno;
-use nix::fcntl::{self, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{self, OFlag};
 use nix::sys::stat::Mode;
 use std::ffi::OsString;
 use std::fs::File;
@@ -45,6 +48,11 @@ impl RootDir {
         Ok(RootDir { fd, path: canonical })
     }
 
+    /// Another descriptor of the same root, for another thread.
+    pub fn try_clone(&self) -> io::Result<RootDir> {
+        Ok(RootDir { fd: self.fd.try_clone()?, path: self.path.clone() })
+    }
+
     /// The canonical absolute path of the root.
     pub fn path(&self) -> &Path {
         &self.path
@@ -64,13 +72,13 @@ impl RootDir {
     /// Opens the regular file at `rel` (relative to the root) for reading, never following
     /// a symlink and never leaving the root; atime is not updated where permitted.
     pub fn open_file(&self, rel: &Path) -> io::Result<File> {
-        let base = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-        match self.open_beneath(rel, base | OFlag::O_NOATIME) {
-            // O_NOATIME is only allowed to the file's owner or with CAP_FOWNER.
-            Err(e) if e.raw_os_error() == Some(Errno::EPERM as i32) => self.open_beneath(rel, base),
-            r => r,
-        }
-        .map(File::from)
+        walk::open_file_beneath(self.fd.as_fd(), rel)
+    }
+
+    /// Walks the tree at `rel` (relative to the root; a directory or a file) by directory
+    /// descriptors, never through a symlink (see [`walk`]).
+    pub fn walk(&self, rel: &Path) -> walk::Walk<'_> {
+        walk::Walk::new(self.fd.as_fd(), rel)
     }
 
     /// Reads the target of the symlink at `rel`, resolving its parent beneath the root.
@@ -99,13 +107,8 @@ impl RootDir {
     }
 
     fn open_beneath(&self, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
-        let how = OpenHow::new().flags(flags).resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-        );
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
-        fcntl::openat2(self.fd.as_fd(), rel, how).map_err(io::Error::from)
+        walk::open_beneath(self.fd.as_fd(), rel, flags).map_err(io::Error::from)
     }
 }
 
@@ -236,6 +239,42 @@ pub fn unprintable_mask(word: &[u8; 64]) -> u64 {
             m |= u64::from(!crate::fingerprint::is_printable(b)) << i;
         }
         m
+    }
+}
+
+/// Bits set where `word` holds a space, and where it holds a newline: a pod log line's
+/// head (time, stream, tag) is read from these, one pass over its first 64 bytes. On
+/// x86_64, SSE2 compares and byte masks, 16 bytes at a time.
+#[inline(always)]
+#[allow(unsafe_code)]
+pub fn space_newline_masks(word: &[u8; 64]) -> (u64, u64) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        use std::arch::x86_64::*;
+        let (mut spaces, mut newlines) = (0u64, 0u64);
+        for (k, part) in word.chunks_exact(16).enumerate() {
+            // SAFETY: SSE2 is enabled (cfg above); the load reads the 16 bytes of `part`, a
+            // valid slice of exactly that length, with no alignment required.
+            let (s, n) = unsafe {
+                let v = _mm_loadu_si128(part.as_ptr().cast::<__m128i>());
+                (
+                    _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b' ' as i8))) as u32,
+                    _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\n' as i8))) as u32,
+                )
+            };
+            spaces |= u64::from(s) << (16 * k);
+            newlines |= u64::from(n) << (16 * k);
+        }
+        (spaces, newlines)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        let (mut spaces, mut newlines) = (0u64, 0u64);
+        for (i, &b) in word.iter().enumerate() {
+            spaces |= u64::from(b == b' ') << i;
+            newlines |= u64::from(b == b'\n') << i;
+        }
+        (spaces, newlines)
     }
 }
 
