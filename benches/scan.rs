@@ -40,7 +40,7 @@ use kresidue::finding::{Encoding, Finding, MatchKind};
 use kresidue::fingerprint::{self, FingerprintSet};
 use kresidue::kubectl::SecretValue;
 use kresidue::matcher::Matcher;
-use kresidue::node::{self, Layout, DEFAULT_KUBELET_DIR};
+use kresidue::node::{Layout, DEFAULT_KUBELET_DIR};
 use kresidue::rules::Rules;
 use kresidue::scan::{self, ScanResult, ScanSettings, Searchers, DEFAULT_CHUNK};
 use kresidue::sys::RootDir;
@@ -1482,9 +1482,8 @@ fn run() -> anyhow::Result<bool> {
                     max_file_size: None,
                     deadline: None,
                 };
-                let mut errors = Vec::new();
-                let scopes = node::discover(&root, &settings.layout, &mut errors);
-                let found = scan::scan(&root, &settings, (scopes, errors), &c.searchers, &())?;
+                let walking = scan::Walking::start(root.try_clone()?, settings.layout.clone());
+                let found = scan::scan(&settings, walking, &c.searchers, &())?;
                 results[slot] = Some(black_box(found));
             }
             let took = t.elapsed();

@@ -3,13 +3,13 @@
 
 use crate::cli::{CriArgs, FailOn, ReportFormatArg, SearchArgs};
 use crate::cri;
-use crate::finding::{ScanError, Severity};
+use crate::finding::Severity;
 use crate::fingerprint::{self, BuildStats, FingerprintSet};
 use crate::kubectl;
-use crate::node::{self, containerd, Layout, Scope, DEFAULT_KUBELET_DIR};
+use crate::node::{containerd, Layout, DEFAULT_KUBELET_DIR};
 use crate::report::Format;
 use crate::rules::Rules;
-use crate::scan::{ScanSettings, DEFAULT_CHUNK};
+use crate::scan::{ScanSettings, Walking, DEFAULT_CHUNK};
 use crate::sys::RootDir;
 use anyhow::{bail, Context, Result};
 use std::collections::HashSet;
@@ -19,9 +19,8 @@ use std::time::Duration;
 
 /// Everything `scan` needs, checked.
 pub struct ScanConfig {
-    /// The scopes being discovered since the arguments were read (see
-    /// [`ScanConfig::discovered`]).
-    pub early: Option<EarlyDiscovery>,
+    /// The walk started when the arguments were read (see [`ScanConfig::walking`]).
+    pub early: Option<EarlyWalk>,
     /// The opened root.
     pub root: RootDir,
     /// The root as given.
@@ -56,28 +55,23 @@ pub struct ScanConfig {
     pub require_cri: bool,
 }
 
-/// [`node::discover`] running on a thread of its own, for the kubelet dir it was given.
+/// A walk started early, for the kubelet dir it was given.
 #[derive(Debug)]
-pub struct EarlyDiscovery {
+pub struct EarlyWalk {
     kubelet_dir: PathBuf,
-    thread: std::thread::JoinHandle<(Vec<Scope>, Vec<ScanError>)>,
+    walking: Walking,
 }
 
 impl ScanConfig {
-    /// The scopes to walk and the errors finding them: from the early discovery when it
-    /// ran for the kubelet dir the layout now names (the runtime may have named another),
-    /// else found now.
-    pub fn discovered(&mut self) -> (Vec<Scope>, Vec<ScanError>) {
-        let early = self.early.take().filter(|e| e.kubelet_dir == self.settings.layout.kubelet_dir);
-        match early.map(|e| e.thread.join()) {
-            Some(Ok(found)) => found,
-            // A panic there is one here, as it would have been.
-            Some(Err(panic)) => std::panic::resume_unwind(panic),
-            None => {
-                let mut errors = Vec::new();
-                (node::discover(&self.root, &self.settings.layout, &mut errors), errors)
-            }
+    /// The walk of the node: the early one when it started for the kubelet dir the
+    /// layout now names (the runtime may have named another), else one started now.
+    pub fn walking(&mut self) -> Result<Walking> {
+        match self.early.take() {
+            Some(e) if e.kubelet_dir == self.settings.layout.kubelet_dir => return Ok(e.walking),
+            Some(e) => e.walking.cancel(),
+            None => {}
         }
+        Ok(Walking::start(self.root.try_clone()?, self.settings.layout.clone()))
     }
 
     /// Validates `args`: opens the root, reads fingerprint files and kubectl JSON.
@@ -130,22 +124,15 @@ impl ScanConfig {
             containerd_root_explicit,
             extra: args.paths.iter().map(|p| node_path(p)).collect(),
         };
-        // The node's layout is walked for scopes (pod dirs, volumes, the runtime's records;
-        // some 2,000 system calls on a node of 200 pods) on a thread of its own while the
-        // fingerprints load and the matcher is built. Not under --nice: its threads must
-        // all start after the priority is lowered.
+        // The node's scopes (pod dirs, volumes, the runtime's records) are found and
+        // walked on a thread of their own while the fingerprints load and the matcher is
+        // built: the readers then start with files listed. Not under --nice: every thread
+        // must start after the priority is lowered.
         let early = match args.nice {
-            false => {
-                let (root, layout) = (root.try_clone()?, layout.clone());
-                let used = layout.kubelet_dir.clone();
-                Some(EarlyDiscovery {
-                    kubelet_dir: used,
-                    thread: std::thread::spawn(move || {
-                        let mut errors = Vec::new();
-                        (node::discover(&root, &layout, &mut errors), errors)
-                    }),
-                })
-            }
+            false => Some(EarlyWalk {
+                kubelet_dir: layout.kubelet_dir.clone(),
+                walking: Walking::start(root.try_clone()?, layout.clone()),
+            }),
             true => None,
         };
         // The rules compile (tens of milliseconds) on another thread while the fingerprint

@@ -211,15 +211,15 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
         ));
     }
     let searchers = scan::Searchers { matcher: &matcher, rules: &rules };
-    let discovered = cfg.discovered();
+    let walking = cfg.walking()?;
     cfg.settings.deadline = cfg.timeout.map(|t| Instant::now() + t);
     // A bar on stderr only for a person watching: not when the report goes to a pipe.
     let watched = std::io::stderr().is_terminal()
         && (cfg.output.is_some() || std::io::stdout().is_terminal());
     let bar = (!cfg.quiet && watched).then(progress::Bar::start);
     let scanned = match &bar {
-        Some(bar) => scan::scan(&cfg.root, &cfg.settings, discovered, &searchers, bar),
-        None => scan::scan(&cfg.root, &cfg.settings, discovered, &searchers, &()),
+        Some(bar) => scan::scan(&cfg.settings, walking, &searchers, bar),
+        None => scan::scan(&cfg.settings, walking, &searchers, &()),
     };
     if let Some(bar) = &bar {
         bar.finish();

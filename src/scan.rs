@@ -15,7 +15,7 @@ use crate::finding::{
 use crate::matcher::{Hit, Matcher};
 use crate::node::containerd::{self, MetaDb, Owner};
 use crate::node::logs::{Extractor, HEAD_MAX};
-use crate::node::{io_message, Layout, Scope};
+use crate::node::{self, io_message, Layout};
 use crate::report;
 use crate::rules::{RuleHit, Rules};
 use crate::sys::{self, RootDir};
@@ -107,16 +107,96 @@ impl Searchers<'_> {
     }
 }
 
-/// Scans the `scopes` under `root` ([`crate::node::discover`] found them, and `errors`), telling
-/// `progress` of each file read.
+/// What a walk running on a thread of its own shares with the scan reading its files.
+#[derive(Debug, Default)]
+struct WalkControl {
+    /// Set by the scan: the walk stops (the readers are late, or gone).
+    stop: AtomicBool,
+    /// Set by the walk: it stopped at the deadline or a signal.
+    late: AtomicBool,
+    /// The scan's deadline, set when the scan starts.
+    deadline: std::sync::OnceLock<Option<Instant>>,
+}
+
+/// A walk started: the node's scopes are found, then walked, on a thread of its own,
+/// ahead of the readers by up to [`WALK_AHEAD`] batches. It may start before the
+/// fingerprints are loaded and the matcher is built (see `ScanConfig::from_args`): the
+/// first batches are then ready when the readers start.
+#[derive(Debug)]
+pub struct Walking {
+    found: std::sync::mpsc::Receiver<(Vec<String>, Vec<ScanError>)>,
+    batches: std::sync::mpsc::Receiver<Vec<WalkItem>>,
+    control: std::sync::Arc<WalkControl>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Walking {
+    /// Starts finding the scopes `layout` names under `root`, and walking them.
+    pub fn start(root: RootDir, layout: Layout) -> Walking {
+        let (found_tx, found) = std::sync::mpsc::sync_channel(1);
+        let (tx, batches) = std::sync::mpsc::sync_channel(WALK_AHEAD);
+        let control = std::sync::Arc::new(WalkControl::default());
+        let c = control.clone();
+        let thread = std::thread::spawn(move || {
+            let mut errors = Vec::new();
+            let scopes = node::discover(&root, &layout, &mut errors);
+            let walked =
+                scopes.iter().map(|s| report::display_path(s.node_path.as_os_str())).collect();
+            if found_tx.send((walked, errors)).is_err() {
+                return;
+            }
+            let on_time = || {
+                let on_time = !c.stop.load(Ordering::Relaxed)
+                    && c.deadline.get().copied().flatten().is_none_or(|d| Instant::now() < d)
+                    && sys::stop_signal().is_none();
+                if !on_time {
+                    c.late.store(true, Ordering::Relaxed);
+                }
+                on_time
+            };
+            let walk = scopes.into_iter().flat_map(|s| walk::walk_scope(&root, s));
+            let mut batch = Vec::with_capacity(WALK_BATCH);
+            for item in walk.take_while(|_| on_time()) {
+                batch.push(item);
+                // The scan is gone (it failed, or the walk was started for a layout the
+                // runtime then corrected): the walk stops too.
+                if batch.len() == WALK_BATCH
+                    && tx
+                        .send(std::mem::replace(&mut batch, Vec::with_capacity(WALK_BATCH)))
+                        .is_err()
+                {
+                    return;
+                }
+            }
+            let _ = tx.send(batch);
+        });
+        Walking { found, batches, control, thread }
+    }
+
+    /// Stops the walk and waits for its thread (a walk not to be scanned after all).
+    pub fn cancel(self) {
+        self.control.stop.store(true, Ordering::Relaxed);
+        drop((self.found, self.batches));
+        let _ = self.thread.join();
+    }
+}
+
+/// Scans the files `walking` lists, telling `progress` of each file read.
 pub fn scan(
-    root: &RootDir,
     settings: &ScanSettings,
-    (scopes, errors): (Vec<Scope>, Vec<ScanError>),
+    walking: Walking,
     searchers: &Searchers<'_>,
     progress: &dyn Progress,
 ) -> anyhow::Result<ScanResult> {
-    let walked = scopes.iter().map(|s| report::display_path(s.node_path.as_os_str())).collect();
+    let Walking { found, batches: rx, control, thread } = walking;
+    let _ = control.deadline.set(settings.deadline);
+    let Ok((walked, errors)) = found.recv() else {
+        // The walk's thread ended without a word: it panicked, and so does the scan.
+        match thread.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => anyhow::bail!("the walk ended before it began"),
+        }
+    };
     let skipped = Mutex::new(BTreeMap::new());
     let findings = Mutex::new(Vec::new());
     let errors = Mutex::new(errors);
@@ -129,95 +209,78 @@ pub fn scan(
             settings.deadline.is_none_or(|d| Instant::now() < d) && sys::stop_signal().is_none();
         if !on_time {
             late.store(true, Ordering::Relaxed);
+            control.stop.store(true, Ordering::Relaxed);
         }
         on_time
     };
     let seen = Mutex::new(Seen::default());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(settings.threads).build()?;
-    // The walk runs on a thread of its own, ahead of the readers by up to WALK_AHEAD
-    // entries: pulled by the readers themselves (rayon's `par_bridge` locks the iterator
-    // while one of them walks), a reader would wait for the other's directory listings.
-    let (tx, rx) = std::sync::mpsc::sync_channel(WALK_AHEAD);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            // Owned here, so that the readers see the end of the walk when it ends.
-            let tx = tx;
-            let walk = scopes.into_iter().flat_map(|s| walk::walk_scope(root, s));
-            let mut batch = Vec::with_capacity(WALK_BATCH);
-            for item in walk.take_while(|_| in_time()) {
-                batch.push(item);
-                // The readers are gone (one panicked and the rest drained the channel):
-                // the walk stops too.
-                if batch.len() == WALK_BATCH
-                    && tx
-                        .send(std::mem::replace(&mut batch, Vec::with_capacity(WALK_BATCH)))
-                        .is_err()
-                {
-                    return;
-                }
-            }
-            let _ = tx.send(batch);
-        });
-        pool.install(|| {
-            rx.into_iter().par_bridge().for_each_init(
-                || Worker::new(settings, searchers.overlap()),
-                |w, batch: Vec<WalkItem>| {
-                    for item in batch {
-                        match item {
-                            WalkItem::Error(e) => errors.lock().expect("lock").push(e),
-                            WalkItem::Skipped(kind) => {
-                                *skipped.lock().expect("lock").entry(kind).or_insert(0) += 1;
+    pool.install(|| {
+        rx.into_iter().par_bridge().for_each_init(
+            || Worker::new(settings, searchers.overlap()),
+            |w, batch: Vec<WalkItem>| {
+                for item in batch {
+                    match item {
+                        WalkItem::Error(e) => errors.lock().expect("lock").push(e),
+                        WalkItem::Skipped(kind) => {
+                            *skipped.lock().expect("lock").entry(kind).or_insert(0) += 1;
+                        }
+                        // Listed before the deadline or a signal, not yet read: left
+                        // alone (what the walk could not list is still reported).
+                        WalkItem::File(_) if !in_time() => {}
+                        WalkItem::File(job) => {
+                            let started = Instant::now();
+                            let result = w.scan_file(&job, searchers, &seen);
+                            if std::mem::take(&mut w.timed_out) {
+                                late.store(true, Ordering::Relaxed);
                             }
-                            // Listed before the deadline or a signal, not yet read: left
-                            // alone (what the walk could not list is still reported).
-                            WalkItem::File(_) if !in_time() => {}
-                            WalkItem::File(job) => {
-                                let started = Instant::now();
-                                let result = w.scan_file(&job, searchers, &seen);
-                                if std::mem::take(&mut w.timed_out) {
-                                    late.store(true, Ordering::Relaxed);
-                                }
-                                match result {
-                                    Ok(Some((n, mut found))) => {
-                                        files.fetch_add(1, Ordering::Relaxed);
-                                        bytes.fetch_add(n, Ordering::Relaxed);
-                                        let mut sites = sites.lock().expect("lock");
-                                        let site = sites.entry(job.site).or_default();
-                                        site.files += 1;
-                                        site.bytes += n;
-                                        site.busy += started.elapsed();
-                                        drop(sites);
-                                        progress.file(job.site, n);
-                                        if !found.is_empty() {
-                                            findings.lock().expect("lock").append(&mut found);
-                                        }
-                                        for error in w.file_errors.drain(..) {
-                                            let path = job.node_path();
-                                            errors
-                                                .lock()
-                                                .expect("lock")
-                                                .push(ScanError { path, error });
-                                        }
-                                        if std::mem::take(&mut w.rules_incomplete) {
-                                            errors.lock().expect("lock").push(ScanError {
-                                                path: job.node_path(),
-                                                error: RULES_INCOMPLETE.to_owned(),
-                                            });
-                                        }
+                            match result {
+                                Ok(Some((n, mut found))) => {
+                                    files.fetch_add(1, Ordering::Relaxed);
+                                    bytes.fetch_add(n, Ordering::Relaxed);
+                                    let mut sites = sites.lock().expect("lock");
+                                    let site = sites.entry(job.site).or_default();
+                                    site.files += 1;
+                                    site.bytes += n;
+                                    site.busy += started.elapsed();
+                                    drop(sites);
+                                    progress.file(job.site, n);
+                                    if !found.is_empty() {
+                                        findings.lock().expect("lock").append(&mut found);
                                     }
-                                    Ok(None) => {}
-                                    Err(error) => errors
-                                        .lock()
-                                        .expect("lock")
-                                        .push(ScanError { path: job.node_path(), error }),
+                                    for error in w.file_errors.drain(..) {
+                                        let path = job.node_path();
+                                        errors
+                                            .lock()
+                                            .expect("lock")
+                                            .push(ScanError { path, error });
+                                    }
+                                    if std::mem::take(&mut w.rules_incomplete) {
+                                        errors.lock().expect("lock").push(ScanError {
+                                            path: job.node_path(),
+                                            error: RULES_INCOMPLETE.to_owned(),
+                                        });
+                                    }
                                 }
+                                Ok(None) => {}
+                                Err(error) => errors
+                                    .lock()
+                                    .expect("lock")
+                                    .push(ScanError { path: job.node_path(), error }),
                             }
                         }
                     }
-                },
-            )
-        });
+                }
+            },
+        )
     });
+    // The readers drained the walk to its end (or they stopped it).
+    if let Err(panic) = thread.join() {
+        std::panic::resume_unwind(panic);
+    }
+    if control.late.load(Ordering::Relaxed) {
+        late.store(true, Ordering::Relaxed);
+    }
     let mut findings = findings.into_inner().expect("lock");
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     let mut errors = errors.into_inner().expect("lock");

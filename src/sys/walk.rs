@@ -23,7 +23,7 @@ use nix::dir::Type;
 use nix::errno::Errno;
 use nix::fcntl::{self, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{self, SFlag};
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -176,16 +176,20 @@ fn dirent(buf: &[u8]) -> Option<(usize, u64, u8, &[u8])> {
 /// A listed entry: its path, its type if the directory said it, its inode.
 type Listed = (PathBuf, Option<Type>, u64);
 
+/// An entry listed ahead into memory: its name, its type if said, its inode.
+type Named = (OsString, Option<Type>, u64);
+
 /// The entries of a directory still to be walked.
 enum Listing {
     /// Listed as walked: `buf[at..len]` is read and not yet walked.
     Stream { buf: Vec<u8>, at: usize, len: usize },
     /// Read ahead into memory (a directory below [`MAX_OPEN`] open ones).
-    Memory(std::vec::IntoIter<Listed>),
+    Memory(std::vec::IntoIter<Named>),
 }
 
+/// A directory being walked. Its path is not kept here but once for the whole walk (in
+/// [`Walk`]), so that a chain of N directories costs memory in N, not N².
 struct Frame {
-    rel: PathBuf,
     /// `None` while closed (see [`MAX_OPEN`]).
     fd: Option<Arc<DirFd>>,
     /// Device and inode, recorded when it was closed, checked when it is opened again.
@@ -194,10 +198,10 @@ struct Frame {
 }
 
 impl Frame {
-    /// The next entry but `.` and `..`.
-    fn next(&mut self) -> Option<nix::Result<Listed>> {
+    /// The next entry but `.` and `..`, its path joined to `path`, this directory's.
+    fn next(&mut self, path: &Path) -> Option<nix::Result<Listed>> {
         let (buf, at, len) = match &mut self.listing {
-            Listing::Memory(it) => return it.next().map(Ok),
+            Listing::Memory(it) => return it.next().map(|(n, t, ino)| Ok((path.join(n), t, ino))),
             Listing::Stream { buf, at, len } => (buf, at, len),
         };
         loop {
@@ -215,7 +219,7 @@ impl Frame {
             };
             *at += n;
             if name != b"." && name != b".." {
-                let rel = self.rel.join(OsStr::from_bytes(name));
+                let rel = path.join(OsStr::from_bytes(name));
                 return Some(Ok((rel, listed_type(d_type), ino)));
             }
         }
@@ -227,6 +231,10 @@ impl Frame {
 pub struct Walk<'a> {
     root: BorrowedFd<'a>,
     stack: Vec<Frame>,
+    /// The path of the directory on top of `stack`.
+    path: PathBuf,
+    /// How many components the path of the directory at the bottom of `stack` has.
+    base: usize,
     /// The first entry, when `rel` names something that is not a directory (or fails).
     first: Option<Entry>,
     /// Listing buffers of directories walked, for the next ones.
@@ -235,7 +243,14 @@ pub struct Walk<'a> {
 
 impl<'a> Walk<'a> {
     pub(super) fn new(root: BorrowedFd<'a>, rel: &Path) -> Walk<'a> {
-        let mut walk = Walk { root, stack: Vec::new(), first: None, spare: Vec::new() };
+        let mut walk = Walk {
+            root,
+            stack: Vec::new(),
+            path: PathBuf::new(),
+            base: 0,
+            first: None,
+            spare: Vec::new(),
+        };
         let parent = match (rel.parent(), rel.file_name()) {
             (Some(p), Some(_)) if p.as_os_str().is_empty() => Path::new("."),
             (Some(p), Some(_)) => p,
@@ -261,14 +276,18 @@ impl<'a> Walk<'a> {
         let mut failed = None;
         if open >= MAX_OPEN {
             // The shallowest open directory is read ahead and closed.
-            if let Some(f) = self.stack.iter_mut().find(|f| f.fd.is_some()) {
-                let error = close(f, &mut self.spare).err();
-                failed = error.map(|error| Entry::Error { rel: f.rel.clone(), error });
+            if let Some(i) = self.stack.iter().position(|f| f.fd.is_some()) {
+                let error = close(&mut self.stack[i], &mut self.spare).err();
+                let rel = || self.path.components().take(self.base + i).collect();
+                failed = error.map(|error| Entry::Error { rel: rel(), error });
             }
         }
+        if self.stack.is_empty() {
+            self.base = rel.components().count();
+        }
+        self.path = rel;
         let buf = self.spare.pop().unwrap_or_else(|| vec![0; LISTING_BYTES]);
         let frame = Frame {
-            rel,
             fd: Some(Arc::new(DirFd(fd))),
             ident: None,
             listing: Listing::Stream { buf, at: 0, len: 0 },
@@ -319,9 +338,9 @@ impl<'a> Walk<'a> {
 fn close(frame: &mut Frame, spare: &mut Vec<Vec<u8>>) -> io::Result<()> {
     let mut rest = Vec::new();
     let mut failed = None;
-    while let Some(e) = frame.next() {
+    while let Some(e) = frame.next(Path::new("")) {
         match e {
-            Ok(e) => rest.push(e),
+            Ok((name, t, ino)) => rest.push((name.into_os_string(), t, ino)),
             Err(e) => {
                 failed = Some(e.into());
                 break;
@@ -346,15 +365,16 @@ impl Iterator for Walk<'_> {
         }
         loop {
             let top = self.stack.last_mut()?;
-            let (rel, listed, ino) = match top.next() {
+            let (rel, listed, ino) = match top.next(&self.path) {
                 Some(Ok(l)) => l,
                 end => {
-                    let rel = top.rel.clone();
+                    let rel = self.path.clone();
                     if let Some(Frame { listing: Listing::Stream { buf, .. }, .. }) =
                         self.stack.pop()
                     {
                         self.spare.push(buf);
                     }
+                    self.path.pop();
                     match end {
                         Some(Err(e)) => return Some(Entry::Error { rel, error: e.into() }),
                         _ => continue,
@@ -363,11 +383,12 @@ impl Iterator for Walk<'_> {
             };
             let dir = match &top.fd {
                 Some(fd) => fd.clone(),
-                None => match reopen(self.root, top) {
+                None => match reopen(self.root, top, &self.path) {
                     Ok(fd) => fd,
                     Err(error) => {
-                        let rel = top.rel.clone();
+                        let rel = self.path.clone();
                         self.stack.pop();
+                        self.path.pop();
                         return Some(Entry::Error { rel, error });
                     }
                 },
@@ -380,8 +401,8 @@ impl Iterator for Walk<'_> {
 }
 
 /// Opens a closed directory again by its path from the root: it must be the one listed.
-fn reopen(root: BorrowedFd<'_>, frame: &mut Frame) -> io::Result<Arc<DirFd>> {
-    let rel = if frame.rel.as_os_str().is_empty() { Path::new(".") } else { &frame.rel };
+fn reopen(root: BorrowedFd<'_>, frame: &mut Frame, rel: &Path) -> io::Result<Arc<DirFd>> {
+    let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
     let fd = open_beneath(root, rel, dir_flags())?;
     let st = stat::fstat(&fd)?;
     if frame.ident != Some((st.st_dev, st.st_ino)) {
@@ -471,18 +492,17 @@ mod tests {
         let root = File::open(r).unwrap();
         let fd = open_beneath(root.as_fd(), Path::new("d"), dir_flags()).unwrap();
         let mut frame = Frame {
-            rel: "d".into(),
             fd: Some(Arc::new(DirFd(fd))),
             ident: None,
             listing: Listing::Memory(Vec::new().into_iter()),
         };
         close(&mut frame, &mut Vec::new()).unwrap();
         assert!(frame.fd.is_none());
-        assert!(reopen(root.as_fd(), &mut frame).is_ok());
+        assert!(reopen(root.as_fd(), &mut frame, Path::new("d")).is_ok());
         frame.fd = None;
         std::fs::rename(r.join("d"), r.join("old")).unwrap();
         std::fs::create_dir(r.join("d")).unwrap();
-        let e = reopen(root.as_fd(), &mut frame).unwrap_err();
+        let e = reopen(root.as_fd(), &mut frame, Path::new("d")).unwrap_err();
         assert!(e.to_string().contains("replaced"), "{e}");
     }
 }
