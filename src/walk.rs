@@ -1,9 +1,11 @@
-//! The walk: lists the regular files of each [`Scope`] without following any symlink,
-//! classifies each by site, and names it as a person on the node sees it.
+//! The walk: lists the regular files of each [`Scope`] without following any symlink
+//! ([`crate::sys::walk`], by directory descriptors), classifies each by site, and names it
+//! as a person on the node sees it.
 //!
 //! Only regular files become [`FileJob`]s: symlinks, FIFOs, sockets and device nodes are
 //! never opened (their type comes from the directory entry, and the open in `scan` checks
-//! again). Parallelism lives in `scan`, which pulls from these iterators with rayon.
+//! again). `scan` runs these iterators on a thread of their own and reads the files they
+//! list with rayon.
 
 use crate::finding::{ScanError, SiteId};
 use crate::node::kubelet::{self, AtomicVolume};
