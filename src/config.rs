@@ -55,19 +55,20 @@ pub struct ScanConfig {
     pub require_cri: bool,
 }
 
-/// A walk started early, for the kubelet dir it was given.
+/// A walk started early, for the layout it was given.
 #[derive(Debug)]
 pub struct EarlyWalk {
-    kubelet_dir: PathBuf,
+    layout: Layout,
     walking: Walking,
 }
 
 impl ScanConfig {
-    /// The walk of the node: the early one when it started for the kubelet dir the
-    /// layout now names (the runtime may have named another), else one started now.
+    /// The walk of the node: the early one when it started for the layout now in force
+    /// (the runtime may have named another kubelet dir; `clean` asks for the one it
+    /// names), else one started now.
     pub fn walking(&mut self) -> Result<Walking> {
         match self.early.take() {
-            Some(e) if e.kubelet_dir == self.settings.layout.kubelet_dir => return Ok(e.walking),
+            Some(e) if e.layout == self.settings.layout => return Ok(e.walking),
             Some(e) => e.walking.cancel(),
             None => {}
         }
@@ -130,7 +131,7 @@ impl ScanConfig {
         // must start after the priority is lowered.
         let early = match args.nice {
             false => Some(EarlyWalk {
-                kubelet_dir: layout.kubelet_dir.clone(),
+                layout: layout.clone(),
                 walking: Walking::start(root.try_clone()?, layout.clone()),
             }),
             true => None,

@@ -65,6 +65,8 @@ pub struct Outcome {
 
 /// Runs a parsed command line. Output goes to `stdout` (or the `-o` file).
 pub fn run(cli: Cli, stdout: &mut dyn Write) -> Result<Outcome> {
+    // Before any thread starts: the walk keeps directory descriptors open.
+    sys::raise_open_files_limit();
     match cli.command {
         Command::Scan(args) => run_scan(&args, stdout),
         Command::Fingerprint(args) => run_fingerprint(&args, stdout),

@@ -396,8 +396,7 @@ impl Worker {
     ) -> Result<Option<(u64, Vec<Finding>)>, String> {
         self.rules_incomplete = false;
         self.file_errors.clear();
-        let name = job.rel.file_name().ok_or_else(|| "not a file name; not read".to_owned())?;
-        let mut f = job.dir.open_file(name).map_err(|e| io_message(&e))?;
+        let mut f = job.open().map_err(|e| io_message(&e))?;
         let md = f.metadata().map_err(|e| io_message(&e))?;
         if !md.is_file() {
             return Err("not a regular file (changed during the scan); not read".to_owned());

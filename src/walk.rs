@@ -24,8 +24,10 @@ use std::sync::Arc;
 pub struct FileJob {
     /// Path relative to the root (no symlinks).
     pub rel: PathBuf,
-    /// Its directory, to open it by name.
-    pub dir: Arc<DirFd>,
+    /// Its directory, to open it by name; or the root, when `by_path`.
+    dir: Arc<DirFd>,
+    /// Opened by `rel` from the root (the walk's descriptor budget was spent).
+    by_path: bool,
     /// Inode number seen by the walk (checked against the opened file).
     pub ino: u64,
     /// The node path of the file's scope, shared by all of its files.
@@ -49,6 +51,16 @@ pub struct FileJob {
 }
 
 impl FileJob {
+    /// Opens the file for reading, beneath its directory's descriptor (or the root's),
+    /// never through a symlink.
+    pub fn open(&self) -> std::io::Result<std::fs::File> {
+        match (self.by_path, self.rel.file_name()) {
+            (true, _) => self.dir.open_file(&self.rel),
+            (false, Some(name)) => self.dir.open_file(Path::new(name)),
+            (false, None) => Err(std::io::Error::other("not a file name")),
+        }
+    }
+
     /// The node path to report (the user-visible name in an atomic-writer volume). Made
     /// when needed (a finding, an error): most files have neither.
     pub fn node_path(&self) -> String {
@@ -91,8 +103,8 @@ pub fn walk_scope(root: &RootDir, scope: Scope) -> impl Iterator<Item = WalkItem
     let scope_path: Arc<Path> = node_path.into();
     let base_bytes = rel.as_os_str().as_bytes().to_vec();
     root.walk(&rel).map(move |entry| {
-        let (dir, path, ino) = match entry {
-            Entry::File { dir, rel, ino } => (dir, rel, ino),
+        let (dir, path, ino, by_path) = match entry {
+            Entry::File { dir, rel, ino, by_path } => (dir, rel, ino, by_path),
             Entry::Special(kind) => return WalkItem::Skipped(kind),
             Entry::Error { rel, error } => {
                 let inner = under(&rel, &base_bytes);
@@ -117,6 +129,7 @@ pub fn walk_scope(root: &RootDir, scope: Scope) -> impl Iterator<Item = WalkItem
             inner_at,
             rel: path,
             dir,
+            by_path,
             ino,
             scope_path: scope_path.clone(),
             shown,

@@ -79,7 +79,7 @@ const ORPHAN: &str = "a snapshot dir the snapshotter's database does not know (a
     left by an interrupted removal)";
 
 /// Where to look on the node.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Kubelet root dir, a node path (`/var/lib/kubelet`).
     pub kubelet_dir: PathBuf,

@@ -10,7 +10,8 @@
 //! root, or of a directory opened that way from it, with `RESOLVE_BENEATH |
 //! RESOLVE_NO_SYMLINKS` and `O_NOFOLLOW | O_NONBLOCK`, so the kernel refuses any path that
 //! would leave the root or pass through a symlink, even if a directory is swapped for a
-//! symlink between the walk and the open. `O_NONBLOCK`
+//! symlink between the walk and the open (a directory moved out of the root while its
+//! files wait to be read is read where it went: see [`walk`]). `O_NONBLOCK`
 //! makes opening a FIFO that slipped in (type changed after the walk) return at once;
 //! the caller then checks what it opened with `fstat` and closes anything that is not the
 //! regular file it walked.
@@ -110,6 +111,20 @@ impl RootDir {
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
         walk::open_beneath(self.fd.as_fd(), rel, flags).map_err(io::Error::from)
     }
+}
+
+/// Raises this process's soft limit of open descriptors to its hard limit (at most 2^20)
+/// and lets the walk keep half of it for directories whose files wait to be read (see
+/// [`walk::set_descriptor_budget`]).
+pub fn raise_open_files_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
+    let want = hard.min(1 << 20).max(soft);
+    let soft = match setrlimit(Resource::RLIMIT_NOFILE, want, hard) {
+        Ok(()) => want,
+        Err(_) => soft,
+    };
+    walk::set_descriptor_budget(usize::try_from(soft / 2).unwrap_or(usize::MAX).max(16));
 }
 
 /// True if the open file lives on a tmpfs (RAM), as kubelet's secret volumes should.

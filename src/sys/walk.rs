@@ -16,8 +16,14 @@
 //! At most [`MAX_OPEN`] directories are held open at once. Below that depth a directory's
 //! remaining entries are read into memory and its descriptors closed; it is opened again
 //! from the root by its path (and must be the same directory) when its turn comes back.
-//! Only trees nested that deep pay for whole-path lookups, and none can exhaust the
-//! process's descriptors.
+//! Only trees nested that deep pay for whole-path lookups. A listed file keeps its
+//! directory's descriptor until it is read; past a budget of such descriptors (half the
+//! process's limit, see [`set_descriptor_budget`]) files are listed to be opened by their
+//! path from the root instead, so that no tree can exhaust the process's descriptors.
+//!
+//! A descriptor follows its directory: one moved out of the root while its files wait to
+//! be read is read where it went. What it holds was beneath the root when it was listed;
+//! a symlink, which could point anywhere, is never followed.
 
 use nix::dir::Type;
 use nix::errno::Errno;
@@ -29,6 +35,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Directories held open at once; deeper ones are listed into memory and closed.
@@ -54,16 +61,43 @@ fn dir_flags() -> OFlag {
     OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC
 }
 
+/// Directory descriptors open in this process ([`DirFd`]s alive): the walk's own and
+/// those its listed files keep for their readers.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// How many [`LIVE`] directory descriptors the walk lets files keep (see
+/// [`set_descriptor_budget`]).
+static BUDGET: AtomicUsize = AtomicUsize::new(256);
+
+/// Sets how many directory descriptors the walk's listed files may keep open while they
+/// wait for their readers. Past it, a file is listed to be opened by its path from the
+/// root, and its directory's descriptor closes with the walk's step out of it.
+pub fn set_descriptor_budget(n: usize) {
+    BUDGET.store(n, Ordering::Relaxed);
+}
+
 /// An open directory whose files are opened by name.
 #[derive(Debug)]
 pub struct DirFd(OwnedFd);
 
 impl DirFd {
-    /// Opens the regular file `name` in this directory for reading, never following a
-    /// symlink; atime is not updated where permitted. `O_NONBLOCK`: a FIFO swapped in after
-    /// the walk opens at once (the caller checks what it opened with `fstat`).
-    pub fn open_file(&self, name: &OsStr) -> io::Result<File> {
-        open_file_beneath(self.0.as_fd(), name)
+    fn new(fd: OwnedFd) -> Arc<DirFd> {
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        Arc::new(DirFd(fd))
+    }
+
+    /// Opens the regular file at `path` (its name, or a path of several names) beneath
+    /// this directory for reading, never following a symlink; atime is not updated where
+    /// permitted. `O_NONBLOCK`: a FIFO swapped in after the walk opens at once (the caller
+    /// checks what it opened with `fstat`).
+    pub fn open_file(&self, path: &Path) -> io::Result<File> {
+        open_file_beneath(self.0.as_fd(), path)
+    }
+}
+
+impl Drop for DirFd {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -87,12 +121,14 @@ pub(super) fn open_file_beneath<P: ?Sized + nix::NixPath>(
 pub enum Entry {
     /// A regular file.
     File {
-        /// Its directory, to open it by name.
+        /// Its directory, to open it by name; or, when `by_path`, the root.
         dir: Arc<DirFd>,
         /// Its path.
         rel: PathBuf,
         /// Its inode as listed (checked against the file opened).
         ino: u64,
+        /// It is opened by `rel` from the root (past the descriptor budget).
+        by_path: bool,
     },
     /// Not a directory and not a regular file, never opened: what it is (`symlink`,
     /// `FIFO`, `socket`, `char device`, `block device`).
@@ -239,10 +275,18 @@ pub struct Walk<'a> {
     first: Option<Entry>,
     /// Listing buffers of directories walked, for the next ones.
     spare: Vec<Vec<u8>>,
+    /// Directory descriptors files may keep (see [`set_descriptor_budget`]).
+    budget: usize,
+    /// The root, for files listed past the budget.
+    root_dir: Option<Arc<DirFd>>,
 }
 
 impl<'a> Walk<'a> {
     pub(super) fn new(root: BorrowedFd<'a>, rel: &Path) -> Walk<'a> {
+        Walk::with_budget(root, rel, BUDGET.load(Ordering::Relaxed))
+    }
+
+    fn with_budget(root: BorrowedFd<'a>, rel: &Path, budget: usize) -> Walk<'a> {
         let mut walk = Walk {
             root,
             stack: Vec::new(),
@@ -250,24 +294,46 @@ impl<'a> Walk<'a> {
             base: 0,
             first: None,
             spare: Vec::new(),
+            budget,
+            root_dir: None,
         };
         let parent = match (rel.parent(), rel.file_name()) {
             (Some(p), Some(_)) if p.as_os_str().is_empty() => Path::new("."),
             (Some(p), Some(_)) => p,
-            // The root itself (or a path without a last name, refused by the open).
+            // The root itself, or a path without a last name (`a/..`).
             _ => {
-                walk.first = match open_beneath(root, Path::new("."), dir_flags()) {
+                let at = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+                walk.first = match open_beneath(root, at, dir_flags()) {
                     Ok(fd) => walk.push(rel.to_path_buf(), fd),
                     Err(e) => Some(Entry::Error { rel: rel.into(), error: e.into() }),
                 };
                 return walk;
             }
         };
-        walk.first = match open_beneath(root, parent, dir_flags()) {
-            Ok(fd) => walk.enter(&Arc::new(DirFd(fd)), rel.to_path_buf(), None, None),
+        // Only searched, not listed: `O_PATH` needs no read permission on it (a scope under
+        // a mode 0711 home directory).
+        let path_only = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        walk.first = match open_beneath(root, parent, path_only) {
+            Ok(fd) => walk.enter(&DirFd::new(fd), rel.to_path_buf(), None, None),
             Err(e) => Some(Entry::Error { rel: rel.into(), error: e.into() }),
         };
         walk
+    }
+
+    /// A file listed in `dir`: opened by name from `dir`, or by path from the root when
+    /// files already keep more directory descriptors than the budget.
+    fn file(&mut self, dir: &Arc<DirFd>, rel: PathBuf, ino: u64) -> Entry {
+        if LIVE.load(Ordering::Relaxed) <= self.budget {
+            return Entry::File { dir: dir.clone(), rel, ino, by_path: false };
+        }
+        let root = match &self.root_dir {
+            Some(r) => r.clone(),
+            None => match self.root.try_clone_to_owned() {
+                Ok(fd) => self.root_dir.insert(DirFd::new(fd)).clone(),
+                Err(error) => return Entry::Error { rel, error },
+            },
+        };
+        Entry::File { dir: root, rel, ino, by_path: true }
     }
 
     /// Makes the directory `fd`, at `rel`, the top of the walk.
@@ -288,7 +354,7 @@ impl<'a> Walk<'a> {
         self.path = rel;
         let buf = self.spare.pop().unwrap_or_else(|| vec![0; LISTING_BYTES]);
         let frame = Frame {
-            fd: Some(Arc::new(DirFd(fd))),
+            fd: Some(DirFd::new(fd)),
             ident: None,
             listing: Listing::Stream { buf, at: 0, len: 0 },
         };
@@ -321,7 +387,7 @@ impl<'a> Walk<'a> {
             },
         };
         match kind {
-            Type::File => Some(Entry::File { dir: dir.clone(), rel, ino }),
+            Type::File => Some(self.file(dir, rel, ino)),
             Type::Directory => match open_beneath(dir.0.as_fd(), name, dir_flags()) {
                 Ok(fd) => self.push(rel, fd),
                 Err(e) if gone(e) => None,
@@ -405,10 +471,12 @@ fn reopen(root: BorrowedFd<'_>, frame: &mut Frame, rel: &Path) -> io::Result<Arc
     let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
     let fd = open_beneath(root, rel, dir_flags())?;
     let st = stat::fstat(&fd)?;
-    if frame.ident != Some((st.st_dev, st.st_ino)) {
-        return Err(io::Error::other("replaced during the scan; not walked further"));
+    match frame.ident {
+        Some(ident) if ident == (st.st_dev, st.st_ino) => {}
+        Some(_) => return Err(io::Error::other("replaced during the scan; not walked further")),
+        None => return Err(io::Error::other("could not be checked again; not walked further")),
     }
-    let fd = Arc::new(DirFd(fd));
+    let fd = DirFd::new(fd);
     frame.fd = Some(fd.clone());
     Ok(fd)
 }
@@ -417,16 +485,29 @@ fn reopen(root: BorrowedFd<'_>, frame: &mut Frame, rel: &Path) -> io::Result<Arc
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+    use std::os::unix::fs::MetadataExt;
+
+    /// The walk tests count this process's descriptors: one at a time.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    }
+
+    /// Opens a listed file the way a reader does; checks it is the one listed.
+    fn open_listed(dir: &DirFd, rel: &Path, ino: u64, by_path: bool) {
+        let at = if by_path { rel } else { Path::new(rel.file_name().unwrap()) };
+        let f = dir.open_file(at).unwrap();
+        assert_eq!(f.metadata().unwrap().ino(), ino, "{rel:?}");
+    }
 
     fn walk(root: &Path, rel: &str) -> (BTreeSet<String>, Vec<&'static str>, Vec<String>) {
         let fd = File::open(root).unwrap();
         let (mut files, mut special, mut errors) = (BTreeSet::new(), vec![], vec![]);
         for e in Walk::new(fd.as_fd(), Path::new(rel)) {
             match e {
-                Entry::File { dir, rel, ino } => {
-                    let f = dir.open_file(rel.file_name().unwrap()).unwrap();
-                    use std::os::unix::fs::MetadataExt;
-                    assert_eq!(f.metadata().unwrap().ino(), ino, "{rel:?}");
+                Entry::File { dir, rel, ino, by_path } => {
+                    open_listed(&dir, &rel, ino, by_path);
                     files.insert(rel.to_str().unwrap().to_owned());
                 }
                 Entry::Special(kind) => special.push(kind),
@@ -439,6 +520,7 @@ mod tests {
 
     #[test]
     fn walks_files_by_descriptor_without_following_links() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let t = tempfile::tempdir().unwrap();
         let r = t.path();
         std::fs::create_dir_all(r.join("a/b/c")).unwrap();
@@ -457,31 +539,78 @@ mod tests {
         assert_eq!(walk(r, "a/b/out").1, ["symlink"]);
         assert_eq!(walk(r, "a/b/out/passwd").2.len(), 1, "through a symlink");
         assert_eq!(walk(r, "nope").2.len(), 1);
+        assert_eq!(walk(r, "a/b/..").0.len(), 2, "a start without a last name");
     }
 
     #[test]
     fn deeper_than_the_open_limit_is_walked_with_bounded_descriptors() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let t = tempfile::tempdir().unwrap();
         let mut p = t.path().join("d");
+        let mut want = BTreeSet::new();
         for i in 0..3 * MAX_OPEN {
             std::fs::create_dir(&p).unwrap();
             std::fs::write(p.join(format!("f{i}")), "x").unwrap();
             std::fs::create_dir(p.join("side")).unwrap();
             std::fs::write(p.join("side/s"), "y").unwrap();
+            let rel = p.strip_prefix(t.path()).unwrap();
+            want.insert(rel.join(format!("f{i}")));
+            want.insert(rel.join("side/s"));
             p = p.join("d");
         }
-        let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
-        let before = fds();
+        let before = open_fds();
         let fd = File::open(t.path()).unwrap();
-        let mut most = 0;
-        let mut files = 0;
+        let (mut most, mut got) = (0, BTreeSet::new());
         for e in Walk::new(fd.as_fd(), Path::new("d")) {
-            assert!(matches!(e, Entry::File { .. }), "{e:?}");
-            files += 1;
-            most = most.max(fds());
+            let Entry::File { dir, rel, ino, by_path } = e else { panic!("{e:?}") };
+            open_listed(&dir, &rel, ino, by_path);
+            got.insert(rel);
+            most = most.max(open_fds());
         }
-        assert_eq!(files, 2 * 3 * MAX_OPEN);
-        assert!(most <= before + 2 * MAX_OPEN + 8, "{most} descriptors open at once");
+        assert_eq!(got, want, "the paths listed");
+        assert!(most <= before + MAX_OPEN + 16, "{most} descriptors open at once");
+    }
+
+    #[test]
+    fn listed_files_keep_no_more_descriptors_than_the_budget() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let t = tempfile::tempdir().unwrap();
+        for i in 0..300 {
+            let d = t.path().join(format!("pod{i}"));
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("0.log"), "x").unwrap();
+        }
+        let before = open_fds();
+        let fd = File::open(t.path()).unwrap();
+        // Every entry kept, as a queue of files waiting for their readers keeps them.
+        let kept: Vec<Entry> = Walk::with_budget(fd.as_fd(), Path::new(""), 16).collect();
+        let open = open_fds();
+        assert!(open <= before + 16 + 8, "{open} descriptors open with every entry kept");
+        assert_eq!(kept.len(), 300);
+        for e in &kept {
+            let Entry::File { dir, rel, ino, by_path } = e else { panic!("{e:?}") };
+            open_listed(dir, rel, *ino, *by_path);
+        }
+        assert!(kept.iter().any(|e| matches!(e, Entry::File { by_path: true, .. })));
+    }
+
+    #[test]
+    fn malformed_listings_are_refused() {
+        let mut rec = vec![0u8; 24];
+        rec[..8].copy_from_slice(&7u64.to_ne_bytes());
+        rec[16..18].copy_from_slice(&24u16.to_ne_bytes());
+        rec[18] = 8;
+        rec[19..22].copy_from_slice(b"abc");
+        assert_eq!(dirent(&rec), Some((24, 7, 8, &b"abc"[..])));
+        for len in [0u16, 19, 25, 400] {
+            let mut bad = rec.clone();
+            bad[16..18].copy_from_slice(&len.to_ne_bytes());
+            assert_eq!(dirent(&bad), None, "record length {len}");
+        }
+        let mut unterminated = rec.clone();
+        unterminated[19..24].copy_from_slice(b"abcde");
+        assert_eq!(dirent(&unterminated), None);
+        assert_eq!(dirent(&rec[..17]), None);
     }
 
     #[test]
@@ -492,7 +621,7 @@ mod tests {
         let root = File::open(r).unwrap();
         let fd = open_beneath(root.as_fd(), Path::new("d"), dir_flags()).unwrap();
         let mut frame = Frame {
-            fd: Some(Arc::new(DirFd(fd))),
+            fd: Some(DirFd::new(fd)),
             ident: None,
             listing: Listing::Memory(Vec::new().into_iter()),
         };
