@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 /// An open descriptor of the scan root, and its canonical path.
 #[derive(Debug)]
 pub struct RootDir {
-    fd: OwnedFd,
+    fd: std::sync::Arc<walk::DirFd>,
     path: PathBuf,
 }
 
@@ -46,12 +46,12 @@ impl RootDir {
             Mode::empty(),
         )
         .map_err(io::Error::from)?;
-        Ok(RootDir { fd, path: canonical })
+        Ok(RootDir { fd: walk::DirFd::new(fd), path: canonical })
     }
 
-    /// Another descriptor of the same root, for another thread.
+    /// The same root, for another thread (one descriptor, shared).
     pub fn try_clone(&self) -> io::Result<RootDir> {
-        Ok(RootDir { fd: self.fd.try_clone()?, path: self.path.clone() })
+        Ok(RootDir { fd: self.fd.clone(), path: self.path.clone() })
     }
 
     /// The canonical absolute path of the root.
@@ -79,7 +79,7 @@ impl RootDir {
     /// Walks the tree at `rel` (relative to the root; a directory or a file) by directory
     /// descriptors, never through a symlink (see [`walk`]).
     pub fn walk(&self, rel: &Path) -> walk::Walk<'_> {
-        walk::Walk::new(self.fd.as_fd(), rel)
+        walk::Walk::new(&self.fd, rel)
     }
 
     /// Reads the target of the symlink at `rel`, resolving its parent beneath the root.
@@ -89,7 +89,7 @@ impl RootDir {
             _ => return Err(io::Error::from(io::ErrorKind::InvalidInput)),
         };
         let dir = if parent.as_os_str().is_empty() {
-            self.fd.try_clone()?
+            self.fd.as_fd().try_clone_to_owned()?
         } else {
             self.open_beneath(parent, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)?
         };
@@ -114,8 +114,8 @@ impl RootDir {
 }
 
 /// Raises this process's soft limit of open descriptors to its hard limit (at most 2^20)
-/// and lets the walk keep half of it for directories whose files wait to be read (see
-/// [`walk::set_descriptor_budget`]).
+/// and lets the walk keep about half of it for directories whose files wait to be read
+/// (see [`walk::set_descriptor_budget`]).
 pub fn raise_open_files_limit() {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
@@ -124,7 +124,9 @@ pub fn raise_open_files_limit() {
         Ok(()) => want,
         Err(_) => soft,
     };
-    walk::set_descriptor_budget(usize::try_from(soft / 2).unwrap_or(usize::MAX).max(16));
+    // Half the limit, less what the walk's own directories and everything else may hold.
+    let half = usize::try_from(soft / 2).unwrap_or(usize::MAX);
+    walk::set_descriptor_budget(half.saturating_sub(walk::MAX_OPEN + 32).max(16));
 }
 
 /// True if the open file lives on a tmpfs (RAM), as kubelet's secret volumes should.

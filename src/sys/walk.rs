@@ -80,8 +80,14 @@ pub fn set_descriptor_budget(n: usize) {
 #[derive(Debug)]
 pub struct DirFd(OwnedFd);
 
+impl AsFd for DirFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
 impl DirFd {
-    fn new(fd: OwnedFd) -> Arc<DirFd> {
+    pub(super) fn new(fd: OwnedFd) -> Arc<DirFd> {
         LIVE.fetch_add(1, Ordering::Relaxed);
         Arc::new(DirFd(fd))
     }
@@ -278,15 +284,16 @@ pub struct Walk<'a> {
     /// Directory descriptors files may keep (see [`set_descriptor_budget`]).
     budget: usize,
     /// The root, for files listed past the budget.
-    root_dir: Option<Arc<DirFd>>,
+    root_dir: Arc<DirFd>,
 }
 
 impl<'a> Walk<'a> {
-    pub(super) fn new(root: BorrowedFd<'a>, rel: &Path) -> Walk<'a> {
+    pub(super) fn new(root: &'a Arc<DirFd>, rel: &Path) -> Walk<'a> {
         Walk::with_budget(root, rel, BUDGET.load(Ordering::Relaxed))
     }
 
-    fn with_budget(root: BorrowedFd<'a>, rel: &Path, budget: usize) -> Walk<'a> {
+    fn with_budget(root_dir: &'a Arc<DirFd>, rel: &Path, budget: usize) -> Walk<'a> {
+        let root = root_dir.as_fd();
         let mut walk = Walk {
             root,
             stack: Vec::new(),
@@ -295,7 +302,7 @@ impl<'a> Walk<'a> {
             first: None,
             spare: Vec::new(),
             budget,
-            root_dir: None,
+            root_dir: root_dir.clone(),
         };
         let parent = match (rel.parent(), rel.file_name()) {
             (Some(p), Some(_)) if p.as_os_str().is_empty() => Path::new("."),
@@ -322,18 +329,11 @@ impl<'a> Walk<'a> {
 
     /// A file listed in `dir`: opened by name from `dir`, or by path from the root when
     /// files already keep more directory descriptors than the budget.
-    fn file(&mut self, dir: &Arc<DirFd>, rel: PathBuf, ino: u64) -> Entry {
+    fn file(&self, dir: &Arc<DirFd>, rel: PathBuf, ino: u64) -> Entry {
         if LIVE.load(Ordering::Relaxed) <= self.budget {
             return Entry::File { dir: dir.clone(), rel, ino, by_path: false };
         }
-        let root = match &self.root_dir {
-            Some(r) => r.clone(),
-            None => match self.root.try_clone_to_owned() {
-                Ok(fd) => self.root_dir.insert(DirFd::new(fd)).clone(),
-                Err(error) => return Entry::Error { rel, error },
-            },
-        };
-        Entry::File { dir: root, rel, ino, by_path: true }
+        Entry::File { dir: self.root_dir.clone(), rel, ino, by_path: true }
     }
 
     /// Makes the directory `fd`, at `rel`, the top of the walk.
@@ -502,9 +502,9 @@ mod tests {
     }
 
     fn walk(root: &Path, rel: &str) -> (BTreeSet<String>, Vec<&'static str>, Vec<String>) {
-        let fd = File::open(root).unwrap();
+        let fd = DirFd::new(File::open(root).unwrap().into());
         let (mut files, mut special, mut errors) = (BTreeSet::new(), vec![], vec![]);
-        for e in Walk::new(fd.as_fd(), Path::new(rel)) {
+        for e in Walk::new(&fd, Path::new(rel)) {
             match e {
                 Entry::File { dir, rel, ino, by_path } => {
                     open_listed(&dir, &rel, ino, by_path);
@@ -559,9 +559,9 @@ mod tests {
             p = p.join("d");
         }
         let before = open_fds();
-        let fd = File::open(t.path()).unwrap();
+        let fd = DirFd::new(File::open(t.path()).unwrap().into());
         let (mut most, mut got) = (0, BTreeSet::new());
-        for e in Walk::new(fd.as_fd(), Path::new("d")) {
+        for e in Walk::new(&fd, Path::new("d")) {
             let Entry::File { dir, rel, ino, by_path } = e else { panic!("{e:?}") };
             open_listed(&dir, &rel, ino, by_path);
             got.insert(rel);
@@ -581,9 +581,9 @@ mod tests {
             std::fs::write(d.join("0.log"), "x").unwrap();
         }
         let before = open_fds();
-        let fd = File::open(t.path()).unwrap();
+        let fd = DirFd::new(File::open(t.path()).unwrap().into());
         // Every entry kept, as a queue of files waiting for their readers keeps them.
-        let kept: Vec<Entry> = Walk::with_budget(fd.as_fd(), Path::new(""), 16).collect();
+        let kept: Vec<Entry> = Walk::with_budget(&fd, Path::new(""), 16).collect();
         let open = open_fds();
         assert!(open <= before + 16 + 8, "{open} descriptors open with every entry kept");
         assert_eq!(kept.len(), 300);
