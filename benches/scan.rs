@@ -1482,7 +1482,7 @@ fn run() -> anyhow::Result<bool> {
                     max_file_size: None,
                     deadline: None,
                 };
-                let walking = scan::Walking::start(root.try_clone()?, settings.layout.clone());
+                let walking = scan::Walking::start(root.clone(), settings.layout.clone());
                 let found = scan::scan(&settings, walking, &c.searchers, &())?;
                 results[slot] = Some(black_box(found));
             }

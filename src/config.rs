@@ -66,13 +66,13 @@ impl ScanConfig {
     /// The walk of the node: the early one when it started for the layout now in force
     /// (the runtime may have named another kubelet dir; `clean` asks for the one it
     /// names), else one started now.
-    pub fn walking(&mut self) -> Result<Walking> {
+    pub fn walking(&mut self) -> Walking {
         match self.early.take() {
-            Some(e) if e.layout == self.settings.layout => return Ok(e.walking),
+            Some(e) if e.layout == self.settings.layout => return e.walking,
             Some(e) => e.walking.cancel(),
             None => {}
         }
-        Ok(Walking::start(self.root.try_clone()?, self.settings.layout.clone()))
+        Walking::start(self.root.clone(), self.settings.layout.clone())
     }
 
     /// Validates `args`: opens the root, reads fingerprint files and kubectl JSON.
@@ -129,10 +129,12 @@ impl ScanConfig {
         // walked on a thread of their own while the fingerprints load and the matcher is
         // built: the readers then start with files listed. Not under --nice: every thread
         // must start after the priority is lowered.
+        // The walk keeps directory descriptors open for files waiting to be read.
+        crate::sys::raise_open_files_limit();
         let early = match args.nice {
             false => Some(EarlyWalk {
                 layout: layout.clone(),
-                walking: Walking::start(root.try_clone()?, layout.clone()),
+                walking: Walking::start(root.clone(), layout.clone()),
             }),
             true => None,
         };

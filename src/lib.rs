@@ -65,8 +65,6 @@ pub struct Outcome {
 
 /// Runs a parsed command line. Output goes to `stdout` (or the `-o` file).
 pub fn run(cli: Cli, stdout: &mut dyn Write) -> Result<Outcome> {
-    // Before any thread starts: the walk keeps directory descriptors open.
-    sys::raise_open_files_limit();
     match cli.command {
         Command::Scan(args) => run_scan(&args, stdout),
         Command::Fingerprint(args) => run_fingerprint(&args, stdout),
@@ -213,7 +211,7 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
         ));
     }
     let searchers = scan::Searchers { matcher: &matcher, rules: &rules };
-    let walking = cfg.walking()?;
+    let walking = cfg.walking();
     cfg.settings.deadline = cfg.timeout.map(|t| Instant::now() + t);
     // A bar on stderr only for a person watching: not when the report goes to a pipe.
     let watched = std::io::stderr().is_terminal()

@@ -29,8 +29,9 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-/// An open descriptor of the scan root, and its canonical path.
-#[derive(Debug)]
+/// An open descriptor of the scan root, and its canonical path. A clone shares the
+/// descriptor.
+#[derive(Clone, Debug)]
 pub struct RootDir {
     fd: std::sync::Arc<walk::DirFd>,
     path: PathBuf,
@@ -47,11 +48,6 @@ impl RootDir {
         )
         .map_err(io::Error::from)?;
         Ok(RootDir { fd: walk::DirFd::new(fd), path: canonical })
-    }
-
-    /// The same root, for another thread (one descriptor, shared).
-    pub fn try_clone(&self) -> io::Result<RootDir> {
-        Ok(RootDir { fd: self.fd.clone(), path: self.path.clone() })
     }
 
     /// The canonical absolute path of the root.
@@ -78,7 +74,7 @@ impl RootDir {
 
     /// Walks the tree at `rel` (relative to the root; a directory or a file) by directory
     /// descriptors, never through a symlink (see [`walk`]).
-    pub fn walk(&self, rel: &Path) -> walk::Walk<'_> {
+    pub fn walk(&self, rel: &Path) -> walk::Walk {
         walk::Walk::new(&self.fd, rel)
     }
 

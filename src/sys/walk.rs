@@ -270,8 +270,9 @@ impl Frame {
 
 /// Walks the tree at `rel` beneath the root descriptor `root`, without following any
 /// symlink (`rel` itself included). `rel` may name a file; `""` is the root itself.
-pub struct Walk<'a> {
-    root: BorrowedFd<'a>,
+pub struct Walk {
+    /// The root: what the walk is beneath, and what files past the budget are opened from.
+    root: Arc<DirFd>,
     stack: Vec<Frame>,
     /// The path of the directory on top of `stack`.
     path: PathBuf,
@@ -283,26 +284,23 @@ pub struct Walk<'a> {
     spare: Vec<Vec<u8>>,
     /// Directory descriptors files may keep (see [`set_descriptor_budget`]).
     budget: usize,
-    /// The root, for files listed past the budget.
-    root_dir: Arc<DirFd>,
 }
 
-impl<'a> Walk<'a> {
-    pub(super) fn new(root: &'a Arc<DirFd>, rel: &Path) -> Walk<'a> {
+impl Walk {
+    pub(super) fn new(root: &Arc<DirFd>, rel: &Path) -> Walk {
         Walk::with_budget(root, rel, BUDGET.load(Ordering::Relaxed))
     }
 
-    fn with_budget(root_dir: &'a Arc<DirFd>, rel: &Path, budget: usize) -> Walk<'a> {
+    fn with_budget(root_dir: &Arc<DirFd>, rel: &Path, budget: usize) -> Walk {
         let root = root_dir.as_fd();
         let mut walk = Walk {
-            root,
+            root: root_dir.clone(),
             stack: Vec::new(),
             path: PathBuf::new(),
             base: 0,
             first: None,
             spare: Vec::new(),
             budget,
-            root_dir: root_dir.clone(),
         };
         let parent = match (rel.parent(), rel.file_name()) {
             (Some(p), Some(_)) if p.as_os_str().is_empty() => Path::new("."),
@@ -333,7 +331,7 @@ impl<'a> Walk<'a> {
         if LIVE.load(Ordering::Relaxed) <= self.budget {
             return Entry::File { dir: dir.clone(), rel, ino, by_path: false };
         }
-        Entry::File { dir: self.root_dir.clone(), rel, ino, by_path: true }
+        Entry::File { dir: self.root.clone(), rel, ino, by_path: true }
     }
 
     /// Makes the directory `fd`, at `rel`, the top of the walk.
@@ -362,6 +360,16 @@ impl<'a> Walk<'a> {
         failed
     }
 
+    /// Drops the directory on top of the walk, keeping its listing buffer; its path.
+    fn pop(&mut self) -> PathBuf {
+        if let Some(Frame { listing: Listing::Stream { buf, .. }, .. }) = self.stack.pop() {
+            self.spare.push(buf);
+        }
+        let rel = self.path.clone();
+        self.path.pop();
+        rel
+    }
+
     /// Handles the entry at `rel` in `dir`: a file or special entry to yield, or a
     /// directory to descend into (`None`, or the error opening it). `listed`: the type and
     /// inode its directory listed it with (`None` at the walk's start).
@@ -380,7 +388,7 @@ impl<'a> Walk<'a> {
             (Some(t), Some(ino)) => (t, ino),
             // The filesystem does not say types in its listings, or this is the walk's
             // start: asked, without following a symlink.
-            _ => match stat::fstatat(dir.0.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            _ => match stat::fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
                 Ok(st) => (type_of(st.st_mode)?, st.st_ino),
                 Err(e) if gone(e) => return None,
                 Err(e) => return Some(Entry::Error { rel, error: e.into() }),
@@ -388,7 +396,7 @@ impl<'a> Walk<'a> {
         };
         match kind {
             Type::File => Some(self.file(dir, rel, ino)),
-            Type::Directory => match open_beneath(dir.0.as_fd(), name, dir_flags()) {
+            Type::Directory => match open_beneath(dir.as_fd(), name, dir_flags()) {
                 Ok(fd) => self.push(rel, fd),
                 Err(e) if gone(e) => None,
                 Err(e) => Some(Entry::Error { rel, error: e.into() }),
@@ -422,7 +430,7 @@ fn close(frame: &mut Frame, spare: &mut Vec<Vec<u8>>) -> io::Result<()> {
     failed.map_or(Ok(()), Err)
 }
 
-impl Iterator for Walk<'_> {
+impl Iterator for Walk {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
@@ -434,13 +442,7 @@ impl Iterator for Walk<'_> {
             let (rel, listed, ino) = match top.next(&self.path) {
                 Some(Ok(l)) => l,
                 end => {
-                    let rel = self.path.clone();
-                    if let Some(Frame { listing: Listing::Stream { buf, .. }, .. }) =
-                        self.stack.pop()
-                    {
-                        self.spare.push(buf);
-                    }
-                    self.path.pop();
+                    let rel = self.pop();
                     match end {
                         Some(Err(e)) => return Some(Entry::Error { rel, error: e.into() }),
                         _ => continue,
@@ -449,14 +451,9 @@ impl Iterator for Walk<'_> {
             };
             let dir = match &top.fd {
                 Some(fd) => fd.clone(),
-                None => match reopen(self.root, top, &self.path) {
+                None => match reopen(self.root.as_fd(), top, &self.path) {
                     Ok(fd) => fd,
-                    Err(error) => {
-                        let rel = self.path.clone();
-                        self.stack.pop();
-                        self.path.pop();
-                        return Some(Entry::Error { rel, error });
-                    }
+                    Err(error) => return Some(Entry::Error { rel: self.pop(), error }),
                 },
             };
             if let Some(e) = self.enter(&dir, rel, listed, Some(ino)) {
