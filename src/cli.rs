@@ -176,7 +176,8 @@ pub struct SearchArgs {
     #[arg(long, value_enum, default_value_t = ReportFormatArg::Table)]
     pub format: ReportFormatArg,
 
-    /// Write the report to FILE (atomically: a temporary file renamed into place).
+    /// Write the report to FILE (atomically: a temporary file renamed into place; a
+    /// symlink's target is replaced, a device or FIFO such as /dev/null written to as is).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 

@@ -180,6 +180,52 @@ fn output_file_is_written_atomically() {
     assert_eq!(names(&dir).len(), 2, "leftover files: {:?}", names(&dir));
 }
 
+/// `-o` naming a FIFO (as `/dev/null` is a device) is written into, not renamed over: a
+/// rename would leave a file in its place. `-o` naming a symlink writes its target and
+/// keeps the link.
+#[test]
+fn output_to_a_fifo_or_through_a_symlink_keeps_them() {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let tree = NodeTree::new();
+    let (s, _) = small_tree(&tree);
+    let file = tree.secrets_file("s.json", &[s]);
+    let dir = tree.work("reports");
+    fs::create_dir(&dir).unwrap();
+    let fifo = dir.join("pipe");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    // Both ends held by the test, so that no open waits: the scan's writes (a small
+    // report, within the pipe's buffer) wait here until read, and the read ends when the
+    // test's own write end is closed after the scan.
+    let nonblock = nix::fcntl::OFlag::O_NONBLOCK.bits();
+    let mut pipe = fs::OpenOptions::new().read(true).custom_flags(nonblock).open(&fifo).unwrap();
+    let held = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json", "-o", path_arg(&fifo)]);
+    drop(held);
+    let mut through = Vec::new();
+    let _ = pipe.read_to_end(&mut through);
+    out.assert_code(1);
+    assert!(out.stdout.is_empty(), "stdout with -o: {}", out.stdout_str());
+    assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced");
+    let report: serde_json::Value =
+        serde_json::from_slice(&through).expect("the report came through the FIFO");
+    assert_eq!(findings_of(&report).len(), 3);
+
+    let target = dir.join("report.json");
+    fs::write(&target, b"{\"stale\": true}").unwrap();
+    let link = dir.join("latest.json");
+    std::os::unix::fs::symlink("report.json", &link).unwrap();
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json", "-o", path_arg(&link)]);
+    out.assert_code(1);
+    assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced");
+    let report: serde_json::Value =
+        serde_json::from_slice(&fs::read(&target).unwrap()).expect("the link's target is JSON");
+    assert_eq!(findings_of(&report).len(), 3);
+    let mut names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    assert_eq!(names, ["latest.json", "pipe", "report.json"], "leftover files");
+}
+
 /// The table: a header, one line per finding holding the user-visible path, the secret
 /// `<ns>/<name>:<key>`, the severity and the label, then a summary line.
 #[test]

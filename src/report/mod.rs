@@ -50,10 +50,27 @@ pub fn write(report: &Report, format: Format, out: &mut dyn Write) -> io::Result
 
 /// Writes a file atomically: the bytes go to a temporary file in the same directory,
 /// which is flushed to disk and renamed over `path`, so a reader never sees half a file.
+/// A symlink is written through: its target is replaced and the link kept. What is not a
+/// regular file (`/dev/null`, a FIFO, a terminal) is written to as it is: renamed over, a
+/// device node would be replaced by a file.
 pub fn write_atomic(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<()> {
+    let context = || format!("cannot write {}", path.display());
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        let file = std::fs::OpenOptions::new().write(true).open(path).with_context(context)?;
+        let mut w = io::BufWriter::new(file);
+        return fill(&mut w).and_then(|()| w.flush()).with_context(context);
+    }
+    let resolved;
+    let path = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        // A dangling link is replaced, as a missing file is created.
+        resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        &resolved
+    } else {
+        path
+    };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -64,12 +81,10 @@ pub fn write_atomic(
         .with_context(|| format!("cannot create a file in {}", dir.display()))?;
     {
         let mut w = io::BufWriter::new(tmp.as_file_mut());
-        fill(&mut w)
-            .and_then(|()| w.flush())
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        fill(&mut w).and_then(|()| w.flush()).with_context(context)?;
     }
-    tmp.as_file().sync_all().with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(path).with_context(|| format!("cannot write {}", path.display()))?;
+    tmp.as_file().sync_all().with_context(context)?;
+    tmp.persist(path).with_context(context)?;
     Ok(())
 }
 
