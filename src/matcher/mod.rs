@@ -31,6 +31,7 @@
 
 use crate::fingerprint::{Entry, FingerprintSet, Form, WindowKeys, HASH_BITS, STRIDE, WINDOW};
 use sha2::{Digest, Sha256};
+use std::cell::Cell;
 
 mod simd;
 use simd::{Kernel, Sampler};
@@ -202,7 +203,12 @@ impl Index {
         if h == first {
             return Some(lo as usize);
         }
+        // A bucket of one candidate holds only `first` (the next slot, whose start bounds
+        // this bucket, mostly shares its cache line): its candidates are not read.
         let (lo, hi) = (lo as usize, self.slots[b + 1][0] as usize);
+        if hi - lo <= 1 {
+            return None;
+        }
         candidates[lo..hi].iter().position(|c| c.hash == h).map(|i| lo + i)
     }
 }
@@ -387,6 +393,7 @@ impl Matcher {
         let aligned = |at: usize| {
             at + ((STRIDE as u64 - (base + at as u64) % STRIDE as u64) % STRIDE as u64) as usize
         };
+        let mut scratch = Scratch::take();
         for (si, set) in self.sets.iter().enumerate() {
             let si = si as u32;
             if set.candidates.is_empty() {
@@ -394,19 +401,20 @@ impl Matcher {
                 continue;
             }
             // Per set: the memo holds this set's (keyed) hashes.
-            let mut scratch = Scratch::new();
+            scratch.misses.fill(u32::MAX);
             if set.printable {
                 // A form of printable text lies within one run of printable bytes: the
                 // rest (most of a binary) is not sampled at all.
                 printable_runs(sampler, buf, skip, set.min_len, |start, end| {
-                    let ctx = Ctx { si, buf: &buf[..end], base, report_after };
+                    let ctx = Ctx { si, buf: &buf[..end], whole: buf, base, report_after };
                     set.find(sampler, &ctx, aligned(start), &mut scratch, hits);
                 });
             } else {
-                let ctx = Ctx { si, buf, base, report_after };
+                let ctx = Ctx { si, buf, whole: buf, base, report_after };
                 set.find(sampler, &ctx, aligned(skip), &mut scratch, hits);
             }
         }
+        scratch.put_back();
     }
 }
 
@@ -475,7 +483,11 @@ fn printable_runs<S: Sampler>(
 /// What a confirmation needs to know about the buffer being searched.
 struct Ctx<'a> {
     si: u32,
+    /// The bytes searched: a run of text, or the whole buffer.
     buf: &'a [u8],
+    /// The whole buffer `buf` begins: a run's last block is read from it in place, its
+    /// samples past the run masked off, where the buffer holds a block's bytes there.
+    whole: &'a [u8],
     base: u64,
     report_after: usize,
 }
@@ -502,11 +514,27 @@ struct Scratch {
     /// caches).
     ready: Vec<(usize, u32)>,
     passed: Vec<(usize, u32)>,
+    /// A copy of a run's last samples when the buffer ends before their block does (its
+    /// bytes past them are left from before: their samples are masked off).
+    pad: [u8; BLOCK_BYTES],
+}
+
+thread_local! {
+    /// The queues of this thread's last search, kept for their capacity: a search that
+    /// made its own grew them anew, a few allocations for every buffer.
+    static QUEUES: Cell<[Vec<(usize, u32)>; 2]> = const { Cell::new([Vec::new(), Vec::new()]) };
 }
 
 impl Scratch {
-    fn new() -> Scratch {
-        Scratch { misses: [u32::MAX; MISS_MEMO], ready: Vec::new(), passed: Vec::new() }
+    /// A scratch with this thread's queues.
+    fn take() -> Scratch {
+        let [ready, passed] = QUEUES.take();
+        Scratch { misses: [u32::MAX; MISS_MEMO], ready, passed, pad: [0; BLOCK_BYTES] }
+    }
+
+    /// Keeps the queues for this thread's next search.
+    fn put_back(self) {
+        QUEUES.set([self.ready, self.passed]);
     }
 }
 
@@ -524,7 +552,7 @@ impl CompiledSet {
         let buf = ctx.buf;
         let keys = self.keys;
         let filter = &self.filter;
-        let Scratch { misses, ready, passed } = scratch;
+        let Scratch { misses, ready, passed, pad } = scratch;
         // The queues hold positions of one run: the run before left them empty.
         debug_assert!(ready.is_empty() && passed.is_empty());
         let mut i = first;
@@ -549,14 +577,19 @@ impl CompiledSet {
             i += BLOCK_SAMPLES * STRIDE;
         }
         // The last samples (fewer than a block; all of a short run): the groups of 16 that
-        // hold them, tested on a zero-padded copy, with the samples that would reach into
-        // the padding masked off.
+        // hold them, tested where they are in the whole buffer (or on a copy where it ends
+        // first), with the samples that would reach past the run masked off.
         if let Some(rest) = buf.get(i..).filter(|r| r.len() >= WINDOW) {
             let n = (rest.len() - WINDOW) / STRIDE + 1;
-            let mut pad = [0u8; BLOCK_BYTES];
-            pad[..rest.len()].copy_from_slice(rest);
+            let block: &[u8; BLOCK_BYTES] = match ctx.whole.get(i..i + BLOCK_BYTES) {
+                Some(block) => block.try_into().expect("BLOCK_BYTES bytes"),
+                None => {
+                    pad[..rest.len()].copy_from_slice(rest);
+                    pad
+                }
+            };
             let mut found =
-                sampler.block(&pad, &keys, filter, n.div_ceil(16)) & (u64::MAX >> (64 - n));
+                sampler.block(block, &keys, filter, n.div_ceil(16)) & (u64::MAX >> (64 - n));
             while found != 0 {
                 let pos = i + found.trailing_zeros() as usize * STRIDE;
                 found &= found - 1;

@@ -266,21 +266,17 @@ const _: () = assert!(HASH_BITS == 28 && STRIDE == 4 && WINDOW == 12 && BLOCK_SA
 unsafe fn block_avx512(block: &Block, keys: &WindowKeys, filter: &Filter, groups: usize) -> u64 {
     use std::arch::x86_64::*;
     let [k0, k1] = keys.raw();
-    let ia = _mm512_setr_epi32(0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8);
-    let ib = _mm512_setr_epi32(2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0, 8, 0, 9, 0);
     let k0 = _mm512_set1_epi64(k0 as i64);
     let k1 = _mm512_set1_epi64(k1 as i64);
     let low = _mm512_set1_epi64(0xffff_ffff);
     // The high dwords of `k1` (b's high dword, as b is a zero-extended u32 xor k1).
     let bh = _mm512_srli_epi64::<32>(k1);
-    // Eight window hashes, each in bits 36..64 of its 64-bit lane (the rest is garbage).
-    let hash8 = |p: *const u8| {
-        // SAFETY: the masked load reads dwords 0..10 at `p`, which the caller keeps inside
-        // the block; the rest are suppressed.
-        let v = unsafe { _mm512_maskz_loadu_epi32(0x03ff, p.cast()) };
-        // Sample k: a = the u64 at 4k, b = the u32 at 4k + 8 (zero-extended).
-        let a = _mm512_xor_si512(_mm512_permutexvar_epi32(ia, v), k0);
-        let b = _mm512_xor_si512(_mm512_maskz_permutexvar_epi32(0x5555, ib, v), k1);
+    // Eight window hashes from the u64s `a` of eight samples and the vector whose high
+    // dwords are their u32s `b`: each hash in bits 36..64 of its lane (the rest is garbage).
+    let hash8 = |a: __m512i, b: __m512i| {
+        let a = _mm512_xor_si512(a, k0);
+        // b's low dword xor k1's; `mul_epu32` reads only the low dwords.
+        let b = _mm512_xor_si512(_mm512_srli_epi64::<32>(b), k1);
         let ah = _mm512_srli_epi64::<32>(a);
         let ll = _mm512_mul_epu32(a, b);
         let lh = _mm512_mul_epu32(a, bh);
@@ -298,8 +294,9 @@ unsafe fn block_avx512(block: &Block, keys: &WindowKeys, filter: &Filter, groups
         // The product's low half has `t` as its high dword; only the high dwords count.
         _mm512_xor_si512(_mm512_slli_epi64::<32>(t), hi)
     };
-    // The high dwords of two vectors of 64-bit lanes, in lane order.
-    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    // Sample `k`'s hash from the high dwords of the even samples' lanes (k even) and the
+    // odd samples' (k odd).
+    let interleave = _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
     let low5 = _mm512_set1_epi32(31);
     let low13 = _mm512_set1_epi32(0x1fff);
     let golden = _mm512_set1_epi32(0x9E37_79B1_u32 as i32);
@@ -309,10 +306,21 @@ unsafe fn block_avx512(block: &Block, keys: &WindowKeys, filter: &Filter, groups
     let mut found = 0u64;
     for j in 0..groups.min(BLOCK_SAMPLES / 16) {
         let p = block.as_ptr().wrapping_add(64 * j);
+        // SAFETY: bytes 64j..64j + 72 of the block, whose last group (j = 3) ends at its
+        // end (BLOCK_BYTES = 264); no alignment required. Sample 2i is `a` = the u64 at 8i
+        // and `b` = the u32 at 8i + 8, the high dword of lane i at `p + 4`; sample 2i + 1
+        // is lane i at `p + 4`, with its `b` the high dword of lane i at `p + 8`.
+        let (v0, v4, v8) = unsafe {
+            (
+                _mm512_loadu_si512(p.cast()),
+                _mm512_loadu_si512(p.add(4).cast()),
+                _mm512_loadu_si512(p.add(8).cast()),
+            )
+        };
         let h = _mm512_srli_epi32::<{ 32 - HASH_BITS }>(_mm512_permutex2var_epi32(
-            hash8(p),
-            odd,
-            hash8(p.wrapping_add(32)),
+            hash8(v0, v4),
+            interleave,
+            hash8(v4, v8),
         ));
         // The 32-bit half of the filter word: 2·word + bit 5.
         let w = _mm512_or_si512(

@@ -243,7 +243,9 @@ impl Frame {
     /// The next entry but `.` and `..`, its path joined to `path`, this directory's.
     fn next(&mut self, path: &Path) -> Option<nix::Result<Listed>> {
         let (buf, at, len) = match &mut self.listing {
-            Listing::Memory(it) => return it.next().map(|(n, t, ino)| Ok((path.join(n), t, ino))),
+            Listing::Memory(it) => {
+                return it.next().map(|(n, t, ino)| Ok((joined(path, &n), t, ino)))
+            }
             Listing::Stream { buf, at, len } => (buf, at, len),
         };
         loop {
@@ -261,11 +263,20 @@ impl Frame {
             };
             *at += n;
             if name != b"." && name != b".." {
-                let rel = path.join(OsStr::from_bytes(name));
+                let rel = joined(path, OsStr::from_bytes(name));
                 return Some(Ok((rel, listed_type(d_type), ino)));
             }
         }
     }
+}
+
+/// `dir/name`, allocated once at its length (`Path::join` copies `dir` and then grows the
+/// copy for `name`: two allocations for every entry walked).
+fn joined(dir: &Path, name: &OsStr) -> PathBuf {
+    let mut p = PathBuf::with_capacity(dir.as_os_str().len() + 1 + name.len());
+    p.push(dir);
+    p.push(name);
+    p
 }
 
 /// Walks the tree at `rel` beneath the root descriptor `root`, without following any
