@@ -184,7 +184,10 @@ impl<'a> Cursor<'a> {
             *w = (o, self.u32()?);
             self.lit(b"]")?;
         }
-        self.lit(b"]}")?;
-        Some(FormIn { encoding, length, digest, windows })
+        self.lit(b"]")?;
+        // Written only when true.
+        let token = self.lit(b",\"token\":true").is_some();
+        self.lit(b"}")?;
+        Some(FormIn { encoding, length, digest, windows, token })
     }
 }
