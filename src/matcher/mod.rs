@@ -266,8 +266,9 @@ impl Matcher {
             .into_iter()
             .map(|set| {
                 let keys = set.keys();
-                let mut candidates = Vec::new();
-                let mut of_token = Vec::new();
+                let windows: usize = set.entries.iter().map(|e| e.forms.len() * STRIDE).sum();
+                let mut candidates = Vec::with_capacity(windows);
+                let mut of_token = Vec::with_capacity(windows);
                 let mut of_every = Vec::new();
                 for (ei, e) in set.entries.iter().enumerate() {
                     for (fi, f) in e.forms.iter().enumerate() {
