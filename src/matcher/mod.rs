@@ -21,7 +21,10 @@
 //! a bit mask without branching. Where the CPU has AVX-512 or AVX2 this runs 16 or 8
 //! samples per step (see `simd`: the hash's 128-bit product from 32-bit lane multiplies,
 //! the filter halves gathered), about 1.6× the scalar loop's speed; elsewhere one sample
-//! at a time. A run of text shorter than a block (most runs in a binary) tests only the
+//! at a time. A set whose forms are all token forms samples the whole buffer block by
+//! block (a block without a token sample costs its byte classes only); any other set of
+//! printable forms samples only runs of printable text, where a run of text shorter than
+//! a block (most runs in a binary) tests only the
 //! groups of 16 samples it has. Each sample that passes is tested against a small memo of
 //! recent false hits, kept across the runs of a buffer (text repeats, and a repeated
 //! window that fools the filter would otherwise cost a lookup per copy); the rest have
@@ -422,7 +425,9 @@ impl Matcher {
             }
             // Per set: the memo holds this set's (keyed) hashes.
             scratch.misses.fill(u32::MAX);
-            if set.printable {
+            // A set of token forms only is tested at token samples only, which are text:
+            // the blocks without one are skipped as they come, with no pass for runs.
+            if set.printable && set.every.is_some() {
                 // A form of printable text lies within one run of printable bytes: the
                 // rest (most of a binary) is not sampled at all.
                 printable_runs(sampler, buf, skip, set.min_len, |start, end| {
