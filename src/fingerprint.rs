@@ -679,7 +679,7 @@ fn spread_windows(
 /// The bytes of tokens, keys and base64 (`A-Z a-z 0-9 + / = _ -`): the windows of most
 /// values are made of them, and most of a node's text (words between spaces, quotes,
 /// colons and braces) is not.
-pub fn is_token(b: u8) -> bool {
+pub const fn is_token(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'_' | b'-')
 }
 

@@ -149,15 +149,21 @@ fn outputs_show_no_8_byte_run_of_a_value() {
     }
 }
 
+/// The small tree's secrets file, and an empty directory for reports.
+fn secrets_and_reports_dir(tree: &NodeTree) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (s, _) = small_tree(tree);
+    let file = tree.secrets_file("s.json", &[s]);
+    let dir = tree.work("reports");
+    fs::create_dir(&dir).unwrap();
+    (file, dir)
+}
+
 /// `-o FILE`: the report goes to the file (complete, parseable), stdout stays empty, the
 /// directory holds nothing else (no temp file), and an existing report is replaced.
 #[test]
 fn output_file_is_written_atomically() {
     let tree = NodeTree::new();
-    let (s, _) = small_tree(&tree);
-    let file = tree.secrets_file("s.json", &[s]);
-    let dir = tree.work("reports");
-    fs::create_dir(&dir).unwrap();
+    let (file, dir) = secrets_and_reports_dir(&tree);
     let target = dir.join("report.json");
     fs::write(&target, b"{\"stale\": true}").unwrap();
     let out =
@@ -188,10 +194,7 @@ fn output_to_a_fifo_or_through_a_symlink_keeps_them() {
     use std::io::Read;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let tree = NodeTree::new();
-    let (s, _) = small_tree(&tree);
-    let file = tree.secrets_file("s.json", &[s]);
-    let dir = tree.work("reports");
-    fs::create_dir(&dir).unwrap();
+    let (file, dir) = secrets_and_reports_dir(&tree);
     let fifo = dir.join("pipe");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     // Both ends held by the test, so that no open waits: the scan's writes (a small

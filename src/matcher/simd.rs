@@ -367,15 +367,14 @@ unsafe fn token_dwords_avx2(word: &[u8; 64]) -> u16 {
     good
 }
 
-/// Bit `h` of entry `l`: the byte `16h + l` is a token byte (see [`crate::fingerprint::is_token`]:
-/// `0-9` `A-Z` `a-z` `+` `/` `=` `_` `-`).
+/// Bit `h` of entry `l`: the byte `16h + l` is a token byte ([`crate::fingerprint::is_token`]).
 #[cfg(target_arch = "x86_64")]
 const TOKEN_NIBBLES: [u8; 16] = {
     let mut t = [0u8; 16];
     let mut b = 0;
     while b < 128 {
         let c = b as u8;
-        if c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=' | b'_' | b'-') {
+        if crate::fingerprint::is_token(c) {
             t[b % 16] |= 1 << (b / 16);
         }
         b += 1;
