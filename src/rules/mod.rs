@@ -278,10 +278,19 @@ impl Rules {
         }
         // One secret found from two literals of a rule (`mysql+pymysql://` holds
         // `mysql://` twice over) is one hit: the earliest, longest match.
-        let mut new = hits.split_off(first_new);
-        new.sort_by_key(|h| (h.rule, h.offset + u64::from(h.secret.start), h.offset));
-        new.dedup_by_key(|h| (h.rule, h.offset + u64::from(h.secret.start)));
-        hits.append(&mut new);
+        // Sorted and deduplicated in place: most buffers have no hit, and none allocates.
+        if hits.len() - first_new > 1 {
+            let secret_at = |h: &RuleHit| (h.rule, h.offset + u64::from(h.secret.start));
+            hits[first_new..].sort_by_key(|h| (secret_at(h), h.offset));
+            let mut kept = first_new + 1;
+            for i in first_new + 1..hits.len() {
+                if secret_at(&hits[i]) != secret_at(&hits[kept - 1]) {
+                    hits.swap(kept, i);
+                    kept += 1;
+                }
+            }
+            hits.truncate(kept);
+        }
         complete
     }
 
@@ -463,6 +472,18 @@ mod tests {
                 panic!("{e}");
             }
         }
+    }
+
+    /// A match found from two of its rule's literals is one hit; distinct matches stay.
+    #[test]
+    fn a_match_found_from_two_literals_is_one_hit() {
+        let rules = Rules::new(TEST_RULES, 0).unwrap();
+        let data = b"BEGIN-abcd-END tok_abcdefghijkl BEGIN-efgh-END BEGIN-ijkl-END";
+        let mut hits = Vec::new();
+        assert!(rules.find(data, 0, 0, true, &mut hits));
+        hits.sort_by_key(|h| h.offset);
+        let found: Vec<(u64, u32)> = hits.iter().map(|h| (h.offset, h.len)).collect();
+        assert_eq!(found, [(0, 14), (15, 16), (32, 14), (47, 14)]);
     }
 
     #[test]
