@@ -11,6 +11,10 @@ Exit codes:
   2  the job could not be done (bad arguments, unreadable root, bad fingerprint file,
      malformed kubectl JSON, malformed baseline)";
 
+/// `--version`: the crate's version and the git commit it was built from.
+pub const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("KRESIDUE_COMMIT"), ")");
+
 /// Find Kubernetes Secret residue on a node's disks.
 ///
 /// kresidue looks for Secret values that are still on a node after the pods that used
@@ -20,7 +24,7 @@ Exit codes:
 /// tokens, cloud keys, kubeconfigs with credentials) is found by built-in rules. No
 /// secret value is ever printed.
 #[derive(Clone, Debug, Parser)]
-#[command(name = "kresidue", version, after_help = EXIT_CODES, max_term_width = 100, disable_help_subcommand = true)]
+#[command(name = "kresidue", version = VERSION, after_help = EXIT_CODES, max_term_width = 100, disable_help_subcommand = true)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -139,6 +143,11 @@ pub struct ScanArgs {
     /// Exit with 1 when a finding has at least this severity.
     #[arg(long, value_enum, value_name = "SEVERITY", default_value_t = FailOn::Low)]
     pub fail_on: FailOn,
+
+    /// Per-secret series in the Prometheus output (`kresidue_secret_present`): at most N,
+    /// the most severe kept; 0 writes none.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    pub secret_series: usize,
 
     /// Scan again every DURATION (`1h`) until stopped, each report replacing the last
     /// (with -o): for a DaemonSet. A failure of a later scan is one line on stderr; the
@@ -333,6 +342,9 @@ pub enum ReportFormatArg {
     Sarif,
     /// Prometheus text format for node_exporter's textfile collector (use with -o).
     Prometheus,
+    /// One line for node-problem-detector's custom plugin monitor (exit 0 ok, 1 problem,
+    /// 2 unknown).
+    Npd,
 }
 
 /// `--fail-on` values.
@@ -447,7 +459,8 @@ pub fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
 
 /// The man pages, rendered from the clap definition: `(file name, roff text)`.
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
-    let cmd = Cli::command();
+    // The crate's version alone: the pages do not change with each commit.
+    let cmd = Cli::command().version(env!("CARGO_PKG_VERSION"));
     let mut pages = Vec::new();
     let mut top = Vec::new();
     let man = clap_mangen::Man::new(cmd.clone()).date("2026");

@@ -191,7 +191,9 @@ impl ScanConfig {
                 ReportFormatArg::Table => Format::Table,
                 ReportFormatArg::Json => Format::Json,
                 ReportFormatArg::Sarif => Format::Sarif,
-                ReportFormatArg::Prometheus => Format::Prometheus,
+                // `--secret-series` and `--fail-on` are scan's: set by the caller.
+                ReportFormatArg::Prometheus => Format::Prometheus { secret_series: 0 },
+                ReportFormatArg::Npd => Format::Npd { fail_on: None },
             },
             output: args.output.clone(),
         })

@@ -81,6 +81,11 @@ pub fn run(cli: Cli, stdout: &mut dyn Write) -> Result<Outcome> {
 fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let started = Instant::now();
     let mut cfg = config::ScanConfig::from_args(&args.search)?;
+    match &mut cfg.format {
+        report::Format::Npd { fail_on } => *fail_on = config::fail_on(args.fail_on),
+        report::Format::Prometheus { secret_series } => *secret_series = args.secret_series,
+        _ => {}
+    }
     let baseline = match &args.baseline {
         Some(path) => config::read_baseline(path)?,
         None => Default::default(),

@@ -82,6 +82,10 @@ fn usage_error(msg: &str) -> ExitCode {
 /// exit code.
 #[allow(clippy::print_stderr)] // the one place errors and notes reach the terminal
 fn run_once(cli: kresidue::cli::Cli, quiet: bool) -> ExitCode {
+    // node-problem-detector reads stdout only: a scan that cannot be done says why there
+    // too, in its one line.
+    let npd = matches!(&cli.command, kresidue::cli::Command::Scan(a)
+        if a.search.format == kresidue::cli::ReportFormatArg::Npd && a.search.output.is_none());
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let result =
@@ -104,6 +108,10 @@ fn run_once(cli: kresidue::cli::Cli, quiet: bool) -> ExitCode {
         Err(e) => {
             let msg = format!("{e:#}").replace('\n', " ");
             eprintln!("kresidue: error: {msg}");
+            if npd {
+                let _ = writeln!(out, "{}", kresidue::report::npd::error_line(&msg));
+                let _ = out.flush();
+            }
             ExitCode::from(2)
         }
     }

@@ -12,14 +12,15 @@ use serde_json::Value;
 
 use crate::util::*;
 
-fn manifest(name: &str) -> Value {
+/// `deploy/NAME`, parsed as Kubernetes would.
+pub(crate) fn manifest(name: &str) -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(name);
     let text = std::fs::read_to_string(&path).unwrap();
     serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// The pod spec of a DaemonSet or CronJob.
-fn pod_spec(m: &Value) -> &Value {
+pub(crate) fn pod_spec(m: &Value) -> &Value {
     match m["kind"].as_str().unwrap() {
         "DaemonSet" => &m["spec"]["template"]["spec"],
         "CronJob" => &m["spec"]["jobTemplate"]["spec"]["template"]["spec"],
@@ -85,17 +86,24 @@ fn manifests_mount_the_node_read_only_and_pass_the_cli_parser() {
     }
 }
 
-/// The DaemonSet's arguments, with its host paths pointed at the example node and temp
-/// files, run as it would: the first textfile appears, whole, and matches a JSON scan of
-/// the same node; the scan runs again (`--every`) until stopped.
-#[test]
-fn the_daemonsets_exact_arguments_on_the_example_node() {
+/// A tree for work files, the fixtures dir, and the example node's fingerprint file in
+/// the tree.
+fn example_node() -> (NodeTree, PathBuf, PathBuf) {
     let tree = NodeTree::new();
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let fp = tree.work("cluster.fp");
     let made =
         tree.run(&["fingerprint", path_arg(&fixtures.join("secrets.json")), "-o", path_arg(&fp)]);
     assert_eq!(made.code, 0, "{}", made.stderr_str());
+    (tree, fixtures, fp)
+}
+
+/// The DaemonSet's arguments, with its host paths pointed at the example node and temp
+/// files, run as it would: the first textfile appears, whole, and matches a JSON scan of
+/// the same node; the scan runs again (`--every`) until stopped.
+#[test]
+fn the_daemonsets_exact_arguments_on_the_example_node() {
+    let (tree, fixtures, fp) = example_node();
     let textfile = tree.work("textfile");
     std::fs::create_dir(&textfile).unwrap();
     let prom = textfile.join("kresidue.prom");
@@ -155,4 +163,62 @@ fn the_daemonsets_exact_arguments_on_the_example_node() {
     assert_eq!(total as usize, findings, "{text}");
     let cri = scrape.samples.iter().find(|s| s.metric == "kresidue_cri_up").unwrap();
     assert_eq!(gauge(cri), 0.0, "no runtime at the manifest's socket here");
+}
+
+/// `deploy/node-problem-detector.json`, the custom plugin monitor: a permanent rule whose
+/// arguments kresidue's parser takes as an `npd` scan, whose own `--timeout` ends before
+/// node-problem-detector's, run on the example node with its paths pointed there: exit 1
+/// and one line that fits the monitor's `max_output_length`.
+#[test]
+fn the_npd_plugin_config_on_the_example_node() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/node-problem-detector.json"),
+    )
+    .unwrap();
+    let config: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(config["plugin"], "custom");
+    let max = config["pluginConfig"]["max_output_length"].as_u64().unwrap() as usize;
+    assert!(max >= kresidue::report::npd::MAX_LINE, "{max}");
+    let condition = config["conditions"][0]["type"].as_str().unwrap();
+    let rule = &config["rules"][0];
+    assert_eq!(rule["type"], "permanent");
+    assert_eq!(rule["condition"], condition);
+    assert!(rule["path"].as_str().unwrap().ends_with("/kresidue"));
+    let args: Vec<String> =
+        rule["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    let line = [vec!["kresidue".to_owned()], args.clone()].concat();
+    let cli = kresidue::cli::Cli::try_parse_from(&line).unwrap();
+    let kresidue::cli::Command::Scan(scan) = cli.command else { panic!("not a scan") };
+    assert_eq!(scan.search.format, kresidue::cli::ReportFormatArg::Npd);
+    assert!(scan.search.output.is_none(), "the monitor reads stdout");
+    let seconds = |d: &str| humantime::parse_duration(d).unwrap();
+    let own = scan.search.timeout.as_deref().expect("--timeout");
+    assert!(seconds(own) < seconds(rule["timeout"].as_str().unwrap()));
+    assert!(
+        seconds(rule["timeout"].as_str().unwrap())
+            <= seconds(config["pluginConfig"]["timeout"].as_str().unwrap())
+    );
+
+    let (tree, fixtures, fp) = example_node();
+    let swap: [(&str, String); 4] = [
+        ("--root=", fixtures.join("node").display().to_string()),
+        ("--fingerprints=", fp.display().to_string()),
+        ("--lock=", tree.work("npd.lock").display().to_string()),
+        ("--cri=", format!("unix://{}", tree.work("no.sock").display())),
+    ];
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| match swap.iter().find(|(flag, _)| a.starts_with(flag)) {
+            Some((flag, to)) => format!("{flag}{to}"),
+            None => a.clone(),
+        })
+        .collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_kresidue")).args(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(stdout.trim_end().len() <= max, "{stdout}");
+    assert!(stdout.starts_with("secret residue: "), "{stdout}");
+    assert!(stdout.contains("cri unreachable"), "{stdout}");
+    assert!(out.stderr.is_empty(), "--quiet: {}", String::from_utf8_lossy(&out.stderr));
 }

@@ -186,11 +186,159 @@ fn prometheus_textfile_parses_and_matches_the_report() {
     assert_eq!(by_sev.len(), 5, "every severity, zero included");
 }
 
+/// The per-secret series of a textfile on stdout: label sets and values.
+fn secret_series(text: &str) -> BTreeMap<Vec<(String, String)>, f64> {
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "kresidue_secret_present")
+        .map(|s| {
+            let labels = ["namespace", "secret", "key", "label", "site", "category"]
+                .iter()
+                .map(|k| (k.to_string(), s.labels.get(k).unwrap_or("?").to_owned()))
+                .collect();
+            let prometheus_parse::Value::Gauge(v) = s.value else { panic!("{s:?}") };
+            (labels, v)
+        })
+        .collect()
+}
+
+fn dropped(text: &str) -> f64 {
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let s = scrape.samples.iter().find(|s| s.metric == "kresidue_secret_series_dropped").unwrap();
+    let prometheus_parse::Value::Gauge(v) = s.value else { panic!("{s:?}") };
+    v
+}
+
+/// The fleet view: one `kresidue_secret_present` series, value 1, per fingerprinted
+/// Secret key, label, site and category of the JSON report's findings (rule findings
+/// have none); `--secret-series N` keeps the N most severe and counts the rest in
+/// `kresidue_secret_series_dropped`; `--secret-series 0` writes none. No value appears.
+#[test]
+fn prometheus_per_secret_series_match_the_report_and_are_bounded() {
+    let (tree, file) = node();
+    let (_, old) = db_password(&tree, 7103);
+    let [old] = old;
+    let old = Secret::opaque("billing", "stripe", &[("api-key", old.data[0].1.as_slice())]);
+    let pod = tree.pod(UID);
+    pod.file("volumes/kubernetes.io~empty-dir/cache/old.txt", &old.data[0].1);
+    let revoked = tree.secrets_file("old.json", std::slice::from_ref(&old));
+    let fp = tree.work("old.fp");
+    tree.run(&["fingerprint", "--label", "revoked", "-o", path_arg(&fp), path_arg(&revoked)])
+        .assert_code(0);
+    let args = ["--secrets", path_arg(&file), "--fingerprints", path_arg(&fp)];
+    let json = tree.scan(&[&args[..], &["--format", "json"]].concat());
+    let report = json.json.as_ref().unwrap();
+    let mut expected: BTreeMap<Vec<(String, String)>, String> = BTreeMap::new();
+    for f in report["findings"].as_array().unwrap() {
+        let m = &f["match"];
+        if m["kind"] != "fingerprint" {
+            continue;
+        }
+        let (ns, name) = m["secret"].as_str().unwrap().split_once('/').unwrap();
+        let labels = [
+            ("namespace", ns),
+            ("secret", name),
+            ("key", m["key"].as_str().unwrap()),
+            ("label", m["label"].as_str().unwrap()),
+            ("site", f["site"].as_str().unwrap()),
+            ("category", f["category"].as_str().unwrap()),
+        ];
+        let labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let severity = f["severity"].as_str().unwrap().to_owned();
+        expected.insert(labels, severity);
+    }
+    assert!(expected.len() >= 3, "{expected:?}");
+    assert!(expected.keys().any(|l| l.contains(&("label".into(), "revoked".into()))));
+
+    let all = tree.scan(&[&args[..], &["--format", "prometheus"]].concat());
+    let text = all.stdout_str();
+    let series = secret_series(&text);
+    assert_eq!(series.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>(), "{text}");
+    assert!(series.values().all(|&v| v == 1.0));
+    assert_eq!(dropped(&text), 0.0);
+
+    let one = tree.scan(&[&args[..], &["--format", "prometheus", "--secret-series", "1"]].concat());
+    let text = one.stdout_str();
+    let series = secret_series(&text);
+    assert_eq!(series.len(), 1, "{text}");
+    let rank = |s: &str| ["info", "low", "medium", "high", "critical"].iter().position(|x| *x == s);
+    let worst = expected.values().map(|s| rank(s)).max().unwrap();
+    let kept = series.keys().next().unwrap();
+    assert_eq!(rank(&expected[kept]), worst, "the most severe is kept: {text}");
+    assert_eq!(dropped(&text), (expected.len() - 1) as f64);
+
+    let none =
+        tree.scan(&[&args[..], &["--format", "prometheus", "--secret-series", "0"]].concat());
+    let text = none.stdout_str();
+    assert!(!text.contains("kresidue_secret_present"), "{text}");
+    assert_eq!(dropped(&text), expected.len() as f64);
+}
+
+/// `--format npd`, node-problem-detector's plugin protocol: one line of at most 80
+/// bytes on stdout; exit 1 and the count of findings at or above `--fail-on` when there
+/// are some, exit 0 and `ok` when not, exit 2 and `unknown: <why>` when the scan cannot
+/// be done.
+#[test]
+fn npd_format_is_one_short_line_and_the_exit_code() {
+    let (tree, file) = node();
+    let json = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    let report = json.json.as_ref().unwrap();
+    let at_least = |min: &[&str]| {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| min.contains(&f["severity"].as_str().unwrap()))
+            .count()
+    };
+    let one_line = |out: &Out| {
+        let text = out.stdout_str();
+        assert!(text.ends_with('\n') && text.lines().count() == 1, "{text:?}");
+        assert!(text.trim_end().len() <= 80, "{text:?}");
+        text.trim_end().to_owned()
+    };
+
+    let problem = tree.scan(&["--secrets", path_arg(&file), "--format", "npd"]);
+    problem.assert_code(1);
+    let line = one_line(&problem);
+    let n = at_least(&["low", "medium", "high", "critical"]);
+    let noun = if n == 1 { "finding" } else { "findings" };
+    assert!(line.starts_with(&format!("secret residue: {n} {noun} (")), "{line}");
+    assert!(line.contains("cri not asked"), "{line}");
+
+    let crit = at_least(&["critical"]);
+    let high =
+        tree.scan(&["--secrets", path_arg(&file), "--format", "npd", "--fail-on", "critical"]);
+    let line = one_line(&high);
+    if crit == 0 {
+        high.assert_code(0);
+        assert!(line.starts_with("ok: no secret residue"), "{line}");
+    } else {
+        high.assert_code(1);
+        assert!(line.starts_with(&format!("secret residue: {crit} ")), "{line}");
+    }
+
+    let empty = NodeTree::new();
+    let ok = empty.scan(&["--format", "npd"]);
+    ok.assert_code(0);
+    let line = one_line(&ok);
+    assert!(line.starts_with("ok: no secret residue ("), "{line}");
+
+    let missing = tree.work("missing.fp");
+    let bad = tree.scan(&["--fingerprints", path_arg(&missing), "--format", "npd"]);
+    bad.assert_code(2);
+    let line = one_line(&bad);
+    assert!(line.starts_with("unknown: "), "{line}");
+    assert!(line.contains("missing.fp") || line.len() == 80, "{line}");
+}
+
 /// `clean` prints tables and JSON only: asking it for a scan format is a usage error.
 #[test]
 fn clean_refuses_scan_only_formats() {
     let tree = NodeTree::new();
-    for format in ["sarif", "prometheus"] {
+    for format in ["sarif", "prometheus", "npd"] {
         let out = tree.run(&["clean", "--root", tree.root_arg(), "--no-cri", "--format", format]);
         assert_eq!(out.code, 2);
         assert!(out.stderr_str().contains("--format table or json"), "{}", out.stderr_str());

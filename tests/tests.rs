@@ -8,11 +8,13 @@
 //! - `fingerprint`: the fingerprint file (no leak, labels, type-aware selection, short
 //!   values) and the property that fingerprint and `--secrets` modes agree.
 //! - `deploy`: the DaemonSet and CronJob manifests (read-only host mounts, arguments the
-//!   CLI accepts), and the DaemonSet's exact arguments run on the example node.
+//!   CLI accepts), the DaemonSet's exact arguments run on the example node, and the
+//!   node-problem-detector plugin config run the same way.
 //! - `fleet`: the run lock, `--nice`, `--max-file-size`, `--timeout`, `-v`, the progress
 //!   bar under a real pseudo-terminal and silence when piped.
 //! - `formats`: SARIF validated against the published SARIF 2.1.0 schema, the Prometheus
-//!   textfile parsed by a Prometheus text parser and compared with the JSON report.
+//!   textfile parsed by a Prometheus text parser and compared with the JSON report (its
+//!   per-secret series and their bound too), the node-problem-detector line.
 //! - `fuzz_corpus`: every committed fuzz corpus input replayed through its target.
 //! - `no_secret`: every subcommand, format and error path on a node full of values, and
 //!   every file the tool wrote, searched for the values in every encoding.
@@ -34,6 +36,9 @@
 //!   journal, idempotence, a volume swapped for a symlink or a bind mount appearing after
 //!   the plan, two runs at once, a runtime that cannot be asked, real tmpfs and bind
 //!   mounts (as root). The real containerd test cleans too.
+//! - `incluster`: the `dist` build is static and runs in an empty environment; its OCI
+//!   image (`scripts/build-image.sh`) imported into a real containerd and run as a pod
+//!   over CRI exactly as `deploy/daemonset.yaml` says, its textfile read back.
 //! - `runtime`: containerd's `meta.db` (generated with the crate's bbolt writer):
 //!   attribution to containers and pods, freed pages, damaged databases.
 //! - `safety`: FIFOs, sockets, symlinks out of the root, loops, deep trees, a 1 GiB sparse
@@ -48,6 +53,7 @@ mod fleet;
 mod formats;
 mod fuzz_corpus;
 mod hostile;
+mod incluster;
 mod no_secret;
 mod report;
 mod rules;

@@ -14,7 +14,9 @@ pub fn write(report: &CleanReport, format: Format, out: &mut dyn Write) -> io::R
             out.write_all(b"\n")
         }
         // (`run_clean` refuses the scan-only formats before anything runs.)
-        Format::Table | Format::Sarif | Format::Prometheus => table(report, out),
+        Format::Table | Format::Sarif | Format::Prometheus { .. } | Format::Npd { .. } => {
+            table(report, out)
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod clean;
 pub mod json;
+pub mod npd;
 pub mod pods;
 pub mod prometheus;
 pub mod sarif;
@@ -14,7 +15,7 @@ pub mod table;
 
 pub use pods::write as write_pods;
 
-use crate::finding::Report;
+use crate::finding::{Report, Severity};
 use anyhow::{Context, Result};
 use std::ffi::OsStr;
 use std::io::{self, Write};
@@ -29,8 +30,17 @@ pub enum Format {
     Json,
     /// SARIF 2.1.0.
     Sarif,
-    /// Prometheus text exposition (node_exporter textfile collector).
-    Prometheus,
+    /// Prometheus text exposition (node_exporter textfile collector), with at most
+    /// `secret_series` per-secret presence series.
+    Prometheus {
+        /// `--secret-series`.
+        secret_series: usize,
+    },
+    /// One line for node-problem-detector's custom plugin monitor.
+    Npd {
+        /// `--fail-on`: the findings the line counts.
+        fail_on: Option<Severity>,
+    },
 }
 
 /// Writes `report` in `format`.
@@ -39,12 +49,13 @@ pub fn write(report: &Report, format: Format, out: &mut dyn Write) -> io::Result
         Format::Table => table::write(report, out),
         Format::Json => json::write(report, out),
         Format::Sarif => sarif::write(report, out),
-        Format::Prometheus => {
+        Format::Prometheus { secret_series } => {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64());
-            prometheus::write(report, now, out)
+            prometheus::write(report, now, secret_series, out)
         }
+        Format::Npd { fail_on } => npd::write(report, fail_on, out),
     }
 }
 

@@ -1,9 +1,10 @@
 //! The Prometheus text exposition format, for node_exporter's textfile collector: gauges
 //! of the last scan (findings by severity, category and site; files, bytes, duration,
-//! errors; whether the runtime answered; when the run ended). Written with `-o` through
-//! [`super::write_atomic`], so the collector never reads half a file.
+//! errors; whether the runtime answered; when the run ended), and one presence series per
+//! fingerprinted Secret key and place it was found in, for a fleet view. Written with `-o`
+//! through [`super::write_atomic`], so the collector never reads half a file.
 
-use crate::finding::{CriStatus, Report, Severity};
+use crate::finding::{CriStatus, Finding, MatchKind, Report, Severity};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
@@ -17,8 +18,46 @@ fn family(out: &mut dyn Write, name: &str, help: &str) -> io::Result<()> {
     writeln!(out, "# TYPE {name} gauge")
 }
 
-/// Writes the metrics of `report`; `now` is the run's end, Unix seconds.
-pub fn write(report: &Report, now: f64, out: &mut dyn Write) -> io::Result<()> {
+/// The labels of one `kresidue_secret_present` series: namespace, secret, key, label,
+/// site, category.
+type SecretSeries<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, String);
+
+/// The per-secret series of `findings`, each with the worst severity it was found at:
+/// one per Secret key, fingerprint label, site and category, whatever the count of files
+/// and containers. Rule findings name no Secret and have none.
+fn secret_series(findings: &[Finding]) -> BTreeMap<SecretSeries<'_>, Severity> {
+    let mut series = BTreeMap::new();
+    for f in findings {
+        let m = &f.matched;
+        let (MatchKind::Fingerprint, Some(secret)) = (m.kind, m.secret.as_deref()) else {
+            continue;
+        };
+        // `<namespace>/<name>`; a Secret without a namespace (a bare `kubectl get secret
+        // -o json` of one) has an empty one.
+        let (namespace, name) = secret.split_once('/').unwrap_or(("", secret));
+        let key = (
+            namespace,
+            name,
+            m.key.as_deref().unwrap_or(""),
+            m.label.as_deref().unwrap_or(""),
+            f.site.as_str(),
+            super::plain(&f.category),
+        );
+        let worst: &mut Severity = series.entry(key).or_insert(f.severity);
+        *worst = (*worst).max(f.severity);
+    }
+    series
+}
+
+/// Writes the metrics of `report`; `now` is the run's end, Unix seconds. At most
+/// `secret_series` presence series are written, the most severe first; how many more
+/// there were is `kresidue_secret_series_dropped`.
+pub fn write(
+    report: &Report,
+    now: f64,
+    secret_series_max: usize,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let mut by: BTreeMap<(Severity, String, &str), u64> = BTreeMap::new();
     for f in &report.findings {
         *by.entry((f.severity, super::plain(&f.category), f.site.as_str())).or_default() += 1;
@@ -58,6 +97,44 @@ pub fn write(report: &Report, now: f64, out: &mut dyn Write) -> io::Result<()> {
     let status = super::plain(&report.cri.status);
     let up = u8::from(report.cri.status == CriStatus::Ok);
     writeln!(out, "kresidue_cri_up{{status=\"{}\"}} {up}", label(&status))?;
+    write_secret_series(report, secret_series_max, out)?;
     family(out, "kresidue_last_run_timestamp_seconds", "When the last scan ended, Unix time.")?;
     writeln!(out, "kresidue_last_run_timestamp_seconds {now:.3}")
+}
+
+/// The fleet view: `kresidue_secret_present` per Secret key and place (at most `max`, the
+/// most severe kept), and how many were left out.
+fn write_secret_series(report: &Report, max: usize, out: &mut dyn Write) -> io::Result<()> {
+    let all = secret_series(&report.findings);
+    let mut kept: Vec<(&SecretSeries<'_>, Severity)> = all.iter().map(|(k, &s)| (k, s)).collect();
+    // Most severe first, then in label order; the sort is stable.
+    kept.sort_by_key(|&(_, s)| std::cmp::Reverse(s));
+    let dropped = kept.len().saturating_sub(max);
+    kept.truncate(max);
+    kept.sort_by_key(|&(k, _)| k);
+    if !kept.is_empty() {
+        family(
+            out,
+            "kresidue_secret_present",
+            "1 for each fingerprinted Secret key the last scan found, by Secret (namespace, secret, key), fingerprint label and place (site, category). No value is exported.",
+        )?;
+    }
+    for ((namespace, secret, key, fp_label, site, category), _) in kept {
+        writeln!(
+            out,
+            "kresidue_secret_present{{namespace=\"{}\",secret=\"{}\",key=\"{}\",label=\"{}\",site=\"{}\",category=\"{}\"}} 1",
+            label(namespace),
+            label(secret),
+            label(key),
+            label(fp_label),
+            label(site),
+            label(category)
+        )?;
+    }
+    family(
+        out,
+        "kresidue_secret_series_dropped",
+        "Per-secret series of the last scan left out by --secret-series (0 when all were written).",
+    )?;
+    writeln!(out, "kresidue_secret_series_dropped {dropped}")
 }

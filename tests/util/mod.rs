@@ -11,6 +11,8 @@
 //! `--root`), `outside/` (a sibling the scan must never read: targets of hostile symlinks)
 //! and `work/` (kubectl JSON, fingerprint files, reports; not part of the digest).
 
+pub mod containerd;
+
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
