@@ -10,8 +10,9 @@
 # CARGO_TARGET_DIR defaults to target/dist-build here, apart from the usual target dir,
 # so that a test can build it while cargo holds the other.
 set -euo pipefail
+# OUT is the caller's path: resolved before moving to the repository.
+out=$(realpath -m "${1:-$(dirname "$0")/../target/dist/kresidue}")
 cd "$(dirname "$0")/.."
-out=${1:-target/dist/kresidue}
 host=$(rustc -vV | sed -n 's/^host: //p')
 case "$host" in
   *-linux-gnu) ;;
@@ -22,8 +23,11 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/dist-build}
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
   cargo build --locked --quiet --profile dist --target "$host" --bin kresidue
 bin="$CARGO_TARGET_DIR/$host/dist/kresidue"
-# Static (or static-pie): no program interpreter, no shared library needed.
-if readelf -lW "$bin" | grep -q 'INTERP' || readelf -dW "$bin" | grep -q '(NEEDED)'; then
+# Static (or static-pie): no program interpreter, no shared library needed. readelf's
+# output is captured first, so that its failure stops the script (set -e).
+headers=$(readelf -lW "$bin")
+dynamic=$(readelf -dW "$bin")
+if grep -q 'INTERP' <<<"$headers" || grep -q '(NEEDED)' <<<"$dynamic"; then
   echo "build-static.sh: $bin is dynamically linked" >&2
   exit 1
 fi

@@ -29,13 +29,16 @@ fn commit() -> String {
         let text = String::from_utf8(out.stdout).ok()?;
         out.status.success().then(|| text.trim().to_owned())
     };
-    // Built again when HEAD moves: HEAD itself, the branch it names, packed refs.
-    if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
-        let dir = std::path::Path::new(&dir);
-        println!("cargo:rerun-if-changed={}", dir.join("HEAD").display());
-        println!("cargo:rerun-if-changed={}", dir.join("packed-refs").display());
-        if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={}", dir.join(branch).display());
+    // Built again when HEAD moves: HEAD itself, the branch it names, the packed refs
+    // (paths as git gives them, right in a worktree too). Only files that exist are
+    // named: cargo runs a build script on every build while a file it names is missing.
+    let mut watch = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
+    watch.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    for name in watch {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
+            if std::path::Path::new(&path).exists() {
+                println!("cargo:rerun-if-changed={path}");
+            }
         }
     }
     git(&["rev-parse", "--short=12", "HEAD"])

@@ -82,7 +82,12 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let started = Instant::now();
     let mut cfg = config::ScanConfig::from_args(&args.search)?;
     match &mut cfg.format {
-        report::Format::Npd { fail_on } => *fail_on = config::fail_on(args.fail_on),
+        report::Format::Npd { fail_on } => {
+            *fail_on = config::fail_on(args.fail_on);
+            if fail_on.is_none() {
+                bail!("--format npd reports findings at or above --fail-on: give a severity, not never");
+            }
+        }
         report::Format::Prometheus { secret_series } => *secret_series = args.secret_series,
         _ => {}
     }
@@ -132,7 +137,14 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         notes.extend(skip_note(stats));
     }
     notes.append(&mut verbose);
-    Ok(Outcome { status: report.exit_status(config::fail_on(args.fail_on)), notes })
+    let status = match cfg.format {
+        // node-problem-detector's "unknown": a scan cut short that found nothing to count.
+        report::Format::Npd { fail_on } if report::npd::unknown(&report, fail_on) => {
+            ExitStatus::Error
+        }
+        _ => report.exit_status(config::fail_on(args.fail_on)),
+    };
+    Ok(Outcome { status, notes })
 }
 
 /// A runtime that answered, and its answer.

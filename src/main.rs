@@ -31,8 +31,7 @@ fn main() -> ExitCode {
                 }
                 _ => first,
             };
-            eprintln!("kresidue: error: {first} (see kresidue --help)");
-            return ExitCode::from(2);
+            return usage_error(&first);
         }
     };
     if let Err(e) = kresidue::sys::catch_stop_signals() {
@@ -75,7 +74,27 @@ fn main() -> ExitCode {
 #[allow(clippy::print_stderr)] // the one place errors and notes reach the terminal
 fn usage_error(msg: &str) -> ExitCode {
     eprintln!("kresidue: error: {msg} (see kresidue --help)");
+    if npd_asked() {
+        println_npd(msg);
+    }
     ExitCode::from(2)
+}
+
+/// Whether the command line asks for `--format npd`, read from the raw arguments: for
+/// errors found before (or while) clap parses them.
+fn npd_asked() -> bool {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    args.iter().any(|a| a == "--format=npd")
+        || args.windows(2).any(|w| w[0] == "--format" && w[1] == "npd")
+}
+
+/// node-problem-detector reads stdout only: the `unknown:` line of a run that could not
+/// be done.
+#[allow(clippy::print_stdout)] // the plugin protocol's one line
+fn println_npd(msg: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", kresidue::report::npd::error_line(msg));
+    let _ = out.flush();
 }
 
 /// Runs the command once: prints its notes (unless quiet) or its error (one line); the
@@ -109,8 +128,9 @@ fn run_once(cli: kresidue::cli::Cli, quiet: bool) -> ExitCode {
             let msg = format!("{e:#}").replace('\n', " ");
             eprintln!("kresidue: error: {msg}");
             if npd {
-                let _ = writeln!(out, "{}", kresidue::report::npd::error_line(&msg));
-                let _ = out.flush();
+                // What a failed write left in the buffer is not sent: one line only.
+                drop(out.into_parts());
+                println_npd(&msg);
             }
             ExitCode::from(2)
         }

@@ -68,6 +68,7 @@ fn run_pod(
                 namespace_options: Some(host_network()),
                 ..Default::default()
             }),
+            ..Default::default()
         }),
         ..Default::default()
     };

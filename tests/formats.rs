@@ -230,6 +230,7 @@ fn prometheus_per_secret_series_match_the_report_and_are_bounded() {
     let args = ["--secrets", path_arg(&file), "--fingerprints", path_arg(&fp)];
     let json = tree.scan(&[&args[..], &["--format", "json"]].concat());
     let report = json.json.as_ref().unwrap();
+    let rank = |s: &str| ["info", "low", "medium", "high", "critical"].iter().position(|x| *x == s);
     let mut expected: BTreeMap<Vec<(String, String)>, String> = BTreeMap::new();
     for f in report["findings"].as_array().unwrap() {
         let m = &f["match"];
@@ -246,8 +247,12 @@ fn prometheus_per_secret_series_match_the_report_and_are_bounded() {
             ("category", f["category"].as_str().unwrap()),
         ];
         let labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        // A series stands for the worst of its findings.
         let severity = f["severity"].as_str().unwrap().to_owned();
-        expected.insert(labels, severity);
+        let worst = expected.entry(labels).or_insert(severity.clone());
+        if rank(&severity) > rank(worst) {
+            *worst = severity;
+        }
     }
     assert!(expected.len() >= 3, "{expected:?}");
     assert!(expected.keys().any(|l| l.contains(&("label".into(), "revoked".into()))));
@@ -263,7 +268,6 @@ fn prometheus_per_secret_series_match_the_report_and_are_bounded() {
     let text = one.stdout_str();
     let series = secret_series(&text);
     assert_eq!(series.len(), 1, "{text}");
-    let rank = |s: &str| ["info", "low", "medium", "high", "critical"].iter().position(|x| *x == s);
     let worst = expected.values().map(|s| rank(s)).max().unwrap();
     let kept = series.keys().next().unwrap();
     assert_eq!(rank(&expected[kept]), worst, "the most severe is kept: {text}");
@@ -277,9 +281,10 @@ fn prometheus_per_secret_series_match_the_report_and_are_bounded() {
 }
 
 /// `--format npd`, node-problem-detector's plugin protocol: one line of at most 80
-/// bytes on stdout; exit 1 and the count of findings at or above `--fail-on` when there
-/// are some, exit 0 and `ok` when not, exit 2 and `unknown: <why>` when the scan cannot
-/// be done.
+/// bytes on stdout; exit 1 and the count of findings at or above `--fail-on` by severity
+/// when there are some, exit 0 and `ok` when not, exit 2 and `unknown: <why>` when the
+/// scan cannot be done (a usage error too), or `--timeout` stopped it before it found
+/// anything.
 #[test]
 fn npd_format_is_one_short_line_and_the_exit_code() {
     let (tree, file) = node();
@@ -308,17 +313,23 @@ fn npd_format_is_one_short_line_and_the_exit_code() {
     assert!(line.starts_with(&format!("secret residue: {n} {noun} (")), "{line}");
     assert!(line.contains("cri not asked"), "{line}");
 
+    // The severities in the line, worst first, each with its count.
+    let by: Vec<String> = ["critical", "high", "medium", "low"]
+        .iter()
+        .map(|s| (s, at_least(&[s])))
+        .filter(|&(_, n)| n > 0)
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect();
+    assert_eq!(line, format!("secret residue: {n} {noun} ({}; cri not asked)", by.join(", ")));
+
     let crit = at_least(&["critical"]);
-    let high =
+    assert!(crit > 0 && crit < n, "the node has critical and other findings");
+    let critical =
         tree.scan(&["--secrets", path_arg(&file), "--format", "npd", "--fail-on", "critical"]);
-    let line = one_line(&high);
-    if crit == 0 {
-        high.assert_code(0);
-        assert!(line.starts_with("ok: no secret residue"), "{line}");
-    } else {
-        high.assert_code(1);
-        assert!(line.starts_with(&format!("secret residue: {crit} ")), "{line}");
-    }
+    critical.assert_code(1);
+    let noun = if crit == 1 { "finding" } else { "findings" };
+    let line = one_line(&critical);
+    assert_eq!(line, format!("secret residue: {crit} {noun} ({crit} critical; cri not asked)"));
 
     let empty = NodeTree::new();
     let ok = empty.scan(&["--format", "npd"]);
@@ -326,12 +337,27 @@ fn npd_format_is_one_short_line_and_the_exit_code() {
     let line = one_line(&ok);
     assert!(line.starts_with("ok: no secret residue ("), "{line}");
 
+    // The scan's error, as stderr has it, cut to the line's limit.
     let missing = tree.work("missing.fp");
     let bad = tree.scan(&["--fingerprints", path_arg(&missing), "--format", "npd"]);
     bad.assert_code(2);
     let line = one_line(&bad);
-    assert!(line.starts_with("unknown: "), "{line}");
-    assert!(line.contains("missing.fp") || line.len() == 80, "{line}");
+    let err = bad.stderr_str();
+    let msg = err.trim_end().strip_prefix("kresidue: error: ").unwrap();
+    assert_eq!(line, kresidue::report::npd::error_line(msg));
+    assert!(line.starts_with("unknown: ") && msg.starts_with(&line["unknown: ".len()..]), "{line}");
+    // A usage error too, found while the arguments are parsed.
+    let usage = tree.scan(&["--format", "npd", "--fail-on", "sometimes"]);
+    usage.assert_code(2);
+    assert_eq!(one_line(&usage), "unknown: invalid value for '--fail-on <SEVERITY>'");
+    let never = tree.scan(&["--format=npd", "--fail-on", "never"]);
+    never.assert_code(2);
+    assert!(one_line(&never).starts_with("unknown: --format npd reports findings"));
+    // A scan --timeout stopped before it found anything is unknown, not ok.
+    let cut = tree.scan(&["--secrets", path_arg(&file), "--format", "npd", "--timeout", "0s"]);
+    cut.assert_code(2);
+    let line = one_line(&cut);
+    assert!(line.starts_with("unknown: scan stopped by --timeout after 0 files"), "{line}");
 }
 
 /// `clean` prints tables and JSON only: asking it for a scan format is a usage error.

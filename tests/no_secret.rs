@@ -75,7 +75,7 @@ fn no_value_in_any_output_or_written_file() {
     let asked = format!("--root {root} --cri {ep}");
     add("fingerprint", format!("{sf} -o {fp}"));
     add("fingerprint", format!("{sf} --label revoked"));
-    for f in ["table", "json", "sarif", "prometheus"] {
+    for f in ["table", "json", "sarif", "prometheus", "npd"] {
         add("scan", format!("{on} --format {f} -v --nice"));
         add(
             "scan",
@@ -106,6 +106,9 @@ fn no_value_in_any_output_or_written_file() {
     add("scan", format!("{asked}/nonexistent --require-cri --secrets {sf}"));
     add("clean", format!("{on} --min-age {db}"));
     add("scan", format!("{on} --format {db}"));
+    // The npd line of errors is on stdout.
+    add("scan", format!("--root {root} --no-cri --fingerprints {} --format npd", bad_fp.display()));
+    add("scan", format!("{on} --format npd --fail-on {db}"));
     let mut codes = Vec::new();
     for args in &runs {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -114,7 +117,7 @@ fn no_value_in_any_output_or_written_file() {
     }
     // The error paths did fail, and the rest did run.
     let failed = codes.iter().filter(|(_, c)| *c == 2).count();
-    assert_eq!(failed, 8, "{codes:#?}");
+    assert_eq!(failed, 10, "{codes:#?}");
 
     // Every file the runs wrote.
     let mut written: Vec<PathBuf> = Vec::new();

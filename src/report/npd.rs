@@ -1,8 +1,10 @@
 //! node-problem-detector's custom plugin protocol: one short line on stdout, and the exit
 //! status says what it means (0 ok, 1 a problem, 2 unknown, which kresidue's own exit
-//! codes already are). The line names how many findings are at or above `--fail-on`, the
-//! worst of them, and whether the runtime answered, in at most [`MAX_LINE`] bytes: the
-//! plugin monitor's default `max_output_length`, past which it cuts the message.
+//! codes already are). The line names how many findings are at or above `--fail-on` by
+//! severity, and whether the runtime answered, in at most [`MAX_LINE`] bytes: the plugin
+//! monitor's default `max_output_length`, past which it cuts the message. A scan that
+//! `--timeout` stopped before it found anything to count is not "ok" but unknown
+//! ([`unknown`]): the caller exits 2.
 
 use crate::finding::{CriStatus, Report, Severity};
 use std::io::{self, Write};
@@ -26,15 +28,24 @@ pub fn line(report: &Report, fail_on: Option<Severity>) -> String {
         .filter(|&(_, n)| n > 0)
         .collect();
     let total: usize = counted.iter().map(|&(_, n)| n).sum();
-    let text = if total == 0 {
-        let files = report.summary.files;
-        format!("ok: no secret residue ({files} files, {cri}{partial})")
+    let files = report.summary.files;
+    let text = if unknown(report, fail_on) {
+        format!("unknown: scan stopped by --timeout after {files} files, nothing found ({cri})")
+    } else if total == 0 {
+        format!("ok: no secret residue ({files} files, {cri})")
     } else {
         let by: Vec<String> = counted.iter().map(|(s, n)| format!("{n} {}", s.as_str())).collect();
         let noun = if total == 1 { "finding" } else { "findings" };
         format!("secret residue: {total} {noun} ({}; {cri}{partial})", by.join(", "))
     };
     cut(text)
+}
+
+/// Whether the line of `report` is `unknown`: `--timeout` stopped the scan and nothing
+/// at or above `fail_on` was found in what it read.
+pub fn unknown(report: &Report, fail_on: Option<Severity>) -> bool {
+    report.summary.incomplete
+        && !fail_on.is_some_and(|min| report.findings.iter().any(|f| f.severity >= min))
 }
 
 /// `text` cut to [`MAX_LINE`] bytes at a character boundary (the numbers come first, so a
