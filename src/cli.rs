@@ -376,6 +376,9 @@ fingerprint file, malformed kubectl JSON, a baseline that is not a kresidue repo
 One line on stderr says why.
 Unreadable files during a scan do not change the exit status; they are listed in the
 report's \fBerrors\fR.
+With \fB\-\-format npd\fR, a scan that \fB\-\-timeout\fR stopped before it found
+anything at or above \fB\-\-fail\-on\fR exits 2 (node\-problem\-detector's "unknown"),
+and a run that exits 2 prints its \fBunknown:\fR line on stdout too.
 .SH SITES
 Under \fI<kubelet\-dir>\fR\fB/pods/\fR\fI<uid>\fR\fB/\fR:
 \fBvolumes/kubernetes.io~secret/\fR\fI<vol>\fR (kubelet\-secret\-volume),
