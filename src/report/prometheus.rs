@@ -50,7 +50,7 @@ fn secret_series(findings: &[Finding]) -> BTreeMap<SecretSeries<'_>, Severity> {
 }
 
 /// Writes the metrics of `report`; `now` is the run's end, Unix seconds. At most
-/// `secret_series` presence series are written, the most severe first; how many more
+/// `secret_series_max` presence series are written, the most severe first; how many more
 /// there were is `kresidue_secret_series_dropped`.
 pub fn write(
     report: &Report,
