@@ -28,14 +28,16 @@ pub(crate) fn pod_spec(m: &Value) -> &Value {
     }
 }
 
+/// A manifest's list of strings (`command`, `args`, capabilities).
+pub(crate) fn strings(v: &Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect()
+}
+
 /// The kresidue command line of the manifest's one container.
 fn command_line(spec: &Value) -> Vec<String> {
     let containers = spec["containers"].as_array().unwrap();
     assert_eq!(containers.len(), 1);
     let c = &containers[0];
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect()
-    };
     let mut line = strings(&c["command"]);
     assert!(line[0].ends_with("/kresidue"), "{line:?}");
     line.extend(strings(&c["args"]));
@@ -141,11 +143,7 @@ fn the_daemonsets_exact_arguments_on_the_example_node() {
     assert!(out.stderr.is_empty(), "--quiet: {}", String::from_utf8_lossy(&out.stderr));
 
     let text = std::fs::read_to_string(&prom).unwrap();
-    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
-    let gauge = |s: &prometheus_parse::Sample| match s.value {
-        prometheus_parse::Value::Gauge(v) => v,
-        _ => panic!("{} is not a gauge", s.metric),
-    };
+    let scrape = scrape(&text);
     let total: f64 =
         scrape.samples.iter().filter(|s| s.metric == "kresidue_findings").map(gauge).sum();
     let json = tree.run(&[
@@ -184,8 +182,7 @@ fn the_npd_plugin_config_on_the_example_node() {
     assert_eq!(rule["type"], "permanent");
     assert_eq!(rule["condition"], condition);
     assert!(rule["path"].as_str().unwrap().ends_with("/kresidue"));
-    let args: Vec<String> =
-        rule["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    let args = strings(&rule["args"]);
     let line = [vec!["kresidue".to_owned()], args.clone()].concat();
     let cli = kresidue::cli::Cli::try_parse_from(&line).unwrap();
     let kresidue::cli::Command::Scan(scan) = cli.command else { panic!("not a scan") };

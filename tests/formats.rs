@@ -136,7 +136,7 @@ fn prometheus_textfile_parses_and_matches_the_report() {
     let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names, vec![std::ffi::OsString::from("kresidue.prom")]);
     let text = fs::read_to_string(&prom).unwrap();
-    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let scrape = scrape(&text);
     let families = [
         "kresidue_findings",
         "kresidue_findings_by_severity",
@@ -152,14 +152,10 @@ fn prometheus_textfile_parses_and_matches_the_report() {
         assert!(text.contains(&format!("# TYPE {f} gauge\n")), "{f}: {text}");
         assert!(scrape.samples.iter().any(|s| s.metric == f), "{f}: {text}");
     }
-    let value = |s: &prometheus_parse::Sample| match s.value {
-        prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
-        _ => panic!("{} is not a gauge", s.metric),
-    };
-    let one = |name: &str| value(scrape.samples.iter().find(|s| s.metric == name).unwrap());
+    let one = |name: &str| gauge(scrape.samples.iter().find(|s| s.metric == name).unwrap());
     let findings: Vec<_> =
         scrape.samples.iter().filter(|s| s.metric == "kresidue_findings").collect();
-    let total: f64 = findings.iter().map(|s| value(s)).sum();
+    let total: f64 = findings.iter().map(|s| gauge(s)).sum();
     assert_eq!(total as usize, report["findings"].as_array().unwrap().len());
     for s in &findings {
         let n = report["findings"]
@@ -172,7 +168,7 @@ fn prometheus_textfile_parses_and_matches_the_report() {
                     && f["site"] == s.labels.get("site").unwrap()
             })
             .count();
-        assert_eq!(value(s) as usize, n, "{s:?}");
+        assert_eq!(gauge(s) as usize, n, "{s:?}");
     }
     assert_eq!(one("kresidue_files_scanned"), report["summary"]["files"].as_f64().unwrap());
     assert_eq!(one("kresidue_bytes_scanned"), report["summary"]["bytes"].as_f64().unwrap());
@@ -188,7 +184,7 @@ fn prometheus_textfile_parses_and_matches_the_report() {
 
 /// The per-secret series of a textfile on stdout: label sets and values.
 fn secret_series(text: &str) -> BTreeMap<Vec<(String, String)>, f64> {
-    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let scrape = scrape(text);
     scrape
         .samples
         .iter()
@@ -198,17 +194,15 @@ fn secret_series(text: &str) -> BTreeMap<Vec<(String, String)>, f64> {
                 .iter()
                 .map(|k| (k.to_string(), s.labels.get(k).unwrap_or("?").to_owned()))
                 .collect();
-            let prometheus_parse::Value::Gauge(v) = s.value else { panic!("{s:?}") };
-            (labels, v)
+            (labels, gauge(s))
         })
         .collect()
 }
 
 fn dropped(text: &str) -> f64 {
-    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let scrape = scrape(text);
     let s = scrape.samples.iter().find(|s| s.metric == "kresidue_secret_series_dropped").unwrap();
-    let prometheus_parse::Value::Gauge(v) = s.value else { panic!("{s:?}") };
-    v
+    gauge(s)
 }
 
 /// The fleet view: one `kresidue_secret_present` series, value 1, per fingerprinted

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use kresidue::cri::proto;
 use serde_json::Value;
 
-use crate::deploy::{manifest, pod_spec};
+use crate::deploy::{manifest, pod_spec, strings};
 use crate::util::containerd::{self, host_network, run, Containerd, PodMeta, PAUSE};
 use crate::util::*;
 
@@ -150,9 +150,6 @@ fn daemonset_container(sources: &BTreeMap<&str, PathBuf>, image: &str) -> proto:
     let m = manifest("daemonset.yaml");
     let spec = pod_spec(&m);
     let c = &spec["containers"][0];
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect()
-    };
     let volumes: BTreeMap<&str, &Value> = spec["volumes"]
         .as_array()
         .unwrap()
@@ -342,17 +339,12 @@ fn kresidue_runs_as_the_daemonset_pod_through_cri() {
     for value in [&live_value, &gone_value] {
         assert!(!text.contains(value.as_str()), "a value in the textfile");
     }
-    let lines: Vec<String> = text.lines().map(str::to_owned).collect();
-    let metrics =
-        prometheus_parse::Scrape::parse(lines.into_iter().map(Ok)).expect("textfile parses");
+    let metrics = scrape(&text);
     let sample = |name: &str, labels: &[(&str, &str)]| -> Option<f64> {
-        metrics.samples.iter().find_map(|s| {
-            let all = labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v));
-            match (&s.value, s.metric == name && all) {
-                (prometheus_parse::Value::Gauge(v), true) => Some(*v),
-                _ => None,
-            }
-        })
+        let all = |s: &&prometheus_parse::Sample| {
+            s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v))
+        };
+        metrics.samples.iter().find(all).map(gauge)
     };
     assert_eq!(sample("kresidue_cri_up", &[("status", "ok")]), Some(1.0), "{text}");
     // The orphaned pod's volume, and the live pod's, told apart by asking the runtime
@@ -375,14 +367,7 @@ fn kresidue_runs_as_the_daemonset_pod_through_cri() {
     assert_eq!(present("db", "orphaned-volume"), None, "{text}");
     assert_eq!(present("db-old", "non-tmpfs-volume"), None, "{text}");
     assert_eq!(sample("kresidue_secret_series_dropped", &[]), Some(0.0), "{text}");
-    let findings: f64 = metrics
-        .samples
-        .iter()
-        .filter(|s| s.metric == "kresidue_findings")
-        .map(|s| match s.value {
-            prometheus_parse::Value::Gauge(v) => v,
-            _ => 0.0,
-        })
-        .sum();
+    let findings: f64 =
+        metrics.samples.iter().filter(|s| s.metric == "kresidue_findings").map(gauge).sum();
     assert!(findings >= 2.0, "{text}");
 }

@@ -230,6 +230,16 @@ impl Teddy512 {
         step: impl Fn(*const u8) -> (u64, std::arch::x86_64::__m512i),
         store: impl Fn(std::arch::x86_64::__m512i) -> [u8; 64],
     ) -> Option<(usize, usize)> {
+        // The first key of a block's candidates (positions `p + i`): most start no key's
+        // first four bytes and are dismissed before the buckets are stored and verified.
+        let hit_in = |p: usize, cand: u64, m| {
+            let cand = self.known_heads(buf, p, cand);
+            if cand == 0 {
+                None
+            } else {
+                self.verify(buf, p, cand, &store(m))
+            }
+        };
         let mut p = at;
         // Two steps at a time, tested with one branch: most pairs of blocks have no
         // candidate that survives the heads.
@@ -239,17 +249,8 @@ impl Teddy512 {
             // SAFETY: as above.
             let (c1, m1) = step(unsafe { buf.as_ptr().add(p + 64) });
             if c0 | c1 != 0 {
-                let c0 = self.known_heads(buf, p, c0);
-                if c0 != 0 {
-                    if let Some(hit) = self.verify(buf, p, c0, &store(m0)) {
-                        return Some(hit);
-                    }
-                }
-                let c1 = self.known_heads(buf, p + 64, c1);
-                if c1 != 0 {
-                    if let Some(hit) = self.verify(buf, p + 64, c1, &store(m1)) {
-                        return Some(hit);
-                    }
+                if let Some(hit) = hit_in(p, c0, m0).or_else(|| hit_in(p + 64, c1, m1)) {
+                    return Some(hit);
                 }
             }
             p += 128;
@@ -257,13 +258,8 @@ impl Teddy512 {
         while p + 64 + MASK - 1 <= buf.len() {
             // SAFETY: bytes p..p + 67 of `buf`, checked above.
             let (cand, m) = step(unsafe { buf.as_ptr().add(p) });
-            // Most candidates start no key's first four bytes: dismissed before the
-            // buckets are stored and verified.
-            let cand = self.known_heads(buf, p, cand);
-            if cand != 0 {
-                if let Some(hit) = self.verify(buf, p, cand, &store(m)) {
-                    return Some(hit);
-                }
+            if let Some(hit) = hit_in(p, cand, m) {
+                return Some(hit);
             }
             p += 64;
         }
@@ -276,8 +272,7 @@ impl Teddy512 {
             tail[..n].copy_from_slice(&rest[..n]);
             let (cand, m) = step(tail.as_ptr());
             let live = if rest.len() >= 64 { u64::MAX } else { u64::MAX >> (64 - rest.len()) };
-            let cand = self.known_heads(buf, p, cand & live);
-            if let Some(hit) = self.verify(buf, p, cand, &store(m)) {
+            if let Some(hit) = hit_in(p, cand & live, m) {
                 return Some(hit);
             }
             p += 64;

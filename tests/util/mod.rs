@@ -213,6 +213,20 @@ pub fn find_all(hay: &[u8], needle: &[u8]) -> Vec<usize> {
     (0..=hay.len() - needle.len()).filter(|&i| &hay[i..i + needle.len()] == needle).collect()
 }
 
+/// A Prometheus textfile, parsed by a Prometheus text parser.
+pub fn scrape(text: &str) -> prometheus_parse::Scrape {
+    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
+        .expect("textfile parses")
+}
+
+/// The value of a gauge (or untyped) sample.
+pub fn gauge(s: &prometheus_parse::Sample) -> f64 {
+    match s.value {
+        prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+        _ => panic!("{} is not a gauge", s.metric),
+    }
+}
+
 /// Whether `needle` occurs in `hay`.
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && memchr::memmem::find(hay, needle).is_some()
