@@ -56,31 +56,41 @@ pub struct RuleSpec {
 }
 
 /// A literal of a rule, and the part of it the prefilter searches for: its *key*,
-/// `text[key..]`. Leading bytes that ordinary text is full of (`post` of `postgres://`)
-/// are left out of the key and compared when the key is found.
+/// `text[key..key_end]`. Leading bytes that ordinary text is full of (`post` of
+/// `postgres://`) are left out of the key and compared when the key is found; so are
+/// trailing bytes that tell apart literals sharing a key (the label of
+/// `-----BEGIN RSA PRIVATE KEY-----`): one search finds them all, and each rule runs only
+/// where its own literal is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Literal {
     /// The literal.
     pub text: &'static str,
     /// Where in `text` the key starts.
     pub key: usize,
+    /// Where in `text` the key ends.
+    pub key_end: usize,
 }
 
 impl Literal {
     /// The part of the literal the prefilter searches for.
     pub fn key_text(&self) -> &'static str {
-        &self.text[self.key..]
+        &self.text[self.key..self.key_end]
     }
 }
 
 /// A literal searched for whole.
 pub const fn lit(text: &'static str) -> Literal {
-    Literal { text, key: 0 }
+    Literal { text, key: 0, key_end: text.len() }
 }
 
 /// A literal searched for by `text[key..]`.
 pub const fn lit_at(text: &'static str, key: usize) -> Literal {
-    Literal { text, key }
+    Literal { text, key, key_end: text.len() }
+}
+
+/// A literal searched for by `text[key..key_end]`.
+pub const fn lit_in(text: &'static str, key: usize, key_end: usize) -> Literal {
+    Literal { text, key, key_end }
 }
 
 /// A test beyond the regex, applied to the secret part of a match.
@@ -181,8 +191,8 @@ impl Rules {
             // Specs are static tables: `every_builtin_pattern_compiles` compiles each one.
             rules.push(Compiled { spec, regex: OnceLock::new() });
             for &lit in spec.literals {
-                if !lit.text.is_char_boundary(lit.key) {
-                    anyhow::bail!("rule {}: literal key starts outside the literal", spec.id);
+                if !(lit.key < lit.key_end && lit.text.get(lit.key..lit.key_end).is_some()) {
+                    anyhow::bail!("rule {}: literal key is not a part of the literal", spec.id);
                 }
                 literals.push((lit, i));
             }

@@ -383,15 +383,46 @@ mod tests {
         assert_eq!(deal(&keys, &BUCKETS), None);
     }
 
-    #[test]
-    fn teddy_and_the_automaton_find_the_same_keys() {
+    /// The built-in rules and the prefilter of their literals.
+    fn builtin() -> (crate::rules::Rules, Prefilter) {
         let rules = crate::rules::Rules::builtin(0);
         let lits: Vec<(Literal, usize)> = rules
             .specs()
             .enumerate()
             .flat_map(|(i, s)| s.literals.iter().map(move |&l| (l, i)))
             .collect();
-        let teddy = Prefilter::new(&lits).unwrap().unwrap();
+        let prefilter = Prefilter::new(&lits).unwrap().unwrap();
+        (rules, prefilter)
+    }
+
+    /// The PEM rules share the key `-BEGIN `; at a hit, only the rules whose whole
+    /// literal (`-----BEGIN <label>-----`) is there are run.
+    #[test]
+    fn literals_sharing_a_key_are_told_apart_whole() {
+        let (rules, prefilter) = builtin();
+        let rules_at = |text: &str| {
+            let data = format!("x\n{text}\nMIIB\n");
+            let (targets, key_at) = prefilter.find(data.as_bytes(), 0).expect("a key hit");
+            let mut ids: Vec<&str> = targets
+                .iter()
+                .filter(|t| data.as_bytes()[key_at - t.skip..].starts_with(t.text))
+                .flat_map(|t| t.rules.iter().map(|&r| rules.spec(r).id))
+                .collect();
+            ids.sort_unstable();
+            ids
+        };
+        assert_eq!(rules_at("-----BEGIN CERTIFICATE-----"), Vec::<&str>::new());
+        assert_eq!(
+            rules_at("-----BEGIN RSA PRIVATE KEY-----"),
+            ["pem-legacy-encrypted-private-key", "pem-rsa-private-key"]
+        );
+        assert_eq!(rules_at("-----BEGIN PRIVATE KEY-----"), ["pem-pkcs8-private-key"]);
+        assert_eq!(rules_at("-----BEGIN OPENSSH PRIVATE KEY-----"), ["pem-openssh-private-key"]);
+    }
+
+    #[test]
+    fn teddy_and_the_automaton_find_the_same_keys() {
+        let (_, teddy) = builtin();
         #[cfg(target_arch = "x86_64")]
         assert!(
             matches!(teddy.search, Search::Teddy(_) | Search::Teddy512(_)),
@@ -415,8 +446,10 @@ mod tests {
         let want: Vec<usize> = automaton.find_overlapping_iter(&data).map(|m| m.start()).collect();
         let got = hits(&teddy);
         assert_eq!(got.iter().map(|h| h.0).collect::<Vec<_>>(), want);
+        // Each hit's literals are those of the key found there.
         for (start, text, skip) in got {
-            assert_eq!(&data[start..start + text.len() - skip], &text[skip..]);
+            let key = keys.iter().find(|k| data[start..].starts_with(k.as_bytes()));
+            assert!(key.is_some_and(|k| text[skip..].starts_with(k.as_bytes())), "{start}");
         }
     }
 

@@ -9,7 +9,9 @@
 //! - the prefilter searches for a literal's *key* ([`Literal::key`]), which leaves out
 //!   leading bytes that ordinary text is full of (`post` of `postgres://`, `client` of
 //!   `client-key-data`, `Acco` of `AccountKey=`): the SIMD search then stops at few
-//!   false candidates. Keys are at least 4 bytes (the bytes Teddy matches), no key is a
+//!   false candidates. Literals may share a key and differ after it (the PEM rules'
+//!   `-----BEGIN <label>-----` share `-BEGIN `): each literal is compared whole at a key
+//!   hit, and only the rules of the literal found run their regex. Keys are at least 4 bytes (the bytes Teddy matches), no key is a
 //!   prefix of another (the prefilter reports one key per position), and every key is in
 //!   [`super::prefilter::BUCKETS`];
 //! - patterns start with `(?-u)`: they work on bytes, `\s`/`\b` are ASCII and `[^…]`
@@ -31,7 +33,7 @@
 //! credentials and database passwords high; narrower or protected material lower. For
 //! JWT rules it is only a default: the decoded token decides ([`super::jwt`]).
 
-use super::{jwt, lit, lit_at, Check, Literal, RuleSpec};
+use super::{jwt, lit, lit_at, lit_in, Check, Literal, RuleSpec};
 use crate::finding::Severity;
 
 /// Separator between PEM lines: whitespace, or `\n`/`\r` escaped once to three times (a
@@ -43,10 +45,15 @@ macro_rules! pem_sep {
 }
 
 /// A PEM block with label `$label` and a base64 body of at least `$min` characters.
-/// The literal every PEM block shares: one prefilter key for every PEM rule (the rules'
-/// anchored regexes tell the kinds apart). Its key leaves out the dashes, which rulers
-/// and banners in logs are made of.
-const PEM_BEGIN: Literal = lit_at("-----BEGIN ", 4);
+/// The literal of a PEM block with label `$label`, `-----BEGIN $label-----`. Its key is
+/// `-BEGIN `, one prefilter key for every PEM rule, which leaves out the dashes that rulers
+/// and banners in logs are made of; the label is compared at each hit, so a certificate
+/// runs no private-key rule.
+macro_rules! pem_begin {
+    ($label:literal) => {
+        lit_in(concat!("-----BEGIN ", $label, "-----"), 4, 11)
+    };
+}
 
 macro_rules! pem_key {
     ($label:literal, $min:literal) => {
@@ -99,7 +106,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "pem-rsa-private-key",
         description: "PEM RSA private key (PKCS#1)",
         severity: Severity::Critical,
-        literals: &[PEM_BEGIN],
+        literals: &[pem_begin!("RSA PRIVATE KEY")],
         pattern: pem_key!("RSA PRIVATE KEY", 400),
         before: 0,
         after: 16384,
@@ -126,7 +133,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "pem-ec-private-key",
         description: "PEM EC private key (SEC 1)",
         severity: Severity::Critical,
-        literals: &[PEM_BEGIN],
+        literals: &[pem_begin!("EC PRIVATE KEY")],
         pattern: pem_key!("EC PRIVATE KEY", 60),
         before: 0,
         after: 4096,
@@ -146,7 +153,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "pem-dsa-private-key",
         description: "PEM DSA private key",
         severity: Severity::Critical,
-        literals: &[PEM_BEGIN],
+        literals: &[pem_begin!("DSA PRIVATE KEY")],
         pattern: pem_key!("DSA PRIVATE KEY", 300),
         before: 0,
         after: 8192,
@@ -158,7 +165,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "pem-openssh-private-key",
         description: "OpenSSH private key",
         severity: Severity::Critical,
-        literals: &[PEM_BEGIN],
+        literals: &[pem_begin!("OPENSSH PRIVATE KEY")],
         pattern: pem_key!("OPENSSH PRIVATE KEY", 200),
         before: 0,
         after: 16384,
@@ -178,7 +185,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "pem-pkcs8-private-key",
         description: "PEM private key (PKCS#8)",
         severity: Severity::Critical,
-        literals: &[PEM_BEGIN],
+        literals: &[pem_begin!("PRIVATE KEY")],
         pattern: pem_key!("PRIVATE KEY", 60),
         before: 0,
         after: 16384,
@@ -200,7 +207,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "pem-pkcs8-encrypted-private-key",
         description: "PEM encrypted private key (PKCS#8); needs its passphrase to use",
         severity: Severity::High,
-        literals: &[PEM_BEGIN],
+        literals: &[pem_begin!("ENCRYPTED PRIVATE KEY")],
         pattern: pem_key!("ENCRYPTED PRIVATE KEY", 100),
         before: 0,
         after: 16384,
@@ -215,7 +222,11 @@ pub static RULES: &[RuleSpec] = &[
         id: "pem-legacy-encrypted-private-key",
         description: "PEM RSA/EC/DSA private key encrypted with OpenSSL's legacy headers",
         severity: Severity::High,
-        literals: &[PEM_BEGIN],
+        literals: &[
+            pem_begin!("RSA PRIVATE KEY"),
+            pem_begin!("EC PRIVATE KEY"),
+            pem_begin!("DSA PRIVATE KEY"),
+        ],
         pattern: concat!(
             r"(?-u)^-----BEGIN (?:RSA|EC|DSA) PRIVATE KEY-----",
             pem_sep!(),
@@ -243,7 +254,7 @@ pub static RULES: &[RuleSpec] = &[
         id: "pgp-private-key-block",
         description: "ASCII-armored PGP private key",
         severity: Severity::Critical,
-        literals: &[PEM_BEGIN],
+        literals: &[pem_begin!("PGP PRIVATE KEY BLOCK")],
         pattern: concat!(
             r"(?-u)^-----BEGIN PGP PRIVATE KEY BLOCK-----",
             r"(?:",
