@@ -23,7 +23,7 @@ use crate::finding::Severity;
 use prefilter::Prefilter;
 use regex::bytes::Regex;
 use std::ops::Range;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// One detection rule, as data.
 #[derive(Debug)]
@@ -138,8 +138,10 @@ pub struct RuleHit {
 struct Compiled {
     spec: &'static RuleSpec,
     /// Compiled when a literal of the rule is first found: most scans run a few of the
-    /// rules, and compiling them all would cost every scan's start ~20 ms.
-    regex: OnceLock<Pattern>,
+    /// rules, and compiling them all would cost every scan's start ~20 ms. Rules with the
+    /// same pattern (the three JWT rules, which differ in their check) share it, compiled
+    /// once.
+    regex: Arc<OnceLock<Pattern>>,
 }
 
 /// A rule's regex and the indices of its `secret` and `span` groups.
@@ -185,11 +187,15 @@ impl Rules {
     /// Each rule's regex compiles at its first literal hit, so `specs` must be a table
     /// whose patterns a test compiles (the built-in one: `every_builtin_pattern_compiles`).
     pub fn new(specs: &'static [RuleSpec], now: i64) -> anyhow::Result<Rules> {
-        let mut rules = Vec::with_capacity(specs.len());
+        let mut rules: Vec<Compiled> = Vec::with_capacity(specs.len());
         let mut literals: Vec<(Literal, usize)> = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
             // Specs are static tables: `every_builtin_pattern_compiles` compiles each one.
-            rules.push(Compiled { spec, regex: OnceLock::new() });
+            let regex = match specs[..i].iter().position(|s| s.pattern == spec.pattern) {
+                Some(j) => Arc::clone(&rules[j].regex),
+                None => Arc::new(OnceLock::new()),
+            };
+            rules.push(Compiled { spec, regex });
             for &lit in spec.literals {
                 if !(lit.key < lit.key_end && lit.text.get(lit.key..lit.key_end).is_some()) {
                     anyhow::bail!("rule {}: literal key is not a part of the literal", spec.id);
@@ -482,6 +488,21 @@ mod tests {
                 panic!("{e}");
             }
         }
+    }
+
+    /// The JWT rules differ only in their check: their one pattern compiles once.
+    #[test]
+    fn rules_with_one_pattern_share_its_compiled_regex() {
+        let rules = Rules::builtin(0);
+        let pattern = rules.rules.iter().find(|r| r.spec.id == "jwt").unwrap().spec.pattern;
+        let jwt: Vec<&Compiled> =
+            rules.rules.iter().filter(|r| r.spec.pattern == pattern).collect();
+        assert!(jwt.len() >= 3, "the JWT rules share a pattern");
+        assert!(jwt.iter().all(|r| Arc::ptr_eq(&r.regex, &jwt[0].regex)));
+        let _ = jwt[1].pattern();
+        assert!(jwt[0].regex.get().is_some(), "compiled for every rule that shares it");
+        let distinct = |r: &&Compiled| r.spec.pattern != pattern;
+        assert!(rules.rules.iter().filter(distinct).all(|r| !Arc::ptr_eq(&r.regex, &jwt[0].regex)));
     }
 
     /// A match found from two of its rule's literals is one hit; distinct matches stay.
