@@ -11,9 +11,9 @@
 //!   `client-key-data`, `Acco` of `AccountKey=`): the SIMD search then stops at few
 //!   false candidates. Literals may share a key and differ after it (the PEM rules'
 //!   `-----BEGIN <label>-----` share `-BEGIN `): each literal is compared whole at a key
-//!   hit, and only the rules of the literal found run their regex. Keys are at least 4 bytes (the bytes Teddy matches), no key is a
-//!   prefix of another (the prefilter reports one key per position), and every key is in
-//!   [`super::prefilter::BUCKETS`];
+//!   hit, and only the rules of the literal found run their regex. Keys are at least 4
+//!   bytes (the bytes Teddy matches), no key is a prefix of another (the prefilter
+//!   reports one key per position), and every key is in [`super::prefilter::BUCKETS`];
 //! - patterns start with `(?-u)`: they work on bytes, `\s`/`\b` are ASCII and `[^…]`
 //!   matches any byte, so binary files (etcd, `meta.db`) are searched like text;
 //! - a rule whose match starts at its literal has `before: 0` and its pattern is anchored
@@ -44,7 +44,6 @@ macro_rules! pem_sep {
     };
 }
 
-/// A PEM block with label `$label` and a base64 body of at least `$min` characters.
 /// The literal of a PEM block with label `$label`, `-----BEGIN $label-----`. Its key is
 /// `-BEGIN `, one prefilter key for every PEM rule, which leaves out the dashes that rulers
 /// and banners in logs are made of; the label is compared at each hit, so a certificate
@@ -55,6 +54,7 @@ macro_rules! pem_begin {
     };
 }
 
+/// A PEM block with label `$label` and a base64 body of at least `$min` characters.
 macro_rules! pem_key {
     ($label:literal, $min:literal) => {
         concat!(
