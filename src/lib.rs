@@ -80,14 +80,14 @@ pub fn run(cli: Cli, stdout: &mut dyn Write) -> Result<Outcome> {
 
 fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let started = Instant::now();
+    let fail_on = config::fail_on(args.fail_on);
+    // A usage error: said before the fingerprints load.
+    if args.search.format == cli::ReportFormatArg::Npd && fail_on.is_none() {
+        bail!("--format npd reports findings at or above --fail-on: give a severity, not never");
+    }
     let mut cfg = config::ScanConfig::from_args(&args.search)?;
     match &mut cfg.format {
-        report::Format::Npd { fail_on } => {
-            *fail_on = config::fail_on(args.fail_on);
-            if fail_on.is_none() {
-                bail!("--format npd reports findings at or above --fail-on: give a severity, not never");
-            }
-        }
+        report::Format::Npd { fail_on: counted } => *counted = fail_on,
         report::Format::Prometheus { secret_series } => *secret_series = args.secret_series,
         _ => {}
     }
@@ -142,7 +142,7 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         report::Format::Npd { fail_on } if report::npd::unknown(&report, fail_on) => {
             ExitStatus::Error
         }
-        _ => report.exit_status(config::fail_on(args.fail_on)),
+        _ => report.exit_status(fail_on),
     };
     Ok(Outcome { status, notes })
 }
