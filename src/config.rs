@@ -144,10 +144,8 @@ impl ScanConfig {
             let rules = (!args.no_rules).then(|| s.spawn(|| Rules::builtin(crate::unix_now())));
             let mut sets = Vec::new();
             for f in &args.fingerprints {
-                let bytes = std::fs::read(f)
-                    .with_context(|| format!("fingerprint file {}", f.display()))?;
                 sets.push(
-                    FingerprintSet::from_json_threads(&bytes, threads)
+                    FingerprintSet::from_file(f, threads)
                         .with_context(|| format!("fingerprint file {}", f.display()))?,
                 );
             }

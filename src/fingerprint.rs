@@ -73,6 +73,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::io::Read;
+use std::path::Path;
 
 mod fast;
 
@@ -304,17 +305,39 @@ impl FingerprintSet {
     /// `fast`); any other (reformatted by hand, or damaged) by serde_json, which also
     /// words every error.
     pub fn from_json_threads(bytes: &[u8], threads: usize) -> Result<FingerprintSet> {
-        if let Some(set) = fast::read(bytes, threads) {
+        if let Some(set) = fast::read(bytes, threads, fast::STEP) {
             return Ok(set);
         }
         Self::from_json_serde(bytes, threads)
     }
 
+    /// Reads the fingerprint file at `path` as [`FingerprintSet::from_json_threads`] reads
+    /// its bytes. A regular file in the writer's layout is read by position, a part per
+    /// thread, never whole (see `fast`); any other file is read whole first.
+    pub fn from_file(path: &Path, threads: usize) -> Result<FingerprintSet> {
+        let mut file = std::fs::File::open(path)?;
+        let meta = file.metadata()?;
+        if meta.is_file() {
+            let len = usize::try_from(meta.len())?;
+            if let Some(set) = fast::read(&fast::OpenFile { file: &file, len }, threads, fast::STEP)
+            {
+                return Ok(set);
+            }
+        }
+        // Reads by position leave the file's offset at its start.
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Self::from_json_threads(&bytes, threads)
+    }
+
     /// What each reader makes of `bytes` (on one thread): the fast reader's set, if it
-    /// reads one, and the general reader's result. For the fuzz target, which checks they
-    /// agree.
-    pub(crate) fn both_readers(bytes: &[u8]) -> (Option<FingerprintSet>, Result<FingerprintSet>) {
-        (fast::read(bytes, 1), Self::from_json_serde(bytes, 1))
+    /// reads one (a step of `step` bytes at a time), and the general reader's result. For
+    /// the fuzz target, which checks they agree.
+    pub(crate) fn both_readers(
+        bytes: &[u8],
+        step: usize,
+    ) -> (Option<FingerprintSet>, Result<FingerprintSet>) {
+        (fast::read(bytes, 1, step), Self::from_json_serde(bytes, 1))
     }
 
     /// The general reader: the values are first only delimited (serde_json checks their
@@ -382,18 +405,8 @@ impl ValueIn<'_> {
         for f in self.forms {
             let encoding = Encoding::parse(&f.encoding)
                 .with_context(|| format!("value {i}: unknown encoding {:?}", f.encoding))?;
-            let len = f.length as usize;
-            if !(MIN_FORM_LEN..=MAX_FORM_LEN).contains(&len) {
-                bail!("value {i}: form length {len} out of range");
-            }
-            let windows = f.windows;
-            for (r, &(o, h)) in windows.iter().enumerate() {
-                if o as usize % STRIDE != r || o as usize + WINDOW > len || h >> HASH_BITS != 0 {
-                    bail!("value {i}: invalid window {r}");
-                }
-            }
             let digest = unhex32(&f.digest).with_context(|| format!("value {i}: bad digest"))?;
-            forms.push(Form { encoding, len: len as u32, digest, windows, token: f.token });
+            forms.push(Form::checked(i, encoding, f.length, digest, f.windows, f.token)?);
         }
         Ok(Entry {
             secret: self.secret.into_owned(),
@@ -401,6 +414,31 @@ impl ValueIn<'_> {
             label: self.label.into_owned(),
             forms,
         })
+    }
+}
+
+impl Form {
+    /// A form of value `i` as read, its encoding and digest decoded: checked that its
+    /// length is in range and that each window sits at its residue, inside the form, with
+    /// a hash of [`HASH_BITS`]. Both readers check every form here.
+    fn checked(
+        i: usize,
+        encoding: Encoding,
+        length: u32,
+        digest: [u8; 32],
+        windows: [(u32, u32); STRIDE],
+        token: bool,
+    ) -> Result<Form> {
+        let len = length as usize;
+        if !(MIN_FORM_LEN..=MAX_FORM_LEN).contains(&len) {
+            bail!("value {i}: form length {len} out of range");
+        }
+        for (r, &(o, h)) in windows.iter().enumerate() {
+            if o as usize % STRIDE != r || o as usize + WINDOW > len || h >> HASH_BITS != 0 {
+                bail!("value {i}: invalid window {r}");
+            }
+        }
+        Ok(Form { encoding, len: length, digest, windows, token })
     }
 }
 
@@ -496,6 +534,13 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex32(s: &str) -> Result<[u8; 32]> {
+    let s: &[u8; 64] = s.as_bytes().try_into().context("expected 64 hex digits")?;
+    unhex64(s).context("expected 64 hex digits")
+}
+
+/// The 32 bytes that 64 hex digits (either case) spell; `None` for any other byte.
+#[inline]
+fn unhex64(s: &[u8; 64]) -> Option<[u8; 32]> {
     // The value of each hex digit, 0xff for any other byte.
     const NIBBLE: [u8; 256] = {
         let mut t = [0xff; 256];
@@ -511,7 +556,6 @@ fn unhex32(s: &str) -> Result<[u8; 32]> {
         }
         t
     };
-    let s: &[u8; 64] = s.as_bytes().try_into().context("expected 64 hex digits")?;
     let mut out = [0u8; 32];
     let mut bad = 0;
     for (o, pair) in out.iter_mut().zip(s.chunks_exact(2)) {
@@ -519,10 +563,7 @@ fn unhex32(s: &str) -> Result<[u8; 32]> {
         bad |= hi | lo;
         *o = hi << 4 | lo;
     }
-    if bad & 0xf0 != 0 {
-        bail!("expected 64 hex digits");
-    }
-    Ok(out)
+    (bad & 0xf0 == 0).then_some(out)
 }
 
 /// 32 random bytes from the kernel.
@@ -765,24 +806,34 @@ mod tests {
         assert_eq!(FingerprintSet::from_json(&json).unwrap(), set);
     }
 
+    /// 2,500 values under `salt`, and their file (~1.1 MB: three threads' parts).
+    fn many_values(salt: [u8; 32]) -> (FingerprintSet, Vec<u8>) {
+        let vals: Vec<SecretValue> = (0..2500)
+            .map(|i| sv(&format!("s{i}"), format!("value-{i:06}-abcdefghijklmnop").as_bytes()))
+            .collect();
+        let (set, _) = FingerprintSet::build(&vals, "current", salt);
+        let json = set.to_json();
+        (set, json)
+    }
+
     /// Both readers, on any number of threads, read what `to_json` writes to the same set;
     /// an error names the value by its place in the whole file, not in its thread's part.
     #[test]
     fn readers_agree_on_any_threads_and_number_errors_in_the_file() {
-        let vals: Vec<SecretValue> = (0..2500)
-            .map(|i| sv(&format!("s{i}"), format!("value-{i:06}-abcdefghijklmnop").as_bytes()))
-            .collect();
-        let (set, _) = FingerprintSet::build(&vals, "current", [3; 32]);
-        let json = set.to_json();
+        let (set, json) = many_values([3; 32]);
         // Big enough for the fast reader to cut into three parts, each beginning a value.
         assert!(json.len() > 2 * (400 << 10), "{}", json.len());
         for threads in [1, 2, 3, 8, 64] {
-            assert_eq!(fast::read(&json, threads).as_ref(), Some(&set), "{threads}");
+            // Steps shorter than a value (~180 bytes here), than a boundary, and longer.
+            for step in [1, 13, 200, 4096, fast::STEP] {
+                let read = fast::read(json.as_slice(), threads, step);
+                assert_eq!(read.as_ref(), Some(&set), "{threads} threads, step {step}");
+            }
             assert_eq!(FingerprintSet::from_json_serde(&json, threads).unwrap(), set);
             assert_eq!(FingerprintSet::from_json_threads(&json, threads).unwrap(), set);
         }
         let (empty, _) = FingerprintSet::build(&[], "current", [3; 32]);
-        assert_eq!(fast::read(&empty.to_json(), 4), Some(empty));
+        assert_eq!(fast::read(empty.to_json().as_slice(), 4, 1), Some(empty));
         let text = String::from_utf8(json).unwrap();
         let at = text.find("\"key\":\"s2400\"").unwrap();
         let bad =
@@ -791,6 +842,38 @@ mod tests {
             let err = FingerprintSet::from_json_threads(bad.as_bytes(), threads).unwrap_err();
             assert!(format!("{err:#}").contains("value 2400:"), "{threads}: {err:#}");
         }
+    }
+
+    /// A file is read by position when it is a regular file in the writer's layout, and
+    /// whole otherwise (reformatted, or a pipe, which cannot be read by position): the
+    /// same set every way, and a damaged file's error is the general reader's.
+    #[test]
+    fn files_read_by_position_or_whole_give_the_same_set() {
+        let (set, json) = many_values([4; 32]);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("values.fp");
+        std::fs::write(&file, &json).unwrap();
+        for threads in [1, 2, 3] {
+            assert_eq!(FingerprintSet::from_file(&file, threads).unwrap(), set, "{threads}");
+        }
+        let value: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        std::fs::write(&file, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+        assert_eq!(FingerprintSet::from_file(&file, 2).unwrap(), set);
+
+        let pipe = dir.path().join("pipe");
+        nix::unistd::mkfifo(&pipe, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let writer = {
+            let (pipe, json) = (pipe.clone(), json.clone());
+            std::thread::spawn(move || std::fs::write(pipe, json).unwrap())
+        };
+        assert_eq!(FingerprintSet::from_file(&pipe, 2).unwrap(), set);
+        writer.join().unwrap();
+
+        let cut = &json[..json.len() / 2];
+        std::fs::write(&file, cut).unwrap();
+        let got = format!("{:#}", FingerprintSet::from_file(&file, 2).unwrap_err());
+        assert_eq!(got, format!("{:#}", FingerprintSet::from_json(cut).unwrap_err()));
+        assert!(got.starts_with("not a kresidue fingerprint file"), "{got}");
     }
 
     /// Files in any other layout (reformatted, fields reordered, escapes in a name) are
@@ -814,11 +897,16 @@ mod tests {
             (reordered.into_bytes(), &plain),
             (spaced.into_bytes(), &plain),
         ] {
-            assert_eq!(fast::read(&json, 2), None, "{}", String::from_utf8_lossy(&json));
+            assert_eq!(
+                fast::read(json.as_slice(), 2, 64),
+                None,
+                "{}",
+                String::from_utf8_lossy(&json)
+            );
             assert_eq!(&FingerprintSet::from_json(&json).unwrap(), set);
         }
         let trailing = [plain.to_json(), b" \n\t".to_vec()].concat();
-        assert_eq!(fast::read(&trailing, 2), Some(plain));
+        assert_eq!(fast::read(trailing.as_slice(), 2, 64), Some(plain));
     }
 
     /// Where an edit is most likely to slip past a reader of the layout: every position
@@ -861,6 +949,7 @@ mod tests {
                 ],
             ), 1..3),
             place in 0usize..3,
+            step in 12usize..700,
         ) {
             let vals: Vec<SecretValue> = (0..2)
                 .map(|i| sv(&format!("k{i}"), format!("value-{i}-0123456789abcdef").as_bytes()))
@@ -880,7 +969,7 @@ mod tests {
                     _ => {}
                 }
             }
-            let (fast, general) = FingerprintSet::both_readers(&json);
+            let (fast, general) = FingerprintSet::both_readers(&json, step);
             if let Some(fast) = fast {
                 proptest::prop_assert_eq!(Some(fast), general.ok());
             }

@@ -222,6 +222,41 @@ fn labels_carried_into_findings() {
     assert_eq!(out.findings()[0].label, "current");
 }
 
+/// A fingerprint file given as a pipe (`--fingerprints <(ssh host cat values.fp)`), which
+/// cannot be read by position, finds what the file itself finds.
+#[test]
+fn fingerprint_file_through_a_pipe() {
+    let tree = NodeTree::new();
+    let pod = tree.pod(UID);
+    let (a, b) = (fake_secret(81), fake_secret(82));
+    pod.secret_volume("db").key("password", &a);
+    pod.file("containers/app/0f0f0f0f", &[b"token=".as_slice(), &b].concat());
+    let secrets = tree.secrets_file(
+        "s.json",
+        &[
+            Secret::opaque("db", "creds", &[("password", &a)]),
+            Secret::opaque("db", "tok", &[("t", &b)]),
+        ],
+    );
+    let fp = tree.fingerprint_file(&secrets, &[], "s.fp");
+    let ids = |out: &Out| -> BTreeSet<String> {
+        out.assert_code(1);
+        out.findings().into_iter().map(|f| f.id.expect("an id")).collect()
+    };
+    let want = ids(&tree.scan(&["--fingerprints", path_arg(&fp), "--format", "json"]));
+    assert_eq!(want.len(), 2, "{want:?}");
+
+    let pipe = tree.work("pipe.fp");
+    nix::unistd::mkfifo(&pipe, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let writer = {
+        let (pipe, bytes) = (pipe.clone(), fs::read(&fp).unwrap());
+        std::thread::spawn(move || fs::write(pipe, bytes).unwrap())
+    };
+    let got = ids(&tree.scan(&["--fingerprints", path_arg(&pipe), "--format", "json"]));
+    writer.join().unwrap();
+    assert_eq!(got, want);
+}
+
 /// Type-aware selection, in both modes: TLS -> `tls.key` only; service-account token ->
 /// `token` only; dockerconfigjson / dockercfg -> whole value plus each registry's `auth`,
 /// `password`, `identitytoken` (found inside other files too), not `username`; basic-auth

@@ -95,15 +95,17 @@ struct Filter {
 const WORD_SHIFT: u32 = HASH_BITS - MAX_FILTER_WORD_BITS;
 
 impl Filter {
-    fn new(hashes: impl ExactSizeIterator<Item = u32> + Clone) -> Filter {
-        let bits = (hashes.len() * FILTER_BITS_PER_WINDOW).next_power_of_two().trailing_zeros();
+    /// An empty filter sized for `n` window hashes.
+    fn new(n: usize) -> Filter {
+        let bits = (n * FILTER_BITS_PER_WINDOW).next_power_of_two().trailing_zeros();
         let word_bits = bits.saturating_sub(6).clamp(MIN_FILTER_WORD_BITS, MAX_FILTER_WORD_BITS);
         let index_mask = (1usize << word_bits) - 1;
-        let mut filter = Filter { words: Box::new([0u64; FILTER_WORDS]), index_mask };
-        for h in hashes {
-            filter.words[filter.word(h)] |= Self::mask(h);
-        }
-        filter
+        Filter { words: Box::new([0u64; FILTER_WORDS]), index_mask }
+    }
+
+    /// Adds `h`.
+    fn insert(&mut self, h: u32) {
+        self.words[self.word(h)] |= Self::mask(h);
     }
 
     /// The word of the filter that holds the bits of `h`.
@@ -153,35 +155,46 @@ struct Index {
 }
 
 impl Index {
-    /// Sorts `candidates` and indexes them.
-    fn new(candidates: Vec<Candidate>) -> (Vec<Candidate>, Index) {
-        let bits = (candidates.len().max(1).ilog2() + 1).min(HASH_BITS);
-        let mut starts = vec![0u32; (1 << bits) + 1];
+    /// The windows of `entries` as candidates, sorted, and their index.
+    fn new(entries: &[Entry]) -> (Vec<Candidate>, Index) {
+        // Each window of each form, with its entry and form.
+        let each = |visit: &mut dyn FnMut(Candidate)| {
+            for (ei, e) in entries.iter().enumerate() {
+                for (fi, f) in e.forms.iter().enumerate() {
+                    for &(offset, hash) in &f.windows {
+                        visit(Candidate { hash, offset, entry: ei as u32, form: fi as u32 });
+                    }
+                }
+            }
+        };
+        let n: usize = entries.iter().map(|e| e.forms.len() * STRIDE).sum();
+        let bits = (n.max(1).ilog2() + 1).min(HASH_BITS);
         let shift = HASH_BITS - bits;
         let bucket = |h: u32| (h >> shift) as usize;
-        for c in &candidates {
-            starts[bucket(c.hash) + 1] += 1;
+        // Counted into the slots' starts; the second half of each slot is the bucket's
+        // next free place while filling, then its first hash.
+        let mut slots = vec![[0u32; 2]; (1 << bits) + 1];
+        each(&mut |c| slots[bucket(c.hash) + 1][0] += 1);
+        let mut start = 0;
+        for slot in &mut slots {
+            start += slot[0];
+            *slot = [start, start];
         }
-        for b in 1..starts.len() {
-            starts[b] += starts[b - 1];
-        }
-        // Each bucket's next free place while filling.
-        let mut next = starts.clone();
-        let mut sorted =
-            vec![Candidate { hash: 0, offset: 0, entry: 0, form: 0 }; candidates.len()];
-        for c in candidates {
-            let at = &mut next[bucket(c.hash)];
+        let mut sorted = vec![Candidate { hash: 0, offset: 0, entry: 0, form: 0 }; n];
+        each(&mut |c| {
+            let at = &mut slots[bucket(c.hash)][1];
             sorted[*at as usize] = c;
             *at += 1;
-        }
-        for w in starts.windows(2) {
-            if w[1] - w[0] > 1 {
-                sorted[w[0] as usize..w[1] as usize]
-                    .sort_unstable_by_key(|c| (c.hash, c.entry, c.form, c.offset));
+        });
+        for b in 0..slots.len() - 1 {
+            let (lo, hi) = (slots[b][0] as usize, slots[b + 1][0] as usize);
+            if hi - lo > 1 {
+                sorted[lo..hi].sort_unstable_by_key(|c| (c.hash, c.entry, c.form, c.offset));
             }
         }
-        let first = |start: u32| sorted.get(start as usize).map_or(u32::MAX, |c| c.hash);
-        let slots = starts.iter().map(|&start| [start, first(start)]).collect();
+        for slot in &mut slots {
+            slot[1] = sorted.get(slot[0] as usize).map_or(u32::MAX, |c| c.hash);
+        }
         (sorted, Index { slots, shift })
     }
 
@@ -264,49 +277,43 @@ pub struct Matcher {
 impl Matcher {
     /// Compiles the given sets.
     pub fn new(sets: Vec<FingerprintSet>) -> Matcher {
-        let mut max_len = 0;
+        let max_len = sets
+            .iter()
+            .flat_map(|s| s.entries.iter().flat_map(|e| e.forms.iter().map(|f| f.len as usize)))
+            .max()
+            .unwrap_or(0);
         let sets = sets
             .into_iter()
             .map(|set| {
-                let keys = set.keys();
-                let windows: usize = set.entries.iter().map(|e| e.forms.len() * STRIDE).sum();
-                let mut candidates = Vec::with_capacity(windows);
-                let mut of_token = Vec::with_capacity(windows);
-                let mut of_every = Vec::new();
-                for (ei, e) in set.entries.iter().enumerate() {
-                    for (fi, f) in e.forms.iter().enumerate() {
-                        max_len = max_len.max(f.len as usize);
-                        let hashes = f.windows.iter().map(|&(_, h)| h);
-                        if f.token {
-                            of_token.extend(hashes)
-                        } else {
-                            of_every.extend(hashes)
-                        }
-                        for &(offset, hash) in &f.windows {
-                            candidates.push(Candidate {
-                                hash,
-                                offset,
-                                entry: ei as u32,
-                                form: fi as u32,
-                            });
-                        }
-                    }
-                }
                 let min_len = set
                     .entries
                     .iter()
                     .flat_map(|e| e.forms.iter().map(|f| f.len as usize))
                     .min()
                     .unwrap_or(usize::MAX);
-                let filter = |hashes: Vec<u32>| {
-                    (!hashes.is_empty()).then(|| Filter::new(hashes.iter().copied()))
+                // Built from the entries in place: at 10,000 values every megabyte of
+                // intermediate lists cost the start of a scan ~0.6 ms in page faults.
+                let filter = |token: bool| {
+                    let forms = || {
+                        set.entries.iter().flat_map(|e| &e.forms).filter(move |f| f.token == token)
+                    };
+                    let n = forms().count() * STRIDE;
+                    (n > 0).then(|| {
+                        let mut filter = Filter::new(n);
+                        for f in forms() {
+                            for &(_, h) in &f.windows {
+                                filter.insert(h);
+                            }
+                        }
+                        filter
+                    })
                 };
-                let (candidates, index) = Index::new(candidates);
+                let (candidates, index) = Index::new(&set.entries);
                 CompiledSet {
-                    keys,
+                    keys: set.keys(),
                     salt: set.salt,
-                    every: filter(of_every),
-                    token: filter(of_token),
+                    every: filter(false),
+                    token: filter(true),
                     candidates,
                     index,
                     entries: set.entries,
