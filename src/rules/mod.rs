@@ -21,7 +21,9 @@ mod teddy;
 
 use crate::finding::Severity;
 use prefilter::Prefilter;
-use regex::bytes::Regex;
+use regex_automata::meta::Regex;
+use regex_automata::util::syntax;
+use regex_automata::PatternID;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
@@ -152,10 +154,20 @@ struct Pattern {
 }
 
 impl Pattern {
+    /// Compiles the rule's pattern as `regex::bytes::Regex::new` would (any byte, not
+    /// only UTF-8, can match), without the one-pass DFA: `regex` builds one for every
+    /// pattern that allows it, to resolve capture groups, and for the rules' bounded
+    /// repetitions (`{0,1024}`, `{6,256}`, …) it costs a quarter of the compile time
+    /// (the 46 patterns: 12.1 ms, 8.9 ms without it) and memory (470 fewer page faults
+    /// in a scan of the node benchmark). The rules' matches are short, and the bounded
+    /// backtracker resolves their groups over the match instead.
     fn new(spec: &RuleSpec) -> anyhow::Result<Pattern> {
-        let regex = Regex::new(spec.pattern)
+        let regex = Regex::builder()
+            .configure(Regex::config().utf8_empty(false).onepass(false))
+            .syntax(syntax::Config::new().utf8(false))
+            .build(spec.pattern)
             .map_err(|e| anyhow::anyhow!("rule {}: bad pattern: {e}", spec.id))?;
-        let group = |name| regex.capture_names().position(|n| n == Some(name));
+        let group = |name| regex.group_info().to_index(PatternID::ZERO, name);
         let (secret_group, span_group) = (group("secret"), group("span"));
         Ok(Pattern { regex, secret_group, span_group })
     }
@@ -326,17 +338,17 @@ impl Rules {
         let pattern = rule.pattern();
         let mut work = window.len();
         for caps in pattern.regex.captures_iter(window) {
-            let all = caps.get(0).expect("group 0 always participates");
-            if !(all.start() <= q && q < all.end()) {
+            let Some(all) = caps.get_match().map(|m| m.span()) else { continue };
+            if !(all.start <= q && q < all.end) {
                 continue;
             }
-            work = all.end();
-            let whole = pattern.span_group.and_then(|g| caps.get(g)).unwrap_or(all);
+            work = all.end;
+            let whole = pattern.span_group.and_then(|g| caps.get_group(g)).unwrap_or(all);
             let secret = pattern
                 .secret_group
-                .and_then(|g| caps.get(g))
+                .and_then(|g| caps.get_group(g))
                 .map(|s| s.range())
-                .filter(|s| whole.start() <= s.start && s.end <= whole.end())
+                .filter(|s| whole.start <= s.start && s.end <= whole.end)
                 .unwrap_or(whole.range());
             let value = &window[secret.clone()];
             if check::is_placeholder(value) {
@@ -355,10 +367,10 @@ impl Rules {
                 }
             };
             hits.push(RuleHit {
-                offset: wbase + whole.start() as u64,
+                offset: wbase + whole.start as u64,
                 len: whole.len() as u32,
                 rule: ri,
-                secret: (secret.start - whole.start()) as u32..(secret.end - whole.start()) as u32,
+                secret: (secret.start - whole.start) as u32..(secret.end - whole.start) as u32,
                 severity,
                 token,
             });
