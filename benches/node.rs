@@ -274,14 +274,15 @@ fn run() -> anyhow::Result<bool> {
     // A ratio as the ratio of the medians, and as the median of the ratios within each
     // round (the runs of one round are seconds apart, so a slow spell of a shared machine
     // weighs on both sides); a target is met only if both meet it.
-    // (rg ran in the first rounds only: its ratios pair those.)
+    // Both over the rounds both ran in (rg ran in the first rounds only).
     let ratio = |a: usize, b: usize| {
-        let per_round: Vec<f64> = times[a]
+        let n = times[a].len().min(times[b].len());
+        let per_round: Vec<f64> = times[a][..n]
             .iter()
-            .zip(&times[b])
+            .zip(&times[b][..n])
             .map(|(x, y)| x.as_secs_f64() / y.as_secs_f64())
             .collect();
-        (med[a] / med[b], median_f64(per_round))
+        (median(&times[a][..n]) / median(&times[b][..n]), median_f64(per_round))
     };
     let (read_x, read_r) = ratio(1, 0);
     verdict(

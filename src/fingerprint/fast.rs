@@ -67,8 +67,10 @@ impl Source for [u8] {
     }
 }
 
-/// An open regular file and its length when opened (a file that shrinks meanwhile fails a
-/// read, and the caller reads it again the general way).
+/// An open regular file and its length when opened. A file that shrinks meanwhile fails a
+/// read, and the caller reads it again the general way; one rewritten in place at its
+/// length could be read part old, part new, as a whole-file read could be over a shorter
+/// time (`kresidue fingerprint -o` replaces the file whole, by rename).
 pub(super) struct OpenFile<'a> {
     pub(super) file: &'a std::fs::File,
     pub(super) len: usize,
@@ -92,6 +94,7 @@ pub(super) fn read<S: Source + ?Sized>(
     threads: usize,
     step: usize,
 ) -> Option<FingerprintSet> {
+    let step = step.max(1);
     let len = src.size();
     let head = src.bytes(0, len.min(HEAD))?;
     let at = memmem::find(&head, VALUES)?;
@@ -262,8 +265,8 @@ impl<'a> Cursor<'a> {
     #[inline]
     fn u32(&mut self) -> Option<u32> {
         let rest = &self.b[self.i..];
-        // Where 16 bytes follow (all but the last number of a part), their digits are
-        // found and summed eight at a time: a loop per digit mispredicted the end of
+        // Where 16 bytes follow (all but the last numbers of each step's values), their
+        // digits are found and summed eight at a time: a loop per digit mispredicted the end of
         // every number, and numbers were a third of the reading.
         let (v, n) = match rest.get(..16) {
             Some(b) => {
