@@ -502,19 +502,54 @@ mod tests {
         }
     }
 
-    /// The JWT rules differ only in their check: their one pattern compiles once.
+    /// The JWT rules differ only in their check, and the six database URL rules only in
+    /// their literals: each group's one pattern compiles once.
     #[test]
     fn rules_with_one_pattern_share_its_compiled_regex() {
         let rules = Rules::builtin(0);
-        let pattern = rules.rules.iter().find(|r| r.spec.id == "jwt").unwrap().spec.pattern;
-        let jwt: Vec<&Compiled> =
-            rules.rules.iter().filter(|r| r.spec.pattern == pattern).collect();
-        assert!(jwt.len() >= 3, "the JWT rules share a pattern");
-        assert!(jwt.iter().all(|r| Arc::ptr_eq(&r.regex, &jwt[0].regex)));
-        let _ = jwt[1].pattern();
-        assert!(jwt[0].regex.get().is_some(), "compiled for every rule that shares it");
-        let distinct = |r: &&Compiled| r.spec.pattern != pattern;
-        assert!(rules.rules.iter().filter(distinct).all(|r| !Arc::ptr_eq(&r.regex, &jwt[0].regex)));
+        for (id, n) in [("jwt", 3), ("postgres-url-with-password", 6)] {
+            let pattern = rules.rules.iter().find(|r| r.spec.id == id).unwrap().spec.pattern;
+            let group: Vec<&Compiled> =
+                rules.rules.iter().filter(|r| r.spec.pattern == pattern).collect();
+            assert_eq!(group.len(), n, "{id}: the rules that share its pattern");
+            assert!(group.iter().all(|r| Arc::ptr_eq(&r.regex, &group[0].regex)));
+            let _ = group[1].pattern();
+            assert!(group[0].regex.get().is_some(), "{id}: compiled for every rule sharing it");
+            let distinct = |r: &&Compiled| r.spec.pattern != pattern;
+            assert!(rules
+                .rules
+                .iter()
+                .filter(distinct)
+                .all(|r| !Arc::ptr_eq(&r.regex, &group[0].regex)));
+        }
+    }
+
+    /// A database URL rule reports only URLs of its own schemes, though all six share one
+    /// pattern that matches every scheme: it runs only at its own literals.
+    #[test]
+    fn a_shared_database_url_pattern_reports_each_scheme_under_its_own_rule() {
+        let rules = Rules::builtin(0);
+        let data = b"a postgresql://app:Zq8vLm2Rt7Kx9Wp4@db/app\n\
+                     b mysql+pymysql://app:Hy6Tn3Vb8Qw1Ez5R@db/app\n\
+                     c mongodb+srv://app:Pk4Jd9Sx2Lc7Mf3N@db/app\n\
+                     d rediss://app:Wt5Gh8Bn1Yv6Cq2X@db:6380/0\n\
+                     e amqps://app:Rm7Kz3Df9Ua2Ie4O@mq/vh\n\
+                     f sqlserver://app:Nc1Xs6Lp8Ob3Vw5T@db\n";
+        let found: Vec<(u8, &str)> = find_all(&rules, data)
+            .iter()
+            .map(|h| (data[h.offset as usize - 2], rules.spec(h.rule).id))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (b'a', "postgres-url-with-password"),
+                (b'b', "mysql-url-with-password"),
+                (b'c', "mongodb-url-with-password"),
+                (b'd', "redis-url-with-password"),
+                (b'e', "amqp-url-with-password"),
+                (b'f', "sqlserver-url-with-password"),
+            ]
+        );
     }
 
     /// A match found from two of its rule's literals is one hit; distinct matches stay.
