@@ -317,17 +317,20 @@ impl FingerprintSet {
     pub fn from_file(path: &Path, threads: usize) -> Result<FingerprintSet> {
         let mut file = std::fs::File::open(path)?;
         let meta = file.metadata()?;
-        if meta.is_file() {
-            let len = usize::try_from(meta.len())?;
-            if let Some(set) = fast::read(&fast::OpenFile { file: &file, len }, threads, fast::STEP)
-            {
-                return Ok(set);
-            }
+        if !meta.is_file() {
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)?;
+            return Self::from_json_threads(&bytes, threads);
         }
-        // Reads by position leave the file's offset at its start.
+        let len = usize::try_from(meta.len())?;
+        if let Some(set) = fast::read(&fast::OpenFile { file: &file, len }, threads, fast::STEP) {
+            return Ok(set);
+        }
+        // Not in the writer's layout: the general reader, on the whole file (reads by
+        // position left the file's offset at its start).
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
-        Self::from_json_threads(&bytes, threads)
+        Self::from_json_serde(&bytes, threads)
     }
 
     /// What each reader makes of `bytes` (on one thread): the fast reader's set, if it

@@ -119,7 +119,9 @@ pub(super) fn read<S: Source + ?Sized>(
         all.extend(handles.into_iter().map(|h| h.join().ok().flatten()));
         all
     });
-    let mut entries = Vec::with_capacity(read.iter().flatten().map(Vec::len).sum());
+    // The first part's entries grow to hold the others': no copy of them all.
+    let mut read = read.into_iter();
+    let mut entries = read.next().flatten()?;
     for mut part in read {
         entries.append(part.as_mut()?);
     }

@@ -529,12 +529,15 @@ mod tests {
     #[test]
     fn a_shared_database_url_pattern_reports_each_scheme_under_its_own_rule() {
         let rules = Rules::builtin(0);
-        let data = b"a postgresql://app:Zq8vLm2Rt7Kx9Wp4@db/app\n\
-                     b mysql+pymysql://app:Hy6Tn3Vb8Qw1Ez5R@db/app\n\
-                     c mongodb+srv://app:Pk4Jd9Sx2Lc7Mf3N@db/app\n\
-                     d rediss://app:Wt5Gh8Bn1Yv6Cq2X@db:6380/0\n\
-                     e amqps://app:Rm7Kz3Df9Ua2Ie4O@mq/vh\n\
-                     f sqlserver://app:Nc1Xs6Lp8Ob3Vw5T@db\n";
+        let data = &examples::render(
+            "a postgresql://app:{a:16}@db/app\n\
+             b mysql+pymysql://app:{a:16}@db/app\n\
+             c mongodb+srv://app:{a:16}@db/app\n\
+             d rediss://app:{a:16}@db:6380/0\n\
+             e amqps://app:{a:16}@mq/vh\n\
+             f sqlserver://app:{a:16}@db\n",
+            7,
+        );
         let found: Vec<(u8, &str)> = find_all(&rules, data)
             .iter()
             .map(|h| (data[h.offset as usize - 2], rules.spec(h.rule).id))
