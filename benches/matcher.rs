@@ -18,6 +18,12 @@
 //! PASS/MISS, not asserted. Run with `cargo bench --bench matcher`;
 //! `KRESIDUE_BENCH_ONLY=10000` times one configuration alone (e.g. under `perf record`);
 //! `KRESIDUE_KERNEL=scalar|avx2|avx512` picks the sampler.
+//!
+//! Then, at the largest value count and with all built-in rules, the same stream with the
+//! rules' key search in a pass of its own and in the matcher's pass (where the CPU has
+//! AVX-512 VBMI): each one's time over the matcher alone, best of interleaved rounds; the
+//! two must find the same rule hits, at least one per planted rule example (exit status
+//! 1 if not).
 
 // A benchmark's job is printing its figures.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -26,6 +32,9 @@ use kresidue::finding::Encoding;
 use kresidue::fingerprint::{self, FingerprintSet};
 use kresidue::kubectl::SecretValue;
 use kresidue::matcher::{self, Matcher};
+use kresidue::rules::examples::render;
+use kresidue::rules::table::RULES;
+use kresidue::rules::{KeyMarks, RuleHit, Rules};
 use std::hint::black_box;
 use std::io::Write as _;
 use std::time::{Duration, Instant};
@@ -215,6 +224,100 @@ fn stream_copied(
     (hits, copied)
 }
 
+/// Streams `data` as [`stream_copied`] does, with the overlap the rules need too, through
+/// `m` and `rules`: the rules' key search in a pass of its own ([`Rules::find`]) or, with
+/// `keyed`, in the matcher's pass ([`Matcher::find_keyed`], then [`Rules::find_marked`]);
+/// without `rules`, the matcher alone. Returns the rule hits.
+fn stream_rules(
+    m: &Matcher,
+    rules: Option<(&Rules, bool)>,
+    data: &[u8],
+    buf: &mut Vec<u8>,
+) -> Vec<RuleHit> {
+    let overlap = m.max_len().saturating_sub(1).max(rules.map_or(0, |(r, _)| r.overlap()));
+    let (mut hits, mut rule_hits, mut marks, mut pos) =
+        (Vec::new(), Vec::new(), KeyMarks::default(), 0);
+    while pos < data.len() {
+        let carry = overlap.min(pos);
+        let end = (pos + CHUNK).min(data.len());
+        buf.clear();
+        buf.extend_from_slice(&data[pos - carry..end]);
+        let base = (pos - carry) as u64;
+        let last = end == data.len();
+        match rules {
+            None => m.find(buf, base, carry, &mut hits),
+            Some((r, false)) => {
+                m.find(buf, base, carry, &mut hits);
+                let _ = r.find(buf, base, carry, last, &mut rule_hits);
+            }
+            Some((r, true)) => {
+                match r.key_scan() {
+                    Some(keys) => m.find_keyed(buf, base, carry, &mut hits, keys, &mut marks),
+                    None => m.find(buf, base, carry, &mut hits),
+                }
+                let _ = r.find_marked(buf, base, carry, last, &marks, &mut rule_hits);
+            }
+        }
+        pos = end;
+    }
+    rule_hits.sort_by_key(|h| (h.offset, h.rule));
+    rule_hits
+}
+
+/// The rules' key search in a pass of its own against in the matcher's pass over the same
+/// stream (10,000 values, all built-in rules): each configuration's best of [`ROUNDS`]
+/// interleaved rounds, and what each adds to the matcher alone, with a positive example of
+/// each rule planted in turn. Returns false if the two find different rule hits, or fewer
+/// than were planted.
+fn rules_in_the_matchers_pass(m: &Matcher, data: &[u8], buf: &mut Vec<u8>) -> bool {
+    let rules = Rules::builtin(0);
+    // A positive example of each rule in turn every 2 MiB, every other one across a
+    // chunk boundary, each on a line of its own.
+    let mut data = data.to_vec();
+    let mut planted = 0;
+    for (k, at) in (0..data.len().saturating_sub(1 << 20)).step_by(2 << 20).enumerate() {
+        let spec = &RULES[k % RULES.len()];
+        let example = render(spec.positive[0], k as u64);
+        let at = if k % 2 == 1 { at + CHUNK - example.len() / 2 } else { at + 4096 };
+        data[at - 1] = b'\n';
+        data[at..at + example.len()].copy_from_slice(&example);
+        data[at + example.len()] = b'\n';
+        planted += 1;
+    }
+    let data = &data[..];
+    println!();
+    if !(rules.key_scan().is_some() && m.reads_every_block()) {
+        println!("rules' key search in the fingerprint pass: not on this CPU (AVX-512 VBMI)");
+        return true;
+    }
+    let configs: [(&str, Option<(&Rules, bool)>); 3] = [
+        ("fingerprints alone", None),
+        ("rules' key search in its own pass", Some((&rules, false))),
+        ("rules' key search in the fingerprint pass", Some((&rules, true))),
+    ];
+    let mut best = [Duration::MAX; 3];
+    let mut found: [Vec<RuleHit>; 3] = Default::default();
+    for round in 0..=ROUNDS {
+        for (i, &(_, r)) in configs.iter().enumerate() {
+            let t = Instant::now();
+            found[i] = black_box(stream_rules(m, r, black_box(data), buf));
+            if round > 0 {
+                best[i] = best[i].min(t.elapsed());
+            }
+        }
+    }
+    for (i, (name, _)) in configs.iter().enumerate() {
+        println!(
+            "{name:>42}: {:8.1} ms, +{:5.1} ms over fingerprints alone ({} rule hits)",
+            ms(best[i]),
+            ms(best[i]) - ms(best[0]),
+            found[i].len()
+        );
+    }
+    println!("(rule examples planted: {planted})");
+    found[1] == found[2] && found[1].len() >= planted
+}
+
 fn main() {
     let started = Instant::now();
     let max_n = *CONFIGS.iter().max().expect("configs");
@@ -378,6 +481,9 @@ fn main() {
         "target {n_top} values <= {TARGET_X_VS_10}x time at 10: {x:.2}x {}",
         verdict(x <= TARGET_X_VS_10)
     );
+    let (_, _, m_top, _) = configs.last().expect("configs");
+    let rules_agree = rules_in_the_matchers_pass(m_top, &data, &mut buf);
+    println!();
     println!("recall: {}", if all_found { "100% in every configuration" } else { "INCOMPLETE" });
     println!(
         "command: cargo bench --bench matcher   (total {:.1} s)",
@@ -385,6 +491,10 @@ fn main() {
     );
     if !all_found {
         eprintln!("error: the matcher missed planted occurrences");
+        std::process::exit(1);
+    }
+    if !rules_agree {
+        eprintln!("error: the rules' key search found other hits in the fingerprint pass");
         std::process::exit(1);
     }
 }

@@ -215,7 +215,8 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
         let m = matcher.stats();
         notes.push(format!(
             "searching for {} values ({} encoded forms, {} windows, {} fingerprint sets, \
-             prefilter {}, {} sampler) and {} rules, with {} threads reading {} at a time",
+             prefilter {}, {} sampler) and {} rules (key search: {}{}), with {} threads \
+             reading {} at a time",
             m.values,
             m.forms,
             m.windows,
@@ -223,6 +224,12 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
             report::human_size(m.filter_bytes as u64),
             m.kernel,
             rules.specs().count(),
+            rules.key_search(),
+            if rules.key_scan().is_some() && matcher.reads_every_block() {
+                ", in the fingerprint pass"
+            } else {
+                ""
+            },
             cfg.settings.threads,
             report::human_size(cfg.settings.chunk as u64),
         ));

@@ -17,7 +17,7 @@ use crate::node::containerd::{self, MetaDb, Owner};
 use crate::node::logs::{Extractor, HEAD_MAX};
 use crate::node::{self, io_message, Layout};
 use crate::report;
-use crate::rules::{RuleHit, Rules};
+use crate::rules::{KeyMarks, RuleHit, Rules};
 use crate::sys::{self, RootDir};
 use crate::walk::{self, FileJob, WalkItem};
 use rayon::prelude::*;
@@ -340,6 +340,8 @@ struct Worker {
     overlap: usize,
     hits: Vec<Hit>,
     rule_hits: Vec<RuleHit>,
+    /// Where the matcher's pass marked that a rule's key may start.
+    key_marks: KeyMarks,
     /// Set when a rule skipped literal hits in the current file.
     rules_incomplete: bool,
     /// Problems with parts of the current file that did not stop its search.
@@ -366,6 +368,7 @@ impl Worker {
             overlap,
             hits: Vec::new(),
             rule_hits: Vec::new(),
+            key_marks: KeyMarks::default(),
             rules_incomplete: false,
             file_errors: Vec::new(),
             raw: Vec::new(),
@@ -824,8 +827,20 @@ impl Worker {
         let base = pos - carry as u64;
         let buf = &self.buf[..len];
         self.hits.clear();
+        self.key_marks.clear();
         if len > carry {
-            searchers.matcher.find(buf, base, carry, &mut self.hits);
+            match searchers.rules.key_scan() {
+                // The rules' key search rides along the matcher's pass over the bytes.
+                Some(keys) => searchers.matcher.find_keyed(
+                    buf,
+                    base,
+                    carry,
+                    &mut self.hits,
+                    keys,
+                    &mut self.key_marks,
+                ),
+                None => searchers.matcher.find(buf, base, carry, &mut self.hits),
+            }
         }
         for h in &self.hits {
             let at = (h.offset - base) as usize;
@@ -833,7 +848,8 @@ impl Worker {
             findings.push(lift(job, searchers.matcher, h, place, matched));
         }
         self.rule_hits.clear();
-        if !searchers.rules.find(buf, base, carry, last, &mut self.rule_hits) {
+        let marks = &self.key_marks;
+        if !searchers.rules.find_marked(buf, base, carry, last, marks, &mut self.rule_hits) {
             self.rules_incomplete = true;
         }
         for h in self.rule_hits.drain(..) {

@@ -1310,3 +1310,129 @@ fn literal_flood_is_bounded_and_reported() {
         "the token before the flood was not found: {findings:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// 8. The rules' key search in the fingerprint pass
+// ---------------------------------------------------------------------------------------
+
+/// True when this CPU runs the key search in the matcher's pass (AVX-512BW and VBMI).
+fn cpu_marks_keys() -> bool {
+    let info = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags: BTreeSet<&str> = info
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .flat_map(|l| l.split_whitespace())
+        .collect();
+    ["avx512f", "avx512bw", "avx512vbmi"].iter().all(|f| flags.contains(f))
+}
+
+/// With fingerprints of token values, the rules' key search rides along the matcher's pass
+/// over each buffer (where the CPU has AVX-512 VBMI) and the rules test only the positions
+/// it marked. A positive example of every rule and a fingerprinted token value, spread over
+/// a 3 MiB file (read in 1 MiB buffers), and some of them across the first buffer boundary
+/// or at the end of files of their own, give the same findings as when the rules search every buffer themselves (`KRESIDUE_TEDDY=nibble`,
+/// `KRESIDUE_KERNEL=avx2`); every example is found by its own rule and the value as its
+/// Secret; `-vv` names the search that ran.
+#[test]
+fn the_key_search_in_the_fingerprint_pass_finds_what_the_rules_own_search_finds() {
+    let t = now();
+    let tree = NodeTree::new();
+    let rules = Rules::builtin(t);
+    // Token bytes only: every form of the value is a token form, read block by block.
+    let value: Vec<u8> = fake_secret_len(8100, 40)
+        .into_iter()
+        .map(|b| if b.is_ascii_alphanumeric() { b } else { b'x' })
+        .collect();
+    let secret = Secret::opaque("apps", "api-token", &[("token", &value)]);
+    tree.guard_secrets(std::slice::from_ref(&secret));
+    let fp = tree.fingerprint_file(
+        &tree.secrets_file("secrets.json", std::slice::from_ref(&secret)),
+        &[],
+        "values.fp",
+    );
+    let mut items: Vec<(&str, Vec<u8>)> = RULES
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.id, render(r.positive[0], sample_seed(r, 0, 8200 + i as u64))))
+        .collect();
+    items.push(("value", value.clone()));
+    for (_, item) in &items {
+        guard_sample(&tree, &rules, item);
+    }
+    const MIB: usize = 1 << 20;
+    // (file, item name, start, end)
+    let mut planted: Vec<(String, &str, usize, usize)> = Vec::new();
+    let pod = tree.pod(UID);
+    let mut plant = |file: &str, size: usize, at: &[(usize, usize)]| {
+        let mut content = filler(8300 + size as u64, size);
+        let path = format!("volumes/kubernetes.io~empty-dir/data/{file}");
+        let mut here = Vec::new();
+        for &(k, start) in at {
+            let (name, item) = (items[k].0, &items[k].1);
+            content[start - 1] = b'\n';
+            content[start..start + item.len()].copy_from_slice(item);
+            content[start + item.len()] = b'\n';
+            here.push((name, start, start + item.len()));
+        }
+        let path = pod.file(&path, &content);
+        planted.extend(here.into_iter().map(|(n, s, e)| (path.clone(), n, s, e)));
+    };
+    // Every item in one 3 MiB file, spread out.
+    let spread = (3 * MIB - 40_000) / items.len();
+    let at: Vec<(usize, usize)> =
+        (0..items.len()).map(|k| (k, 10_000 + k * spread + k % 64)).collect();
+    plant("spread.log", 3 * MIB, &at);
+    // Items across the first 1 MiB boundary, each in a file of its own: half across, one
+    // byte across either way, the literal cut, starting at the boundary.
+    for (i, k) in (0..items.len()).step_by(7).enumerate() {
+        let l = items[k].1.len();
+        let start = [MIB - l / 2, MIB - l + 1, MIB - 1, MIB - 2, MIB][i % 5];
+        plant(&format!("across-{k}.log"), MIB + 8192, &[(k, start)]);
+    }
+    // Items ending two bytes before the end of a small file: past the matcher's last
+    // block, where the rules search for themselves.
+    for k in (3..items.len()).step_by(7) {
+        let size = 5000 + 3 * k + items[k].1.len();
+        plant(&format!("at-end-{k}.log"), size, &[(k, size - 2 - items[k].1.len())]);
+    }
+
+    let fp_arg = path_arg(&fp);
+    let args = ["--fingerprints", fp_arg, "--format", "json", "-vv"];
+    let mut runs: Vec<(String, Vec<Value>)> = Vec::new();
+    for env in [None, Some(("KRESIDUE_TEDDY", "nibble")), Some(("KRESIDUE_KERNEL", "avx2"))] {
+        let label = env.map_or("default".to_string(), |(k, v)| format!("{k}={v}"));
+        let mut kr = tree.kr();
+        if let Some((k, v)) = env {
+            kr = kr.env(k, v);
+        }
+        let out = kr.scan(&args);
+        out.assert_code(1);
+        let in_pass = out.stderr_str().contains("in the fingerprint pass");
+        assert_eq!(in_pass, env.is_none() && cpu_marks_keys(), "{label}: {}", out.stderr_str());
+        let findings = out.findings();
+        let mut problems = String::new();
+        for (path, name, start, end) in &planted {
+            let (name, start, end) = (*name, *start, *end);
+            // A rule that reads back from its literal (`aws-access-key-secret-first`) may
+            // start its match in the filler's words before the example.
+            let own = findings.iter().any(|f| {
+                f.path == *path
+                    && (start.saturating_sub(100) as u64..end as u64).contains(&f.offset)
+                    && if name == "value" {
+                        f.raw["match"]["kind"] == "fingerprint"
+                            && f.raw["match"]["secret"] == "apps/api-token"
+                    } else {
+                        f.raw["match"]["kind"] == "rule" && rule_id(f) == name
+                    }
+            });
+            if !own {
+                let _ = writeln!(problems, "  {name} at {start}..{end} of {path} not found");
+            }
+        }
+        assert!(problems.is_empty(), "{label}:\n{problems}");
+        runs.push((label, findings.iter().map(|f| f.raw.clone()).collect()));
+    }
+    for (label, r) in &runs[1..] {
+        assert_eq!(r, &runs[0].1, "{label} and {} disagree", runs[0].0);
+    }
+}

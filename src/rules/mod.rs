@@ -11,6 +11,14 @@
 //! Buffers are streamed like the matcher's: consecutive buffers of a file overlap by
 //! [`Rules::overlap`] bytes, and each literal hit is handled in exactly one buffer — the
 //! first whose window around it is complete (or the file's last).
+//!
+//! Where the key search is our Teddy with its byte tables (AVX-512 VBMI) and the matcher's
+//! pass reads every block of a buffer, the scan hands the tables to that pass
+//! ([`Rules::key_scan`], `Matcher::find_keyed`): it marks where a key may start, 256
+//! positions per block, into [`KeyMarks`], and [`Rules::find_marked`] tests only the
+//! marked positions of the part the marks cover (searching the rest itself). The byte
+//! permutes then run beside the matcher's multiplies on bytes already in the L1 cache
+//! rather than in a pass of their own.
 
 pub mod check;
 pub mod examples;
@@ -18,6 +26,11 @@ pub mod jwt;
 pub mod prefilter;
 pub mod table;
 mod teddy;
+
+pub use teddy::KeyScan;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use teddy::KeyTables;
+pub(crate) use teddy::{KEY_READ, KEY_SPAN};
 
 use crate::finding::Severity;
 use prefilter::Prefilter;
@@ -183,6 +196,95 @@ impl Compiled {
     }
 }
 
+/// Where a pass over a buffer with [`Rules::key_scan`]'s tables marked that a key may
+/// start, from position `start` on, 256 (`KEY_SPAN`) positions per pass step; the positions
+/// [`KeyMarks::covered`] that are not marked hold no key. A worker keeps one for its
+/// buffers.
+#[derive(Debug, Default)]
+pub struct KeyMarks {
+    start: usize,
+    /// Steps taken.
+    steps: usize,
+    /// The steps that marked a position, each as [`MARKED`] words: the step's number,
+    /// then its marks (bit `i` of word `w`: position `64w + i` of the step). Room for
+    /// every step of a buffer is made before the pass, so that its loop neither branches
+    /// on the marks nor holds a call that may grow this; the first `filled` words are
+    /// written.
+    words: Vec<u64>,
+    filled: usize,
+}
+
+/// Words a step that marked a position takes in [`KeyMarks::words`].
+const MARKED: usize = 1 + KEY_SPAN / 64;
+
+impl KeyMarks {
+    /// No position covered.
+    pub fn clear(&mut self) {
+        self.start = 0;
+        self.steps = 0;
+        self.filled = 0;
+    }
+
+    /// Starts marks from position `start` of a buffer of `len` bytes.
+    pub(crate) fn begin(&mut self, start: usize, len: usize) {
+        self.clear();
+        self.start = start;
+        let room = len.saturating_sub(start).div_ceil(KEY_SPAN) * MARKED + MARKED;
+        if self.words.len() < room {
+            self.words.resize(room, 0);
+        }
+    }
+
+    /// Takes the marks of the next [`KEY_SPAN`] positions (of the buffer given to
+    /// [`KeyMarks::begin`]).
+    #[inline(always)]
+    pub(crate) fn push(&mut self, marks: [u64; KEY_SPAN / 64]) {
+        // Written whether or not any position is marked; kept only if one is.
+        let slot = &mut self.words[self.filled..self.filled + MARKED];
+        slot[0] = self.steps as u64;
+        slot[1..].copy_from_slice(&marks);
+        self.filled += MARKED * usize::from(marks.iter().fold(0, |a, &m| a | m) != 0);
+        self.steps += 1;
+    }
+
+    /// The positions the marks cover.
+    pub fn covered(&self) -> Range<usize> {
+        self.start..self.start + KEY_SPAN * self.steps
+    }
+
+    /// Calls `f` with each marked position, in order. The bytes at the first mark of each
+    /// word of the steps a few ahead are prefetched: by the time the rules read the marks,
+    /// the matcher's tables have pushed most of the buffer out of the nearer caches (in a
+    /// harness, a third of this loop's time).
+    fn each(&self, buf: &[u8], mut f: impl FnMut(usize)) {
+        const AHEAD: usize = 4;
+        let at = |step: &[u64]| self.start + KEY_SPAN * step[0] as usize;
+        let fetch = |step: &[u64]| {
+            for (w, &m) in step[1..].iter().enumerate().filter(|&(_, &m)| m != 0) {
+                if let Some(byte) = buf.get(at(step) + 64 * w + m.trailing_zeros() as usize) {
+                    crate::sys::prefetch(byte);
+                }
+            }
+        };
+        let steps = || self.words[..self.filled].chunks_exact(MARKED);
+        steps().take(AHEAD).for_each(fetch);
+        for (step, ahead) in
+            steps().zip(steps().skip(AHEAD).map(Some).chain(std::iter::repeat(None)))
+        {
+            if let Some(ahead) = ahead {
+                fetch(ahead);
+            }
+            for (w, &m) in step[1..].iter().enumerate() {
+                let mut rest = m;
+                while rest != 0 {
+                    f(at(step) + 64 * w + rest.trailing_zeros() as usize);
+                    rest &= rest - 1;
+                }
+            }
+        }
+    }
+}
+
 /// The compiled rule set of a scan. Read-only and shared by every worker.
 pub struct Rules {
     rules: Vec<Compiled>,
@@ -267,6 +369,31 @@ impl Rules {
         last: bool,
         hits: &mut Vec<RuleHit>,
     ) -> bool {
+        self.find_marked(buf, base, done, last, &KeyMarks::default(), hits)
+    }
+
+    /// The literal key search, as `-v` names it (`none` without rules).
+    pub fn key_search(&self) -> &'static str {
+        self.prefilter.as_ref().map_or("none", Prefilter::name)
+    }
+
+    /// The key search's byte tables, for the matcher's pass to mark where keys may start
+    /// (`Matcher::find_keyed`); `None` where the search does not use them.
+    pub fn key_scan(&self) -> Option<KeyScan<'_>> {
+        self.prefilter.as_ref().and_then(Prefilter::key_scan)
+    }
+
+    /// As [`Rules::find`], with the positions `marks` cover tested only where marked: the
+    /// marks of [`Rules::key_scan`]'s tables over `buf`, or none.
+    pub fn find_marked(
+        &self,
+        buf: &[u8],
+        base: u64,
+        done: usize,
+        last: bool,
+        marks: &KeyMarks,
+        hits: &mut Vec<RuleHit>,
+    ) -> bool {
         let Some(prefilter) = &self.prefilter else { return true };
         let first_new = hits.len();
         let budget = WORK_FACTOR * buf.len() + WORK_ALLOWANCE;
@@ -274,10 +401,8 @@ impl Rules {
         let mut spent: Vec<usize> = Vec::new();
         let mut complete = true;
         // A hit this far back had its whole window in the previous buffer, for every rule.
-        let mut at = done.saturating_sub(self.max_after);
-        while at < buf.len() {
-            let Some((targets, key_at)) = prefilter.find(buf, at) else { break };
-            at = key_at + 1;
+        let at = done.saturating_sub(self.max_after);
+        prefilter.each_key(buf, at, marks, |targets, key_at| {
             for target in targets {
                 // The literal starts before its key; a literal cut by the end of `buf`
                 // has its window cut too, and is handled with the next buffer.
@@ -303,7 +428,7 @@ impl Rules {
                     spent[ri] += self.run_rule(ri, &buf[lo..hi], base + lo as u64, q - lo, hits);
                 }
             }
-        }
+        });
         // One secret found from two literals of a rule (`mysql+pymysql://` holds
         // `mysql://` twice over) is one hit: the earliest, longest match.
         // Sorted and deduplicated in place: most buffers have no hit, and none allocates.
@@ -489,6 +614,100 @@ mod tests {
                     data[h.offset as usize..][..h.len as usize] == text.trim_ascii()[..]
                 });
                 prop_assert!(found, "planted sample not found whole");
+            }
+        }
+    }
+
+    /// The built-in rules, compiled once for the tests that search with them.
+    static BUILTIN: std::sync::LazyLock<Rules> = std::sync::LazyLock::new(|| Rules::builtin(0));
+
+    /// A matcher of one value: of token bytes only (every form a token form: its pass reads
+    /// every block, and the rules' key search may ride along), or with spaces (it reads
+    /// only runs of text, and marks nothing).
+    fn matcher_of(token: bool) -> crate::matcher::Matcher {
+        let value =
+            if token { &b"Zq0v7TokenValueForTheMatcher42"[..] } else { b"a value with spaces!" };
+        let vals = [crate::kubectl::SecretValue {
+            namespace: "ns".into(),
+            name: "s".into(),
+            key: "k".into(),
+            value: value.to_vec(),
+        }];
+        let set = crate::fingerprint::FingerprintSet::build(&vals, "current", [7; 32]).0;
+        crate::matcher::Matcher::new(vec![set])
+    }
+
+    #[test]
+    fn marks_are_given_back_in_order_and_cover_their_steps() {
+        let mut marks = KeyMarks::default();
+        marks.begin(12, 12 + 5 * KEY_SPAN + 9);
+        marks.push([1, 0, 0, 1 << 63]);
+        marks.push([0; 4]);
+        marks.push([0, 1 << 5 | 1 << 6, 0, 0]);
+        marks.push([0; 4]);
+        assert_eq!(marks.covered(), 12..12 + 4 * KEY_SPAN);
+        let buf = vec![0u8; 12 + 5 * KEY_SPAN + 9];
+        let mut got = Vec::new();
+        marks.each(&buf, |p| got.push(p));
+        let step = |k: usize| 12 + k * KEY_SPAN;
+        assert_eq!(got, [step(0), step(0) + 255, step(2) + 69, step(2) + 70]);
+        marks.clear();
+        assert!(marks.covered().is_empty());
+        marks.each(&buf, |_| panic!("a cleared mark"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// The rules' key search riding along the matcher's pass (`Matcher::find_keyed`,
+        /// then `find_marked`) finds exactly what the rules' own search finds, for any
+        /// `done` and `last`: built-in rule examples and bare keys planted in text with
+        /// bytes above 0x7f, searched with a matcher whose pass reads every block (it
+        /// marks, wherever the CPU has AVX-512 VBMI) and with one that reads only runs
+        /// of text (it marks nothing).
+        #[test]
+        fn keys_marked_in_the_matchers_pass_give_what_the_rules_own_search_gives(
+            filler in prop::collection::vec(prop::sample::select(
+                b"aeghkopsuxyABEGIKS_:-/+.=\"\n 0123456789\xc1\xe5\xf3\xdf".to_vec()), 0..3000),
+            examples in prop::collection::vec((0usize..3000, 0usize..table::RULES.len(), any::<u64>()), 0..6),
+            keys in prop::collection::vec((0usize..3000, 0usize..200), 0..10),
+            done in 0usize..3000,
+            last in any::<bool>(),
+            token in any::<bool>(),
+        ) {
+            let rules = &*BUILTIN;
+            let all_keys: Vec<&str> = prefilter::BUCKETS.iter().flat_map(|b| b.iter().copied()).collect();
+            let mut plants: Vec<(usize, Vec<u8>)> = examples
+                .iter()
+                .map(|&(at, r, seed)| (at, examples::render(table::RULES[r].positive[0], seed)))
+                .collect();
+            plants.extend(keys.iter().map(|&(at, k)| (at, all_keys[k % all_keys.len()].as_bytes().to_vec())));
+            let data = plant(&filler, &plants);
+            let done = done.min(data.len());
+            let sorted = |mut h: Vec<RuleHit>| {
+                h.sort_by_key(|h| (h.offset, h.rule));
+                h
+            };
+            let mut want = Vec::new();
+            let _ = rules.find(&data, 0, done, last, &mut want);
+            let matcher = matcher_of(token);
+            let mut marks = KeyMarks::default();
+            let mut found = Vec::new();
+            match rules.key_scan() {
+                Some(keys) => matcher.find_keyed(&data, 0, done, &mut found, keys, &mut marks),
+                None => matcher.find(&data, 0, done, &mut found),
+            }
+            let mut got = Vec::new();
+            let _ = rules.find_marked(&data, 0, done, last, &marks, &mut got);
+            prop_assert_eq!(sorted(got), sorted(want));
+            // The marks cover the buffer where the pass reads every block and there is
+            // a block to read past `done`.
+            let marked = rules.key_scan().is_some() && matcher.reads_every_block();
+            prop_assert_eq!(matcher.reads_every_block(), token && matcher.stats().kernel == "AVX-512");
+            if marked && data.len() >= done + 300 {
+                prop_assert!(!marks.covered().is_empty());
+            }
+            if !marked {
+                prop_assert!(marks.covered().is_empty());
             }
         }
     }

@@ -26,8 +26,8 @@
 //! cover (a custom rule set) gets aho-corasick's own choice. Either way the matches are
 //! the same; only the speed differs, which `cargo bench --bench scan` measures.
 
-use super::teddy::Teddy512;
-use super::Literal;
+use super::teddy::{KeyScan, Teddy512};
+use super::{KeyMarks, Literal};
 use aho_corasick::{packed, AhoCorasick, Input, MatchKind, Span};
 
 /// Teddy's bucket count when it runs on 256-bit vectors with 8 buckets ("slim").
@@ -121,7 +121,7 @@ impl Prefilter {
     /// starts.
     pub fn find(&self, buf: &[u8], at: usize) -> Option<(&[Target], usize)> {
         let (id, start) = match &self.search {
-            Search::Teddy512(t) => t.find(buf, at)?,
+            Search::Teddy512(t) => t.find(buf, at, buf.len())?,
             Search::Teddy(s) => {
                 let m = s.find_in(buf, Span { start: at, end: buf.len() })?;
                 (m.pattern().as_usize(), m.start())
@@ -132,6 +132,67 @@ impl Prefilter {
             }
         };
         Some((&self.targets[id], start))
+    }
+
+    /// Calls `f` with each key hit in `buf[at..]`, in order, as [`Prefilter::find`] finds
+    /// them one after the other. Where `marks` cover the buffer (a pass with
+    /// [`Prefilter::key_scan`] marked them), only the marked positions are tested; the
+    /// rest is searched.
+    pub fn each_key(
+        &self,
+        buf: &[u8],
+        at: usize,
+        marks: &KeyMarks,
+        mut f: impl FnMut(&[Target], usize),
+    ) {
+        let covered = marks.covered();
+        match &self.search {
+            Search::Teddy512(t) if !covered.is_empty() => {
+                let mut at = at;
+                while let Some((id, start)) = t.find(buf, at, covered.start) {
+                    f(&self.targets[id], start);
+                    at = start + 1;
+                }
+                marks.each(buf, |pos| {
+                    if pos >= at {
+                        if let Some(id) = t.key_at(buf, pos) {
+                            f(&self.targets[id], pos);
+                        }
+                    }
+                });
+                let mut at = at.max(covered.end);
+                while let Some((id, start)) = t.find(buf, at, buf.len()) {
+                    f(&self.targets[id], start);
+                    at = start + 1;
+                }
+            }
+            _ => {
+                let mut at = at;
+                while let Some((targets, start)) = self.find(buf, at) {
+                    f(targets, start);
+                    at = start + 1;
+                }
+            }
+        }
+    }
+
+    /// The key search, as `-v` names it.
+    pub fn name(&self) -> &'static str {
+        match &self.search {
+            Search::Teddy512(t) if t.uses_byte_tables() => "Teddy, 512-bit, byte tables",
+            Search::Teddy512(_) => "Teddy, 512-bit, nibble tables",
+            Search::Teddy(_) => "Teddy (aho-corasick)",
+            Search::Automaton(_) => "aho-corasick",
+        }
+    }
+
+    /// The key search's byte tables, for a pass that marks where keys may start (see
+    /// [`KeyScan`]): where the search is our Teddy with its byte tables.
+    pub fn key_scan(&self) -> Option<KeyScan<'_>> {
+        match &self.search {
+            Search::Teddy512(t) => t.key_scan(),
+            _ => None,
+        }
     }
 }
 
@@ -465,8 +526,9 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
-        /// Our Teddy finds exactly what aho-corasick's finds, key by key, from every start,
-        /// with its byte tables and with its nibble tables: keys planted anywhere (across
+        /// Our Teddy finds exactly what aho-corasick's finds, key by key, from every start
+        /// (and, bounded, what starts before `end`), with its byte tables and with its
+        /// nibble tables: keys planted anywhere (across
         /// the 64-byte steps, in the tail, cut by the end) in text made of their own bytes
         /// and of bytes above 0x7f whose low seven bits are key bytes, so that candidates
         /// abound.
@@ -476,6 +538,7 @@ mod tests {
                 b"aeghkopsuxyABEGIKS_:-/+.=\"\n 0123456789\xc1\xe5\xf3\xdf".to_vec()), 0..400),
             plants in proptest::collection::vec((0usize..100, 0usize..400, 0usize..8), 0..12),
             at in 0usize..80,
+            end in 0usize..450,
         ) {
             let (ours, theirs, keys) = both_teddies();
             let Some(ours) = ours else { return Ok(()) };
@@ -501,8 +564,12 @@ mod tests {
                 let want = theirs
                     .find_in(&data, Span { start: from, end: data.len() })
                     .map(|m| (m.pattern().as_usize(), m.start()));
-                proptest::prop_assert_eq!(ours.find(&data, from), want);
-                proptest::prop_assert_eq!(nibbles.find(&data, from), want);
+                proptest::prop_assert_eq!(ours.find(&data, from, data.len()), want);
+                proptest::prop_assert_eq!(nibbles.find(&data, from, data.len()), want);
+                // Bounded: the same hit if it starts before `end` (its key may run past).
+                let before_end = want.filter(|&(_, start)| start < end);
+                proptest::prop_assert_eq!(ours.find(&data, from, end), before_end);
+                proptest::prop_assert_eq!(nibbles.find(&data, from, end), before_end);
                 match want {
                     Some((_, start)) => from = start + 1,
                     None => break,

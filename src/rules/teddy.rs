@@ -18,6 +18,10 @@
 //! through every pairing of a bucket's nibbles. A test checks that both find exactly what
 //! aho-corasick's Teddy finds.
 //!
+//! The byte tables can also be lent to the matcher's pass over a buffer ([`KeyScan`]),
+//! which marks the positions whose four bytes pass them; the rules then verify only the
+//! marked positions ([`Teddy512::key_at`]).
+//!
 //! Written here rather than taken from a crate: aho-corasick has no AVX-512 Teddy, and no
 //! other maintained crate offers a multi-literal search on 512-bit vectors. On the node
 //! benchmark it halves the time of the rules' key search (see README, Performance).
@@ -136,7 +140,6 @@ impl Teddy512 {
     }
 
     /// Whether the search uses the byte tables.
-    #[cfg(test)]
     pub(super) fn uses_byte_tables(&self) -> bool {
         self.vbmi
     }
@@ -148,27 +151,49 @@ impl Teddy512 {
         self
     }
 
-    /// The first position at or after `at` where a key starts, with the lowest id of the
-    /// keys starting there.
-    pub(super) fn find(&self, buf: &[u8], at: usize) -> Option<(usize, usize)> {
+    /// The first position in `at..end` (and within `buf`) where a key starts, with the
+    /// lowest id of the keys starting there. The key may run past `end`.
+    pub(super) fn find(&self, buf: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
         #[cfg(target_arch = "x86_64")]
         if self.vbmi {
             // SAFETY: `vbmi` is set only where the CPU has AVX-512 VBMI, and `new` made
             // `self` only after checking the CPU has AVX-512F and AVX-512BW.
-            return unsafe { self.find_vbmi(buf, at) };
+            return unsafe { self.find_vbmi(buf, at, end) };
         }
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `new` made `self` only after checking the CPU has AVX-512F and AVX-512BW.
-        return unsafe { self.find_avx512(buf, at) };
+        return unsafe { self.find_avx512(buf, at, end) };
         #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("Teddy512::new returns None here ({buf:p}, {at})")
+        unreachable!("Teddy512::new returns None here ({buf:p}, {at}, {end})")
+    }
+
+    /// The lowest id of the keys starting at `pos`, if any: for the positions a
+    /// [`KeyScan`] marked (their four bytes passed the byte tables).
+    pub(super) fn key_at(&self, buf: &[u8], pos: usize) -> Option<usize> {
+        let head: [u8; MASK] = buf.get(pos..pos + MASK)?.try_into().expect("MASK bytes");
+        let slot = head_slot(u32::from_le_bytes(head));
+        if self.heads[slot / 64] >> (slot % 64) & 1 == 0 {
+            return None;
+        }
+        // The buckets all four bytes fit, by nibbles: no wider than the byte tables'.
+        let buckets = (0..MASK).fold(u8::MAX, |b, j| {
+            let c = usize::from(head[j]);
+            b & self.lo[j][c & 0xf] & self.hi[j][c >> 4]
+        });
+        self.first_key(buf, pos, buckets)
+    }
+
+    /// The byte tables, for a pass over the bytes that marks where keys may start (see
+    /// [`KeyScan`]); `None` where the search uses the nibble tables (the CPU lacks VBMI).
+    pub(super) fn key_scan(&self) -> Option<KeyScan<'_>> {
+        self.vbmi.then_some(KeyScan { bytes: &self.bytes })
     }
 
     /// # Safety
     /// The CPU must support AVX-512F and AVX-512BW.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn find_avx512(&self, buf: &[u8], at: usize) -> Option<(usize, usize)> {
+    unsafe fn find_avx512(&self, buf: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
         use std::arch::x86_64::*;
         let table = |t: &[u8; 16]| {
             // SAFETY: 16 bytes of `t`.
@@ -190,7 +215,7 @@ impl Teddy512 {
             }
             (_mm512_test_epi8_mask(m, m), m)
         };
-        self.search(buf, at, step, |m| store(m))
+        self.search(buf, at, end, step, |m| store(m))
     }
 
     /// As [`Self::find_avx512`], each byte's low six bits looked up in the 64-entry byte
@@ -200,7 +225,7 @@ impl Teddy512 {
     /// The CPU must support AVX-512F, AVX-512BW and AVX-512 VBMI.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-    unsafe fn find_vbmi(&self, buf: &[u8], at: usize) -> Option<(usize, usize)> {
+    unsafe fn find_vbmi(&self, buf: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
         use std::arch::x86_64::*;
         // SAFETY: a 64-byte table.
         let table = |t: &[u8; 64]| unsafe { _mm512_loadu_si512(t.as_ptr().cast()) };
@@ -215,18 +240,20 @@ impl Teddy512 {
             }
             (_mm512_test_epi8_mask(m, m), m)
         };
-        self.search(buf, at, step, |m| store(m))
+        self.search(buf, at, end, step, |m| store(m))
     }
 
     /// The search loop of both kernels, given `step`: for the 64 positions at a pointer,
-    /// the candidate mask and each position's buckets. Inlined into each kernel, so that
-    /// it is compiled with that kernel's CPU features.
+    /// the candidate mask and each position's buckets. Positions from `end` on are not
+    /// searched; the bytes read for those before it (and their keys) may run past it.
+    /// Inlined into each kernel, so that it is compiled with that kernel's CPU features.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn search(
         &self,
         buf: &[u8],
         at: usize,
+        end: usize,
         step: impl Fn(*const u8) -> (u64, std::arch::x86_64::__m512i),
         store: impl Fn(std::arch::x86_64::__m512i) -> [u8; 64],
     ) -> Option<(usize, usize)> {
@@ -240,10 +267,13 @@ impl Teddy512 {
                 self.verify(buf, p, cand, &store(m))
             }
         };
+        let end = end.min(buf.len());
+        // The bytes the steps read: the positions before `end` and the three after each.
+        let read = buf.len().min(end + MASK - 1);
         let mut p = at;
         // Two steps at a time, tested with one branch: most pairs of blocks have no
         // candidate that survives the heads.
-        while p + 128 + MASK - 1 <= buf.len() {
+        while p + 128 + MASK - 1 <= read {
             // SAFETY: bytes p..p + 131 of `buf`, checked above.
             let (c0, m0) = step(unsafe { buf.as_ptr().add(p) });
             // SAFETY: as above.
@@ -255,7 +285,7 @@ impl Teddy512 {
             }
             p += 128;
         }
-        while p + 64 + MASK - 1 <= buf.len() {
+        while p + 64 + MASK - 1 <= read {
             // SAFETY: bytes p..p + 67 of `buf`, checked above.
             let (cand, m) = step(unsafe { buf.as_ptr().add(p) });
             if let Some(hit) = hit_in(p, cand, m) {
@@ -263,15 +293,15 @@ impl Teddy512 {
             }
             p += 64;
         }
-        // The last bytes (up to 66), copied into a zeroed block: no key byte is zero, and the
-        // positions past the end are masked off anyway.
-        while p < buf.len() {
-            let rest = &buf[p..];
+        // The last positions (up to 66), their bytes copied into a zeroed block: no key
+        // byte is zero, and the positions from `end` on are masked off anyway.
+        while p < end {
+            let rest = &buf[p..read];
             let mut tail = [0u8; 64 + MASK - 1];
             let n = rest.len().min(tail.len());
             tail[..n].copy_from_slice(&rest[..n]);
             let (cand, m) = step(tail.as_ptr());
-            let live = if rest.len() >= 64 { u64::MAX } else { u64::MAX >> (64 - rest.len()) };
+            let live = if end - p >= 64 { u64::MAX } else { u64::MAX >> (64 - (end - p)) };
             if let Some(hit) = hit_in(p, cand & live, m) {
                 return Some(hit);
             }
@@ -310,26 +340,111 @@ impl Teddy512 {
         while cand != 0 {
             let i = cand.trailing_zeros() as usize;
             cand &= cand - 1;
-            let pos = p + i;
-            // Every key is at least MASK bytes: a position this close to the end holds none.
-            let Some(head) = buf.get(pos..pos + MASK) else { continue };
-            let head = u32::from_le_bytes(head.try_into().expect("4 bytes"));
-            let mut buckets = bits[i];
-            let mut best: Option<usize> = None;
-            while buckets != 0 {
-                let b = buckets.trailing_zeros() as usize;
-                buckets &= buckets - 1;
-                if let Some(&(id, _, _)) = self.buckets[b]
-                    .iter()
-                    .find(|&&(_, h, key)| h == head && buf[pos..].starts_with(key))
-                {
-                    best = Some(best.map_or(id, |x| x.min(id)));
-                }
-            }
-            if let Some(id) = best {
-                return Some((id, pos));
+            if let Some(id) = self.first_key(buf, p + i, bits[i]) {
+                return Some((id, p + i));
             }
         }
         None
+    }
+
+    /// The lowest id of the keys of `buckets` that start at `pos`.
+    #[inline]
+    fn first_key(&self, buf: &[u8], pos: usize, mut buckets: u8) -> Option<usize> {
+        // Every key is at least MASK bytes: a position this close to the end holds none.
+        let head = buf.get(pos..pos + MASK)?;
+        let head = u32::from_le_bytes(head.try_into().expect("4 bytes"));
+        let mut best: Option<usize> = None;
+        while buckets != 0 {
+            let b = buckets.trailing_zeros() as usize;
+            buckets &= buckets - 1;
+            if let Some(&(id, _, _)) = self.buckets[b]
+                .iter()
+                .find(|&&(_, h, key)| h == head && buf[pos..].starts_with(key))
+            {
+                best = Some(best.map_or(id, |x| x.min(id)));
+            }
+        }
+        best
+    }
+}
+
+/// Positions a [`KeyScan`] marks per call: the 256 at the start of the block it is given.
+pub const KEY_SPAN: usize = 256;
+/// Bytes a [`KeyScan`] reads per call: the 256 positions' and the three after them.
+pub const KEY_READ: usize = KEY_SPAN + MASK - 1;
+
+/// The byte tables of a `Teddy512` that uses them, lent to a pass that reads every byte
+/// anyway (the matcher's: `Matcher::find_keyed`), to mark where a key may start: a
+/// position whose four bytes all pass the tables. Run there, the byte permutes keep a
+/// port busy that the matcher's multiplies and gathers leave idle, and the rules' own
+/// pass over the bytes is left with the marked positions (see `Rules::find_marked`).
+/// Exists only where the CPU has AVX-512F, AVX-512BW and AVX-512 VBMI.
+#[derive(Clone, Copy)]
+pub struct KeyScan<'t> {
+    bytes: &'t [[u8; 64]; MASK],
+}
+
+/// A [`KeyScan`]'s tables in registers, for the length of one pass.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub struct KeyTables([std::arch::x86_64::__m512i; MASK]);
+
+#[cfg(target_arch = "x86_64")]
+impl KeyScan<'_> {
+    /// The tables in registers: inlined into a caller compiled for AVX-512 VBMI, a
+    /// register each; elsewhere a call that works the same.
+    #[inline(always)]
+    pub fn tables(self) -> KeyTables {
+        // SAFETY: a `KeyScan` exists only where the CPU has AVX-512F, BW and VBMI (see
+        // `Teddy512::key_scan`).
+        unsafe { self.tables_vbmi() }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn tables_vbmi(self) -> KeyTables {
+        // SAFETY: 64 bytes of each table.
+        KeyTables(std::array::from_fn(|j| unsafe {
+            std::arch::x86_64::_mm512_loadu_si512(self.bytes[j].as_ptr().cast())
+        }))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl KeyTables {
+    /// Bit `i` of word `w`: a key may start at position `64w + i` of `block` (its four
+    /// bytes pass the byte tables), for the [`KEY_SPAN`] positions at its start.
+    #[inline(always)]
+    pub fn marks(self, block: &[u8; KEY_READ]) -> [u64; KEY_SPAN / 64] {
+        // SAFETY: `KeyTables` come only from a `KeyScan`, which exists only where the CPU
+        // has AVX-512F, BW and VBMI.
+        unsafe { self.marks_vbmi(block) }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F, AVX-512BW and AVX-512 VBMI.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    #[inline]
+    unsafe fn marks_vbmi(self, block: &[u8; KEY_READ]) -> [u64; KEY_SPAN / 64] {
+        use std::arch::x86_64::*;
+        let [t0, t1, t2, t3] = self.0;
+        let p = block.as_ptr();
+        // The candidates of the 64 positions at `p + at`.
+        let step = |at: usize| {
+            // SAFETY: bytes at..at + 67 of `block`, at most KEY_READ.
+            let load = |j: usize| unsafe { _mm512_loadu_si512(p.add(at + j).cast()) };
+            let a = _mm512_and_si512(
+                _mm512_permutexvar_epi8(load(0), t0),
+                _mm512_permutexvar_epi8(load(1), t1),
+            );
+            let b = _mm512_and_si512(
+                _mm512_permutexvar_epi8(load(2), t2),
+                _mm512_permutexvar_epi8(load(3), t3),
+            );
+            _mm512_test_epi8_mask(a, b)
+        };
+        [step(0), step(64), step(128), step(192)]
     }
 }
