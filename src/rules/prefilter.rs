@@ -145,7 +145,7 @@ impl Prefilter {
         marks: &KeyMarks,
         mut f: impl FnMut(&[Target], usize),
     ) {
-        let covered = marks.covered();
+        let covered = marks.covered_in(buf);
         match &self.search {
             Search::Teddy512(t) if !covered.is_empty() => {
                 let mut at = at;
@@ -511,6 +511,53 @@ mod tests {
         for (start, text, skip) in got {
             let key = keys.iter().find(|k| data[start..].starts_with(k.as_bytes()));
             assert!(key.is_some_and(|k| text[skip..].starts_with(k.as_bytes())), "{start}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// `each_key` over the marks of the matcher's pass gives, from any start, the key
+        /// hits `find` gives one after the other (the same literals, at the same
+        /// positions): for a buffer at any offset of its file and with any carry (the
+        /// matcher's pass starts near the carry's end, the rules' search anywhere), with a
+        /// matcher whose pass marks keys and one whose pass marks nothing.
+        #[test]
+        fn each_key_over_the_matchers_marks_gives_what_find_gives(
+            filler in proptest::collection::vec(proptest::sample::select(
+                b"aeghkopsuxyABEGIKS_:-/+.=\"\n 0123456789\xc1\xe5\xf3\xdf".to_vec()), 0..2000),
+            plants in proptest::collection::vec((0usize..100, 0usize..2000), 0..16),
+            base in 0u64..1000,
+            carry in 0usize..2000,
+            at in 0usize..2100,
+            token in proptest::prelude::any::<bool>(),
+        ) {
+            let (_, prefilter) = builtin();
+            let keys = builtin_keys();
+            let mut data = filler;
+            for (k, pos) in plants {
+                let pos = pos.min(data.len());
+                data.splice(pos..pos, keys[k % keys.len()].bytes());
+            }
+            let (carry, at) = (carry.min(data.len()), at.min(data.len()));
+            let matcher = crate::rules::tests::matcher_of(token);
+            let mut marks = KeyMarks::default();
+            let mut found = Vec::new();
+            if let Some(scan) = prefilter.key_scan() {
+                matcher.find_keyed(&data, base, carry, &mut found, scan, &mut marks);
+            }
+            let texts = |t: &[Target]| t.iter().map(|t| t.text).collect::<Vec<_>>();
+            let mut want = Vec::new();
+            let mut from = at;
+            while let Some((t, start)) = prefilter.find(&data, from) {
+                want.push((texts(t), start));
+                from = start + 1;
+            }
+            let mut got = Vec::new();
+            prefilter.each_key(&data, at, &marks, |t, start| got.push((texts(t), start)));
+            proptest::prop_assert_eq!(got, want);
+            if prefilter.key_scan().is_some() && matcher.reads_every_block() && data.len() >= carry + 300 {
+                proptest::prop_assert!(!marks.covered().is_empty(), "the pass marked nothing");
+            }
         }
     }
 

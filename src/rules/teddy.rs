@@ -293,8 +293,10 @@ impl Teddy512 {
             }
             p += 64;
         }
-        // The last positions (up to 66), their bytes copied into a zeroed block: no key
-        // byte is zero, and the positions from `end` on are masked off anyway.
+        // The last positions (up to 66), their bytes copied into a zeroed block. A zero
+        // byte may pass the byte tables (it reads the entry of `@`, 0x80 and 0xc0), but
+        // the heads and the verification read `buf` itself, and the positions from `end`
+        // on are masked off.
         while p < end {
             let rest = &buf[p..read];
             let mut tail = [0u8; 64 + MASK - 1];
@@ -391,8 +393,7 @@ pub struct KeyTables([std::arch::x86_64::__m512i; MASK]);
 
 #[cfg(target_arch = "x86_64")]
 impl KeyScan<'_> {
-    /// The tables in registers: inlined into a caller compiled for AVX-512 VBMI, a
-    /// register each; elsewhere a call that works the same.
+    /// The tables as vectors (loaded with AVX-512F, which a `KeyScan` proves the CPU has).
     #[inline(always)]
     pub fn tables(self) -> KeyTables {
         // SAFETY: a `KeyScan` exists only where the CPU has AVX-512F, BW and VBMI (see

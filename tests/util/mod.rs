@@ -1006,6 +1006,9 @@ impl<'a> Kr<'a> {
         cmd.args(args)
             .env("RUST_BACKTRACE", "1")
             .env_remove("RUST_LOG")
+            // The CPU kernels are a test's own choice (`env`), not the caller's.
+            .env_remove("KRESIDUE_KERNEL")
+            .env_remove("KRESIDUE_TEDDY")
             .env("KRESIDUE_LOCK", self.tree.work("kresidue.lock"));
         for (k, v) in &self.env {
             cmd.env(k, v);
