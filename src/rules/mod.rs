@@ -282,10 +282,8 @@ impl KeyMarks {
         };
         let steps = || self.words[..self.filled].chunks_exact(MARKED);
         steps().take(AHEAD).for_each(fetch);
-        for (step, ahead) in
-            steps().zip(steps().skip(AHEAD).map(Some).chain(std::iter::repeat(None)))
-        {
-            if let Some(ahead) = ahead {
+        for (k, step) in steps().enumerate() {
+            if let Some(ahead) = steps().nth(k + AHEAD) {
                 fetch(ahead);
             }
             for (w, &m) in step[1..].iter().enumerate() {

@@ -148,23 +148,21 @@ impl Prefilter {
         let covered = marks.covered_in(buf);
         match &self.search {
             Search::Teddy512(t) if !covered.is_empty() => {
-                let mut at = at;
-                while let Some((id, start)) = t.find(buf, at, covered.start) {
-                    f(&self.targets[id], start);
-                    at = start + 1;
-                }
+                // Every key hit that starts in `from..end`, searched.
+                let search = |from: usize, end: usize, f: &mut dyn FnMut(&[Target], usize)| {
+                    let mut at = from;
+                    while let Some((id, start)) = t.find(buf, at, end) {
+                        f(&self.targets[id], start);
+                        at = start + 1;
+                    }
+                };
+                search(at, covered.start, &mut f);
                 marks.each(buf, |pos| {
-                    if pos >= at {
-                        if let Some(id) = t.key_at(buf, pos) {
-                            f(&self.targets[id], pos);
-                        }
+                    if let Some(id) = (pos >= at).then(|| t.key_at(buf, pos)).flatten() {
+                        f(&self.targets[id], pos);
                     }
                 });
-                let mut at = at.max(covered.end);
-                while let Some((id, start)) = t.find(buf, at, buf.len()) {
-                    f(&self.targets[id], start);
-                    at = start + 1;
-                }
+                search(at.max(covered.end), buf.len(), &mut f);
             }
             _ => {
                 let mut at = at;
@@ -532,12 +530,7 @@ mod tests {
             token in proptest::prelude::any::<bool>(),
         ) {
             let (_, prefilter) = builtin();
-            let keys = builtin_keys();
-            let mut data = filler;
-            for (k, pos) in plants {
-                let pos = pos.min(data.len());
-                data.splice(pos..pos, keys[k % keys.len()].bytes());
-            }
+            let data = with_keys(filler, &builtin_keys(), plants.into_iter().map(|(k, pos)| (k, pos, 0)));
             let (carry, at) = (carry.min(data.len()), at.min(data.len()));
             let matcher = crate::rules::tests::matcher_of(token);
             let mut marks = KeyMarks::default();
@@ -559,6 +552,21 @@ mod tests {
                 proptest::prop_assert!(!marks.covered().is_empty(), "the pass marked nothing");
             }
         }
+    }
+
+    /// `filler` with, for each `(k, pos, cut)`, key `k` (modulo their number) less its
+    /// last `cut % 3` bytes inserted at `pos` (or the end).
+    fn with_keys(
+        mut data: Vec<u8>,
+        keys: &[&str],
+        plants: impl IntoIterator<Item = (usize, usize, usize)>,
+    ) -> Vec<u8> {
+        for (k, pos, cut) in plants {
+            let key = keys[k % keys.len()].as_bytes();
+            let pos = pos.min(data.len());
+            data.splice(pos..pos, key[..key.len().saturating_sub(cut % 3)].iter().copied());
+        }
+        data
     }
 
     /// Both Teddy searches over the built-in keys in their tuned buckets, with ids in the
@@ -597,14 +605,8 @@ mod tests {
                     && std::env::var("KRESIDUE_TEDDY").as_deref() != Ok("nibble")
             );
             let nibbles = ours.clone().with_nibbles();
-            let mut data = filler;
-            for (k, pos, cut) in plants {
-                let key = keys[k % keys.len()].as_bytes();
-                let pos = pos.min(data.len());
-                // Sometimes only a prefix of the key: a candidate that must fail.
-                let key = &key[..key.len().saturating_sub(cut % 3)];
-                data.splice(pos..pos, key.iter().copied());
-            }
+            // Sometimes only a prefix of the key: a candidate that must fail.
+            let data = with_keys(filler, &keys, plants);
             let at = at.min(data.len());
             let mut from = at;
             loop {
