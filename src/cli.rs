@@ -88,7 +88,8 @@ Exit codes:
   0  the plan was printed (dry run), or everything planned was done (--apply)
   1  some planned action was refused or failed (--apply)
   2  the job could not be done (bad arguments, unreadable root, runtime not reachable with
-     --apply, the lock held by another run)";
+     --apply, no --pods with --apply, a witness that disagrees, another mount namespace,
+     the lock held by another run)";
 
 /// Arguments of `kresidue clean`.
 #[derive(Clone, Debug, Args)]
@@ -97,9 +98,33 @@ pub struct CleanArgs {
     #[command(flatten)]
     pub search: SearchArgs,
 
-    /// Carry the plan out (without it, only print it).
+    /// Carry the plan out (without it, only print it). Needs `--pods`.
     #[arg(long)]
     pub apply: bool,
+
+    /// The API server's list of pods, the second witness beside the runtime: what
+    /// `kubectl get pods -A -o json` prints (or with `--field-selector
+    /// spec.nodeName=NODE`), from a file or `-` (stdin). A pod it names is never touched,
+    /// and `--apply` refuses unless the runtime has a sandbox for every pod it runs on
+    /// this node. Required by `--apply`; a file older than `--min-age` is refused.
+    #[arg(long, value_name = "FILE|-")]
+    pub pods: Option<PathBuf>,
+
+    /// This node's name in the API server (`spec.nodeName` of its pods) [default: the
+    /// node of the listed pods the runtime has sandboxes for, else the hostname].
+    #[arg(long, value_name = "NAME")]
+    pub node_name: Option<String>,
+
+    /// Write the plan to FILE (JSON `kresidue/clean-plan/v1`), for review and for
+    /// `--apply --plan FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub plan_out: Option<PathBuf>,
+
+    /// With `--apply`: carry out only what this reviewed plan (`--plan-out`) holds. The
+    /// plan is made again and every check is done again; an action not in the reviewed
+    /// plan is refused.
+    #[arg(long, value_name = "FILE", requires = "apply")]
+    pub plan: Option<PathBuf>,
 
     /// Only pods whose pod dir was last modified at least this long ago (`90s`, `30m`,
     /// `1h`, `2d`).
@@ -420,13 +445,19 @@ service\-account token critical without expiry, high before and low after it.
 The same material several times in a file is one finding with a \fBcount\fR.
 .SH CLEANUP
 \fBkresidue clean\fR prints a plan; \fB\-\-apply\fR carries it out. Only a pod with no
-sandbox at all in the runtime, whose pod dir is older than \fB\-\-min\-age\fR and has
+sandbox at all in the runtime, that the API server's list of pods (\fB\-\-pods\fR) does
+not name, whose pod dir is older than \fB\-\-min\-age\fR and has
 nothing mounted below but a tmpfs exactly at a volume path, is planned: its secret,
 projected and CSI volume dirs and subPath copies, then its pod dir when only kubelet's
 bookkeeping remains; with \fB\-\-remove\-exited\-containers\fR exited containers holding
 secrets, removed through CRI RemoveContainer. Logs, images, metadata databases and etcd
 are never touched: the report lists them with the manual step to take.
-With \fB\-\-apply\fR the runtime must answer; the run lock is taken exclusively; each
+With \fB\-\-apply\fR the runtime must answer and \fB\-\-pods\fR must be given, no
+older than \fB\-\-min\-age\fR; the runtime must have a sandbox for every pod the API
+server runs on this node; the process must be in the runtime's mount namespace; kubelet's
+dir is \fB\-\-kubelet\-dir\fR or /var/lib/kubelet, in the dry run as in apply;
+\fB\-\-plan\-out\fR writes the plan, \fB\-\-apply \-\-plan\fR carries out only what
+it holds; the run lock is taken exclusively; each
 pod is checked again just before acting (no sandbox, same device and inode, age, mounts);
 a leftover tmpfs at a volume path is unmounted; trees are removed through directory
 descriptors that neither follow symlinks nor cross mount points; each action is written
@@ -450,7 +481,9 @@ kresidue scan \-\-root /mnt/node \-\-secrets secrets.json \-\-format json \-o re
 kresidue scan \-\-root /mnt/image \-\-no\-cri \-\-baseline last.json \-\-format json
 kresidue rules \-\-format json
 sudo kresidue clean \-\-fingerprints cluster.fp
-sudo kresidue clean \-\-fingerprints cluster.fp \-\-apply \-\-min\-age 6h
+kubectl get pods \-A \-o json > pods.json
+sudo kresidue clean \-\-fingerprints cluster.fp \-\-pods pods.json \-\-plan\-out plan.json
+sudo kresidue clean \-\-fingerprints cluster.fp \-\-pods pods.json \-\-apply \-\-plan plan.json
 sudo kresidue pods \-\-cri unix:///run/containerd/containerd.sock
 .fi
 "#;

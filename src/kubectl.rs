@@ -89,25 +89,29 @@ pub struct Parsed {
     pub unparsable_docker_configs: usize,
 }
 
+/// A JSON error of kubectl output, naming where and what kind only: never the text.
+fn malformed(e: &serde_json::Error) -> anyhow::Error {
+    anyhow::anyhow!(
+        "malformed kubectl JSON ({}) at line {} column {}",
+        match e.classify() {
+            serde_json::error::Category::Io => "read error",
+            serde_json::error::Category::Syntax => "syntax error",
+            serde_json::error::Category::Data => "unexpected structure",
+            serde_json::error::Category::Eof => "unexpected end of input",
+        },
+        e.line(),
+        e.column()
+    )
+}
+
 /// Parses kubectl JSON output. Errors carry no input text.
 pub fn parse(input: &[u8]) -> Result<Parsed> {
-    let doc: Doc = serde_json::from_slice(input).map_err(|e| {
-        anyhow::anyhow!(
-            "malformed kubectl JSON ({}) at line {} column {}",
-            match e.classify() {
-                serde_json::error::Category::Io => "read error",
-                serde_json::error::Category::Syntax => "syntax error",
-                serde_json::error::Category::Data => "unexpected structure",
-                serde_json::error::Category::Eof => "unexpected end of input",
-            },
-            e.line(),
-            e.column()
-        )
-    })?;
+    let doc: Doc = serde_json::from_slice(input).map_err(|e| malformed(&e))?;
     let objects: Vec<Object> = match doc.kind.as_deref() {
         Some("Secret") => vec![doc.object],
         Some("List") | Some("SecretList") => doc.items,
-        Some(other) => bail!("expected a Secret or a List of Secrets, got kind {other:?}"),
+        // The kind is file content: not repeated.
+        Some(_) => bail!("expected a Secret or a List of Secrets, got another kind"),
         None => bail!("expected a Secret or a List of Secrets: no \"kind\" field"),
     };
     let mut out = Parsed::default();
@@ -174,6 +178,153 @@ fn take_values(obj: Object, out: &mut Parsed) -> Result<()> {
         push(out, key, value);
     }
     Ok(())
+}
+
+/// A pod as the API server lists it (`kubectl get pods -A -o json`): who it is, where it
+/// runs, and whether its status says it has a sandbox on its node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiPod {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// For a mirror pod, the uid kubelet knows its static pod by (the
+    /// `kubernetes.io/config.mirror` annotation): the name of its pod dir.
+    pub mirror_of: Option<String>,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.nodeName` (empty while unscheduled).
+    pub node: String,
+    /// Its status says its sandbox exists: `Running`, or `Pending` with a container
+    /// started or `PodReadyToStartContainers` true. A pod being deleted does not count
+    /// (its sandbox may be going).
+    pub has_sandbox: bool,
+}
+
+impl ApiPod {
+    /// `<namespace>/<name>`.
+    pub fn pod_ref(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// True when `uid` (a pod dir's name, a sandbox's uid) is this pod's.
+    pub fn is(&self, uid: &str) -> bool {
+        self.uid == uid || self.mirror_of.as_deref() == Some(uid)
+    }
+}
+
+#[derive(Deserialize)]
+struct PodDoc {
+    kind: Option<String>,
+    #[serde(default)]
+    items: Vec<PodObject>,
+    #[serde(flatten)]
+    object: PodObject,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PodObject {
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: PodMeta,
+    #[serde(default)]
+    spec: PodSpec,
+    #[serde(default)]
+    status: PodStatus,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PodMeta {
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    name: String,
+    uid: Option<String>,
+    deletion_timestamp: Option<String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PodSpec {
+    #[serde(default)]
+    node_name: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PodStatus {
+    #[serde(default)]
+    phase: String,
+    #[serde(default)]
+    conditions: Vec<Condition>,
+    #[serde(default)]
+    container_statuses: Vec<ContainerStatus>,
+    #[serde(default)]
+    init_container_statuses: Vec<ContainerStatus>,
+}
+
+#[derive(Deserialize, Default)]
+struct Condition {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    status: String,
+}
+
+#[derive(Deserialize, Default)]
+struct ContainerStatus {
+    #[serde(default)]
+    state: BTreeMap<String, serde::de::IgnoredAny>,
+}
+
+/// Parses `kubectl get pods -o json` output (a `List` of `Pod`, a `PodList`, or one
+/// `Pod`). Every pod must have a uid. Errors carry no input text.
+pub fn parse_pods(input: &[u8]) -> Result<Vec<ApiPod>> {
+    let doc: PodDoc = serde_json::from_slice(input).map_err(|e| malformed(&e))?;
+    let objects = match doc.kind.as_deref() {
+        Some("Pod") => vec![doc.object],
+        Some("List") | Some("PodList") => doc.items,
+        Some(_) => bail!("expected a Pod or a List of Pods, got another kind"),
+        None => bail!("expected a Pod or a List of Pods: no \"kind\" field"),
+    };
+    let mut pods = Vec::with_capacity(objects.len());
+    for (i, o) in objects.into_iter().enumerate() {
+        if o.kind.as_deref().is_some_and(|k| k != "Pod") {
+            bail!("item {i} of the list is not a Pod");
+        }
+        let Some(uid) = o.metadata.uid.filter(|u| !u.is_empty()) else {
+            bail!("item {i} of the list has no metadata.uid");
+        };
+        let s = &o.status;
+        let started = s
+            .container_statuses
+            .iter()
+            .chain(&s.init_container_statuses)
+            .any(|c| c.state.contains_key("running") || c.state.contains_key("terminated"));
+        let ready_to_start = s
+            .conditions
+            .iter()
+            .any(|c| c.kind == "PodReadyToStartContainers" && c.status == "True");
+        let has_sandbox = o.metadata.deletion_timestamp.is_none()
+            && match s.phase.as_str() {
+                "Running" => true,
+                "Pending" => started || ready_to_start,
+                _ => false,
+            };
+        pods.push(ApiPod {
+            uid,
+            mirror_of: o.metadata.annotations.get("kubernetes.io/config.mirror").cloned(),
+            namespace: o.metadata.namespace,
+            name: o.metadata.name,
+            node: o.spec.node_name,
+            has_sandbox,
+        });
+    }
+    Ok(pods)
 }
 
 /// The `auth`, `password` and `identitytoken` strings of every registry in a docker config

@@ -96,7 +96,8 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         None => Default::default(),
     };
     let _lock = take_lock(&cfg.lock, false)?;
-    let Scanned { mut result, cri: cri_info, notes: mut verbose, .. } = scan_and_ask(&mut cfg)?;
+    let Scanned { mut result, cri: cri_info, notes: mut verbose, .. } =
+        scan_and_ask(&mut cfg, false)?;
     let before = result.findings.len();
     result.findings.retain(|f| !baseline.contains(&f.id));
     let baselined = (before - result.findings.len()) as u64;
@@ -170,13 +171,18 @@ struct Scanned {
     cri: CriInfo,
     asked: Asked,
     notes: Vec<String>,
+    /// kubelet's dir as the runtime's running containers mount their volumes from, when
+    /// it was learned.
+    kubelet_dir_seen: Option<std::path::PathBuf>,
 }
 
 /// The scan of `cfg`, with the runtime asked: connected (and the version asked) before
 /// the scan, so that `--require-cri` fails fast, and the pods listed after it, so that a
 /// pod started meanwhile counts as live. kubelet's root dir, when not given, is learned
 /// from where the runtime's containers mount volumes from.
-fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
+/// `learn_kubelet_dir`: ask where containers mount from even when kubelet's dir is given
+/// (for `clean` to compare).
+fn scan_and_ask(cfg: &mut config::ScanConfig, learn_kubelet_dir: bool) -> Result<Scanned> {
     let mut notes = Vec::new();
     if cfg.nice {
         // Before any thread starts: they inherit it.
@@ -195,12 +201,15 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
     };
     let trace = cfg.verbose > 1;
     let cri_note = |l: String| format!("cri: {l}");
+    let mut kubelet_dir_seen = None;
     match &mut connected {
         Ok(Some(client)) => {
-            if !cfg.settings.layout.kubelet_dir_explicit {
-                if let Ok(Some(dir)) = cri::kubelet_dir(client) {
-                    cfg.settings.layout.kubelet_dir = dir;
-                }
+            let explicit = cfg.settings.layout.kubelet_dir_explicit;
+            if !explicit || learn_kubelet_dir {
+                kubelet_dir_seen = cri::kubelet_dir(client).ok().flatten();
+            }
+            if let (false, Some(dir)) = (explicit, &kubelet_dir_seen) {
+                cfg.settings.layout.kubelet_dir = dir.clone();
             }
             if trace {
                 notes.extend(client.take_trace().into_iter().map(cri_note));
@@ -298,7 +307,7 @@ fn scan_and_ask(cfg: &mut config::ScanConfig) -> Result<Scanned> {
             live.containers.len()
         ));
     }
-    Ok(Scanned { result, cri, asked, notes })
+    Ok(Scanned { result, cri, asked, notes, kubelet_dir_seen })
 }
 
 fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
@@ -309,24 +318,57 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let min_age = humantime::parse_duration(&args.min_age)
         .map_err(|_| anyhow::anyhow!("--min-age: not a duration (like 90s, 30m, 1h, 2d)"))?
         .as_secs();
-    if args.apply {
-        if matches!(cfg.cri, cri::Choice::Disabled) {
-            bail!("clean --apply needs the container runtime to prove pods dead: give --cri ENDPOINT (and not --no-cri)");
-        }
-        // Mounts made on the node must be visible here, or a removal could detach one.
-        if sys::in_init_mount_namespace() == Some(false) {
-            bail!("clean --apply must run in the node's mount namespace (on the node, or `nsenter -t 1 -m`): mounts of the node may be invisible here");
-        }
-        cfg.require_cri = true;
-        // Where kubelet keeps pods is not taken from what a container mounts.
-        cfg.settings.layout.kubelet_dir_explicit = true;
+    if args.pods.as_deref() == Some(Path::new("-"))
+        && args.search.secrets.as_deref() == Some(Path::new("-"))
+    {
+        bail!("--pods - and --secrets - cannot both read stdin: give one of them as a file");
     }
+    let api_pods = match &args.pods {
+        Some(src) => Some(read_pods(src, min_age, args.apply)?),
+        None if args.apply => bail!(
+            "clean --apply needs the API server's list of pods as a second witness: pass --pods FILE (from `kubectl get pods -A -o json`) or --pods - to read it from stdin"
+        ),
+        None => None,
+    };
+    let reviewed = match &args.plan {
+        Some(path) => {
+            let bytes = config::read_input(path)?;
+            let plan = clean::PlanFile::parse(&bytes)
+                .map_err(|e| anyhow::anyhow!("--plan {}: {e}", path.display()))?;
+            Some(plan)
+        }
+        None => None,
+    };
+    if args.apply && matches!(cfg.cri, cri::Choice::Disabled) {
+        bail!("clean --apply needs the container runtime to prove pods dead: give --cri ENDPOINT (and not --no-cri)");
+    }
+    cfg.require_cri |= args.apply;
+    // Where kubelet keeps pods is `--kubelet-dir` or the default, never learned from what
+    // containers mount (a hostPath volume can look like a kubelet dir), for the dry run as
+    // for apply: the plan a person reviews is the plan carried out.
+    let kubelet_dir_given = cfg.settings.layout.kubelet_dir_explicit;
+    cfg.settings.layout.kubelet_dir_explicit = true;
     let _lock = take_lock(&cfg.lock, args.apply)?;
-    let Scanned { result, cri: cri_info, asked, notes: mut verbose } = scan_and_ask(&mut cfg)?;
+    let Scanned { result, cri: cri_info, asked, notes: mut verbose, kubelet_dir_seen } =
+        scan_and_ask(&mut cfg, true)?;
+    let kubelet_dir = cfg.settings.layout.kubelet_dir.clone();
+    let mut notes = Vec::new();
+    let elsewhere = kubelet_dir_seen.filter(|seen| *seen != kubelet_dir);
+    if let Some(seen) = &elsewhere {
+        let why = format!(
+            "the runtime's containers mount their volumes from {}, not from kubelet dir {}: pass --kubelet-dir {} if that is kubelet's dir",
+            report::display_path(seen.as_os_str()),
+            kubelet_dir.display(),
+            report::display_path(seen.as_os_str()),
+        );
+        if args.apply && !kubelet_dir_given {
+            bail!("{why}; nothing was removed");
+        }
+        notes.push(why);
+    }
     if args.apply && result.incomplete {
         bail!("the scan stopped at --timeout: clean --apply acts only on a complete scan");
     }
-    let kubelet_dir = cfg.settings.layout.kubelet_dir.clone();
     let mounts = match sys::mount::mounts() {
         Ok(m) => m,
         Err(e) => bail!("cannot read the mount table /proc/self/mountinfo: {e}"),
@@ -335,24 +377,66 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         Some((client, live)) => (Some(client), Some(live)),
         None => (None, None),
     };
-    let is_live = |uid: &str| live.as_ref().is_none_or(|l| l.pod_live(uid));
-    let (pods, mut errors) = clean::survey(&cfg.root, &kubelet_dir, &mounts, &is_live);
-    if let (true, Some(l)) = (args.apply, &live) {
-        if l.pods.is_empty() && !pods.is_empty() {
-            bail!(
-                "the runtime reports no pod at all while kubelet has {} pod dirs: is {} the runtime kubelet uses? Nothing was removed",
-                pods.len(),
-                cri_info.endpoint.as_deref().unwrap_or("it")
-            );
+    if let (true, Some(client)) = (args.apply, &client) {
+        // Mounts made on the node must be visible here, or a removal could detach one.
+        if let Err(why) = sys::same_mount_namespace(client.peer_pid()) {
+            bail!("clean --apply must run in the mount namespace of the node and its runtime (on the node, or `nsenter -t <runtime pid> -m`): {why}; nothing was removed");
         }
     }
-    let opts = clean::PlanOptions { min_age, remove_exited: args.remove_exited_containers };
-    let mut plan = clean::plan(&result.findings, live.as_ref(), &pods, unix_now(), &opts);
+    let endpoint = cri_info.endpoint.clone().unwrap_or_default();
+    let witness = match (api_pods, &live) {
+        (Some(pods), Some(live)) => Some(
+            clean::witness::Witness::check(
+                pods,
+                live,
+                args.node_name.as_deref(),
+                node_name(&cfg.root).as_deref(),
+                &endpoint,
+            )
+            .map_err(anyhow::Error::msg)?,
+        ),
+        _ => None,
+    };
+    if witness.is_none() && !args.apply {
+        notes.push(if args.pods.is_none() {
+            "clean --apply will also need the API server's list of pods (--pods FILE): a pod it lists is never touched".to_owned()
+        } else {
+            "the API server's list of pods (--pods) was not checked: the runtime was not asked".to_owned()
+        });
+    }
+    let is_live = |uid: &str| {
+        live.as_ref().is_none_or(|l| l.pod_live(uid))
+            || witness.as_ref().is_some_and(|w| w.knows(uid).is_some())
+    };
+    let (pods, mut errors) = clean::survey(&cfg.root, &kubelet_dir, &mounts, &is_live);
+    let opts = clean::PlanOptions {
+        min_age,
+        remove_exited: args.remove_exited_containers,
+        api: witness.as_ref(),
+    };
+    let now = unix_now();
+    let mut plan = clean::plan(&result.findings, live.as_ref(), &pods, now, &opts);
+    if let Some(path) = &args.plan_out {
+        let file = clean::PlanFile::of(&plan, cfg.root.path(), &kubelet_dir, now, min_age);
+        report::write_atomic(path, |w| {
+            serde_json::to_writer_pretty(&mut *w, &file)?;
+            writeln!(w)
+        })?;
+    }
+    if let Some(reviewed) = &reviewed {
+        if let Some(why) = reviewed.mismatch(cfg.root.path(), &kubelet_dir) {
+            bail!(
+                "--plan {}: {why}; nothing was removed",
+                args.plan.as_deref().unwrap_or(Path::new("-")).display()
+            );
+        }
+        reviewed.restrict(&mut plan);
+    }
     if let Some(gate) = &args.apply_gate {
         gate_wait(gate)?;
     }
     if let (true, Some(client)) = (args.apply, client.as_mut()) {
-        if !plan.actions.is_empty() {
+        if plan.actions.iter().any(|a| a.status == clean::Status::Planned) {
             let run = format!("{}-{}", unix_now(), std::process::id());
             let mut journal = clean::journal::Journal::open(&args.journal, run)?;
             let mut cx = clean::apply::Context {
@@ -365,6 +449,14 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
             clean::apply::apply(&mut plan.actions, &mut cx)
                 .with_context(|| format!("journal {}", args.journal.display()))?;
         }
+        // The action under way was finished and journaled; the rest was refused.
+        if let Some(signal) = sys::stop_signal() {
+            return Err(Interrupted(signal).into());
+        }
+    }
+    if let Some(reviewed) = &reviewed {
+        let gone = reviewed.no_longer_planned(&plan);
+        plan.actions.extend(gone);
     }
     errors.extend(result.errors);
     errors.sort();
@@ -390,7 +482,7 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         Some(path) => report::write_atomic(path, |w| report::clean::write(&report, cfg.format, w))?,
         None => report::clean::write(&report, cfg.format, stdout)?,
     }
-    let mut notes = std::mem::take(&mut verbose);
+    notes.append(&mut verbose);
     // The table says so itself; JSON and files get it on stderr.
     if report.actions.is_empty() && (cfg.format != report::Format::Table || cfg.output.is_some()) {
         notes.push("nothing to do: no provably orphaned residue".to_owned());
@@ -398,6 +490,24 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let unfinished = report.summary.refused + report.summary.failed > 0;
     let status = if args.apply && unfinished { ExitStatus::Findings } else { ExitStatus::Clean };
     Ok(Outcome { status, notes })
+}
+
+/// The API server's list of pods (`--pods FILE|-`): parsed, and for `--apply` no older
+/// than `--min-age` (a pod created after it was taken is not in it).
+fn read_pods(src: &Path, min_age: u64, apply: bool) -> Result<Vec<kubectl::ApiPod>> {
+    let context = || format!("--pods {}", src.display());
+    if apply && src != Path::new("-") {
+        let modified = std::fs::metadata(src).and_then(|m| m.modified()).with_context(context)?;
+        let age = std::time::SystemTime::now().duration_since(modified).unwrap_or_default();
+        if age.as_secs() > min_age {
+            bail!(
+                "--pods {}: the list is older than --min-age ({} old): a pod created since may be missing from it; take it again (kubectl get pods -A -o json)",
+                src.display(),
+                clean::human_secs(age.as_secs())
+            );
+        }
+    }
+    kubectl::parse_pods(&config::read_input(src)?).with_context(context)
 }
 
 /// Testing aid (`--apply-gate DIR`): says the plan is made (`DIR/planned`), then waits

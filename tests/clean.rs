@@ -16,12 +16,12 @@ use crate::cri::{fake, mount, Server, GONE_UID, NOTREADY_UID, READY_UID};
 use crate::util::*;
 
 /// A second pod with no sandbox, whose dir holds more than kubelet's bookkeeping.
-const KEPT_UID: &str = "44444444-0000-4000-8000-000000000004";
+pub(crate) const KEPT_UID: &str = "44444444-0000-4000-8000-000000000004";
 
 /// The node: every pod has a secret volume, a projected token and a subPath copy of the
 /// value; the gone pod also a CSI volume and a symlink in its volume to a file outside
 /// the root; the kept pod an emptyDir with a cache file.
-fn node() -> (NodeTree, String, Vec<String>) {
+pub(crate) fn node() -> (NodeTree, String, Vec<String>) {
     let tree = NodeTree::new();
     let (value, secrets) = db_password(&tree, 6101);
     for uid in [READY_UID, NOTREADY_UID, GONE_UID, KEPT_UID] {
@@ -40,7 +40,13 @@ fn node() -> (NodeTree, String, Vec<String>) {
     );
     tree.pod(KEPT_UID).file("volumes/kubernetes.io~empty-dir/cache/data.bin", b"cache");
     let file = tree.secrets_file("secrets.json", &secrets);
+    // The API server's witness: the two pods the runtime has sandboxes for run on node-1.
+    let pods = tree.work("pods.json");
+    let live = [ApiPod::running(READY_UID, "node-1"), ApiPod::running(NOTREADY_UID, "node-1")];
+    std::fs::write(&pods, pods_json(&live)).unwrap();
     let args = vec![
+        "--pods".to_owned(),
+        path_arg(&pods).to_owned(),
         "--secrets".to_owned(),
         path_arg(&file).to_owned(),
         "--lock".to_owned(),
@@ -51,8 +57,64 @@ fn node() -> (NodeTree, String, Vec<String>) {
     (tree, value, args)
 }
 
+/// A pod as the API server lists it (`kubectl get pods -A -o json`).
+#[derive(Clone)]
+pub(crate) struct ApiPod {
+    pub(crate) uid: String,
+    pub(crate) node: String,
+    /// `Running` (its containers run), `Pending` (waiting for a volume: no sandbox yet), …
+    pub(crate) phase: &'static str,
+}
+
+impl ApiPod {
+    pub(crate) fn running(uid: &str, node: &str) -> ApiPod {
+        ApiPod { uid: uid.into(), node: node.into(), phase: "Running" }
+    }
+
+    pub(crate) fn pending(uid: &str, node: &str) -> ApiPod {
+        ApiPod { uid: uid.into(), node: node.into(), phase: "Pending" }
+    }
+}
+
+/// `kubectl get pods -A -o json` for `pods`: a List of Pods with the fields kubectl
+/// prints (a running pod's containers running, a pending pod's waiting).
+pub(crate) fn pods_json(pods: &[ApiPod]) -> Vec<u8> {
+    let items: Vec<Value> = pods
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let running = p.phase == "Running";
+            let state = if running {
+                serde_json::json!({ "running": { "startedAt": "2026-11-30T10:00:00Z" } })
+            } else {
+                serde_json::json!({ "waiting": { "reason": "ContainerCreating" } })
+            };
+            serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": format!("pod-{i}"),
+                    "namespace": "shop",
+                    "uid": p.uid,
+                    "creationTimestamp": "2026-11-30T09:59:00Z",
+                },
+                "spec": { "nodeName": p.node, "containers": [{ "name": "app", "image": "busybox" }] },
+                "status": {
+                    "phase": p.phase,
+                    "conditions": [{ "type": "PodScheduled", "status": "True" }],
+                    "containerStatuses": [{ "name": "app", "ready": running, "restartCount": 0, "state": state }],
+                },
+            })
+        })
+        .collect();
+    serde_json::to_vec_pretty(&serde_json::json!({
+        "apiVersion": "v1", "kind": "List", "metadata": { "resourceVersion": "" }, "items": items,
+    }))
+    .unwrap()
+}
+
 /// `kresidue clean --root R --cri EP ARGS EXTRA --format json`.
-fn clean(tree: &NodeTree, server: &Server, args: &[String], extra: &[&str]) -> Out {
+pub(crate) fn clean(tree: &NodeTree, server: &Server, args: &[String], extra: &[&str]) -> Out {
     let ep = server.endpoint();
     let mut full = vec!["clean", "--root", tree.root_arg(), "--cri", &ep, "--format", "json"];
     full.extend(args.iter().map(String::as_str));
@@ -62,7 +124,7 @@ fn clean(tree: &NodeTree, server: &Server, args: &[String], extra: &[&str]) -> O
 
 /// The actions of a clean report as (action, path relative to the pod dirs or container
 /// id, status, unmount).
-fn actions(report: &Value) -> Vec<(String, String, String)> {
+pub(crate) fn actions(report: &Value) -> Vec<(String, String, String)> {
     report["actions"]
         .as_array()
         .unwrap()
@@ -81,7 +143,7 @@ fn actions(report: &Value) -> Vec<(String, String, String)> {
         .collect()
 }
 
-fn planned_for_gone(status: &str) -> Vec<(String, String, String)> {
+pub(crate) fn planned_for_gone(status: &str) -> Vec<(String, String, String)> {
     let a = |action: &str, rel: &str| {
         (action.to_owned(), format!("{GONE_UID}{rel}"), status.to_owned())
     };
@@ -94,7 +156,7 @@ fn planned_for_gone(status: &str) -> Vec<(String, String, String)> {
     ]
 }
 
-fn journal(tree: &NodeTree) -> Vec<Value> {
+pub(crate) fn journal(tree: &NodeTree) -> Vec<Value> {
     std::fs::read_to_string(tree.work("journal.jsonl"))
         .unwrap_or_default()
         .lines()

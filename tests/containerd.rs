@@ -125,10 +125,15 @@ fn scan(c: &Containerd, secrets: &Path, kubelet: Option<&Path>, guards: &[&str])
 /// journal at `journal`, lock beside it; exit 0 expected.
 fn clean(c: &Containerd, secrets: &Path, kubelet: &Path, journal: &Path, guards: &[&str]) -> Value {
     let lock = journal.with_extension("lock");
+    // The API server's witness: the live pod runs on this node.
+    let pods = journal.with_extension("pods.json");
+    let listed = [crate::clean::ApiPod::running(POD_UID, "node-1")];
+    std::fs::write(&pods, crate::clean::pods_json(&listed)).unwrap();
     let extra = ["--apply", "--remove-exited-containers", "--min-age", "0s", "--journal"]
         .map(std::ffi::OsStr::new)
         .into_iter()
         .chain([journal.as_os_str(), "--lock".as_ref(), lock.as_os_str()])
+        .chain(["--pods".as_ref(), pods.as_os_str()])
         .collect::<Vec<_>>();
     let (code, report) = kresidue("clean", c, secrets, Some(kubelet), &extra, guards);
     assert_eq!(code, Some(0), "{report:#}");

@@ -17,12 +17,13 @@
 pub mod apply;
 pub mod journal;
 pub mod survey;
+pub mod witness;
 
 use crate::cri::Live;
 use crate::finding::{Category, Finding, Severity, SiteId};
 use crate::report::display_path;
 use crate::sys::tree::Ident;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -30,15 +31,18 @@ pub use survey::{survey, PodDir, Target, TargetKind};
 
 /// The choices that shape a plan.
 #[derive(Clone, Copy, Debug)]
-pub struct PlanOptions {
+pub struct PlanOptions<'a> {
     /// A pod dir modified less than this many seconds ago is left alone.
     pub min_age: u64,
     /// Whether exited containers holding secrets are removed (through the runtime).
     pub remove_exited: bool,
+    /// The API server's pods (`--pods`), checked against the runtime: a pod it lists is
+    /// never planned.
+    pub api: Option<&'a witness::Witness>,
 }
 
 /// What an action does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ActionKind {
     /// Remove a secret, projected or CSI volume dir (unmounting a leftover tmpfs first).
@@ -230,6 +234,150 @@ impl CleanSummary {
     }
 }
 
+/// A plan as written for review (`clean --plan-out FILE`, JSON `kresidue/clean-plan/v1`)
+/// and carried out as reviewed (`clean --apply --plan FILE`): what each action removes and
+/// the identities (device, inode) it was planned with. No values, no file contents.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    /// `kresidue/clean-plan/v1`.
+    pub schema: String,
+    /// The scanned root (its canonical path).
+    pub root: String,
+    /// kubelet's dir the plan was made for (node path).
+    pub kubelet_dir: String,
+    /// When it was made (Unix seconds).
+    pub created: i64,
+    /// `--min-age` it was made with, seconds.
+    pub min_age_seconds: u64,
+    /// The actions, in order.
+    pub actions: Vec<Reviewed>,
+}
+
+/// One action of a [`PlanFile`].
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Reviewed {
+    /// What it does.
+    pub action: ActionKind,
+    /// The node path it removes.
+    pub path: Option<String>,
+    /// Its pod's uid.
+    pub pod: Option<String>,
+    /// The container it removes.
+    pub container: Option<String>,
+    /// The identity planned.
+    pub ident: Option<Ident>,
+    /// Its pod dir's identity planned.
+    pub pod_ident: Option<Ident>,
+}
+
+impl Reviewed {
+    fn of(a: &Action) -> Reviewed {
+        Reviewed {
+            action: a.action,
+            path: a.path.clone(),
+            pod: a.pod.as_ref().map(|p| p.uid.clone()),
+            container: a.container.as_ref().map(|c| c.id.clone()),
+            ident: a.ident,
+            pod_ident: a.pod_ident,
+        }
+    }
+}
+
+impl PlanFile {
+    /// The schema id.
+    pub const SCHEMA: &'static str = "kresidue/clean-plan/v1";
+
+    /// The plan file of `plan`.
+    pub fn of(plan: &Plan, root: &Path, kubelet_dir: &Path, now: i64, min_age: u64) -> PlanFile {
+        PlanFile {
+            schema: Self::SCHEMA.to_owned(),
+            root: display_path(root.as_os_str()),
+            kubelet_dir: display_path(kubelet_dir.as_os_str()),
+            created: now,
+            min_age_seconds: min_age,
+            actions: plan.actions.iter().map(Reviewed::of).collect(),
+        }
+    }
+
+    /// Reads a plan file; the error names what is wrong, never the text.
+    pub fn parse(bytes: &[u8]) -> Result<PlanFile, String> {
+        let plan: PlanFile = serde_json::from_slice(bytes).map_err(|e| {
+            format!("not a kresidue plan (line {} column {})", e.line(), e.column())
+        })?;
+        if plan.schema != Self::SCHEMA {
+            return Err(format!("not a kresidue plan (its schema is not {})", Self::SCHEMA));
+        }
+        Ok(plan)
+    }
+
+    /// Why this reviewed plan cannot be carried out on `root` and `kubelet_dir`, if so.
+    pub fn mismatch(&self, root: &Path, kubelet_dir: &Path) -> Option<String> {
+        if self.root != display_path(root.as_os_str()) {
+            return Some("it was made for another root".to_owned());
+        }
+        if self.kubelet_dir != display_path(kubelet_dir.as_os_str()) {
+            return Some(format!(
+                "it was made for kubelet dir {}, not {}",
+                crate::report::terminal_safe(&self.kubelet_dir),
+                kubelet_dir.display()
+            ));
+        }
+        None
+    }
+
+    /// Refuses every action of `plan` (made again just now) that this reviewed plan does
+    /// not hold as it is (same action, path, identities), and the pod dir of a pod that
+    /// has such an action: only what was reviewed is carried out.
+    pub fn restrict(&self, plan: &mut Plan) {
+        let mut unreviewed: Vec<String> = Vec::new();
+        for a in plan.actions.iter_mut() {
+            if !self.actions.contains(&Reviewed::of(a)) {
+                a.status = Status::Refused;
+                a.reason = Some(
+                    "not in the reviewed plan (--plan): review a new plan to remove it".into(),
+                );
+                unreviewed.extend(a.pod.as_ref().map(|p| p.uid.clone()));
+            }
+        }
+        for a in plan.actions.iter_mut().filter(|a| a.status == Status::Planned) {
+            let pod = a.pod.as_ref().map(|p| p.uid.as_str());
+            if a.action == ActionKind::RemovePodDir
+                && pod.is_some_and(|u| unreviewed.iter().any(|x| x == u))
+            {
+                a.status = Status::Refused;
+                a.reason = Some("the pod has an action not in the reviewed plan (--plan)".into());
+            }
+        }
+    }
+
+    /// The reviewed actions `plan` no longer holds, as refused actions: a check said no
+    /// since the review (see what is left, and why).
+    pub fn no_longer_planned(&self, plan: &Plan) -> Vec<Action> {
+        let now: Vec<Reviewed> = plan.actions.iter().map(Reviewed::of).collect();
+        self.actions
+            .iter()
+            .filter(|r| !now.contains(r))
+            .map(|r| Action {
+                action: r.action,
+                path: r.path.clone(),
+                pod: r.pod.as_ref().map(|uid| PodInfo { uid: uid.clone(), namespace: None, name: None }),
+                container: r.container.as_ref().map(|id| ContainerInfo { id: id.clone(), name: String::new() }),
+                unmount: false,
+                files: 0,
+                bytes: 0,
+                secrets: 0,
+                status: Status::Refused,
+                reason: Some("in the reviewed plan, but no longer planned: it changed or a check says no (see left)".into()),
+                node_path: PathBuf::new(),
+                ident: r.ident,
+                pod_ident: r.pod_ident,
+            })
+            .collect()
+    }
+}
+
 /// Files a pod dir may still hold for it to be removed once its volumes are gone:
 /// kubelet's own records of the pod (relative to the pod dir).
 pub fn bookkeeping(rel: &Path) -> bool {
@@ -250,6 +398,12 @@ fn pod_blocked(pod: &PodDir, live: Option<&Live>, now: i64, opts: &PlanOptions) 
     if let Some(s) = live.pods.get(&pod.uid).and_then(|s| s.first()) {
         let state = if s.ready { "ready" } else { "not ready" };
         return Some(format!("the pod has a sandbox ({state})"));
+    }
+    if let Some(p) = opts.api.and_then(|w| w.knows(&pod.uid)) {
+        return Some(format!(
+            "the API server knows the pod ({}): it may be starting or stopping",
+            p.pod_ref()
+        ));
     }
     let age = now.saturating_sub(pod.mtime);
     if age < i64::try_from(opts.min_age).unwrap_or(i64::MAX) {

@@ -116,7 +116,8 @@ fn live_with(sandboxes: &[(&str, &str, bool)], containers: &[(&str, &str, &'stat
     live
 }
 
-const OPTS: PlanOptions = PlanOptions { min_age: HOUR as u64, remove_exited: false };
+const OPTS: PlanOptions<'static> =
+    PlanOptions { min_age: HOUR as u64, remove_exited: false, api: None };
 
 fn kinds(plan: &Plan) -> Vec<(ActionKind, String)> {
     plan.actions

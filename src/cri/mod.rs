@@ -14,6 +14,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The generated `runtime.v1` messages and service stubs (`runtime.proto`, field numbers as
@@ -103,6 +105,9 @@ pub struct Client {
     /// Until when a restarting runtime may still be waited for: set by the first wait,
     /// one timeout long (see [`Client::ask`]).
     patience: Option<Instant>,
+    /// The process id of the socket's other end (`SO_PEERCRED`) on the latest connection,
+    /// 0 when the kernel could not say (a process of another PID namespace).
+    peer: Arc<AtomicI32>,
 }
 
 impl std::fmt::Debug for Client {
@@ -120,7 +125,8 @@ impl Client {
             .enable_time()
             .build()
             .map_err(|e| Error(format!("cannot start the CRI client: {e}")))?;
-        let channel = open(&tokio, endpoint, timeout, started + timeout, false)?;
+        let peer = Arc::new(AtomicI32::new(0));
+        let channel = open(&tokio, endpoint, timeout, started + timeout, false, &peer)?;
         let inner = RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
         let shown = crate::report::terminal_safe(&endpoint.to_string());
         let trace = vec![format!("connected to {shown} in {}", millis(started.elapsed()))];
@@ -132,12 +138,20 @@ impl Client {
             runtime: String::new(),
             trace,
             patience: None,
+            peer,
         })
     }
 
     /// The calls made since the last take: one line each, with its outcome and time.
     pub fn take_trace(&mut self) -> Vec<String> {
         std::mem::take(&mut self.trace)
+    }
+
+    /// The process id of the runtime at the socket's other end, as the kernel says it
+    /// (`SO_PEERCRED` of the latest connection: the process that listens); `None` when it
+    /// is not a process of this PID namespace.
+    pub fn peer_pid(&self) -> Option<i32> {
+        Some(self.peer.load(Ordering::Relaxed)).filter(|&p| p > 0)
     }
 
     /// The endpoint this client is connected to.
@@ -208,8 +222,9 @@ impl Client {
                 return Err(failure.error(what, self.timeout));
             }
             if lost {
-                let channel = open(&self.tokio, &self.endpoint, self.timeout, until, true)
-                    .map_err(|e| Error(format!("{what}: the connection was lost: {}", e.0)))?;
+                let channel =
+                    open(&self.tokio, &self.endpoint, self.timeout, until, true, &self.peer)
+                        .map_err(|e| Error(format!("{what}: the connection was lost: {}", e.0)))?;
                 self.inner =
                     RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
                 self.trace.push(format!("connected again in {}", millis(now.elapsed())));
@@ -357,18 +372,22 @@ fn open(
     timeout: Duration,
     deadline: Instant,
     patient: bool,
+    peer: &Arc<AtomicI32>,
 ) -> Result<Channel, Error> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let path = endpoint.path.clone();
+        let peer = peer.clone();
         let connect = async move {
             // The URI is required by the API and ignored by the connector.
             tonic::transport::Endpoint::from_static("http://localhost")
                 .connect_timeout(timeout)
                 .connect_with_connector(tower::service_fn(move |_| {
-                    let path = path.clone();
+                    let (path, peer) = (path.clone(), peer.clone());
                     async move {
                         let stream = tokio::net::UnixStream::connect(path).await?;
+                        let pid = stream.peer_cred().ok().and_then(|c| c.pid()).unwrap_or(0);
+                        peer.store(pid, Ordering::Relaxed);
                         Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
                     }
                 }))

@@ -173,13 +173,32 @@ pub fn lock(path: &Path) -> io::Result<Option<Lock>> {
     }
 }
 
-/// True when this process sees the same mount table as PID 1 (it is not in a mount
-/// namespace of its own, as a container without the host's namespaces is). `None` when
-/// PID 1's namespace cannot be read.
-pub fn in_init_mount_namespace() -> Option<bool> {
-    let own = std::fs::read_link("/proc/self/ns/mnt").ok()?;
-    let init = std::fs::read_link("/proc/1/ns/mnt").ok()?;
-    Some(own == init)
+/// Whether this process sees the node's mounts: it is in the mount namespace of the
+/// runtime's process `runtime_pid` (found through the CRI socket's peer credentials: a
+/// container's own init cannot be it), and of PID 1 where that can be read. Fails closed:
+/// a namespace that cannot be read, or a runtime process that cannot be seen (one of
+/// another PID namespace), is a reason to refuse, in one line.
+pub fn same_mount_namespace(runtime_pid: Option<i32>) -> Result<(), String> {
+    let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/mnt"));
+    let own = ns("self").map_err(|e| format!("cannot read this process's mount namespace: {e}"))?;
+    let Some(pid) = runtime_pid else {
+        return Err("the runtime's process is not visible from here (another PID namespace), so its mount namespace cannot be compared with this one".to_owned());
+    };
+    let runtime = ns(&pid.to_string()).map_err(|e| {
+        format!("cannot read the mount namespace of the runtime's process (pid {pid}): {e}")
+    })?;
+    if own != runtime {
+        return Err(format!(
+            "this process is in another mount namespace than the runtime's process (pid {pid})"
+        ));
+    }
+    // PID 1's, where readable (some sandboxes forbid it even to root), must agree too.
+    match ns("1") {
+        Ok(init) if init != own => {
+            Err("this process is in another mount namespace than PID 1".to_owned())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The running machine's hostname.
