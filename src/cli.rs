@@ -106,7 +106,8 @@ pub struct CleanArgs {
     /// `kubectl get pods -A -o json` prints (or with `--field-selector
     /// spec.nodeName=NODE`), from a file or `-` (stdin). A pod it names is never touched,
     /// and `--apply` refuses unless the runtime has a sandbox for every pod it runs on
-    /// this node. Required by `--apply`; a file older than `--min-age` is refused.
+    /// this node. Required by `--apply`. A pod dir modified after the list was taken is
+    /// never touched.
     #[arg(long, value_name = "FILE|-")]
     pub pods: Option<PathBuf>,
 
@@ -453,7 +454,8 @@ bookkeeping remains; with \fB\-\-remove\-exited\-containers\fR exited containers
 secrets, removed through CRI RemoveContainer. Logs, images, metadata databases and etcd
 are never touched: the report lists them with the manual step to take.
 With \fB\-\-apply\fR the runtime must answer and \fB\-\-pods\fR must be given, no
-older than \fB\-\-min\-age\fR; the runtime must have a sandbox for every pod the API
+and a pod dir modified after it was taken is not touched; the runtime must have a
+sandbox for every pod the API
 server runs on this node; the process must be in the runtime's mount namespace; kubelet's
 dir is \fB\-\-kubelet\-dir\fR or /var/lib/kubelet, in the dry run as in apply;
 \fB\-\-plan\-out\fR writes the plan, \fB\-\-apply \-\-plan\fR carries out only what

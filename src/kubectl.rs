@@ -181,7 +181,9 @@ fn take_values(obj: Object, out: &mut Parsed) -> Result<()> {
 }
 
 /// A pod as the API server lists it (`kubectl get pods -A -o json`): who it is, where it
-/// runs, and whether its status says it has a sandbox on its node.
+/// runs, and whether its status says it has a sandbox on its node. Names are kept only in
+/// the shapes the API server allows (DNS names): anything else reads as `<invalid>`, so
+/// no other text of the file can reach a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiPod {
     /// `metadata.uid`.
@@ -195,10 +197,22 @@ pub struct ApiPod {
     pub name: String,
     /// `spec.nodeName` (empty while unscheduled).
     pub node: String,
+    /// `status.phase` (`Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`; else empty).
+    pub phase: &'static str,
     /// Its status says its sandbox exists: `Running`, or `Pending` with a container
     /// started or `PodReadyToStartContainers` true. A pod being deleted does not count
     /// (its sandbox may be going).
     pub has_sandbox: bool,
+}
+
+/// What the API server's list says, and when it was taken at the latest.
+#[derive(Clone, Debug, Default)]
+pub struct PodList {
+    /// The pods.
+    pub pods: Vec<ApiPod>,
+    /// The newest time the list records (a pod's creation or start, a condition's
+    /// transition, a field manager's write), Unix seconds: the list was taken no earlier.
+    pub newest: Option<i64>,
 }
 
 impl ApiPod {
@@ -213,13 +227,33 @@ impl ApiPod {
     }
 }
 
+/// `s` when it has the shape of a Kubernetes object or node name (a DNS subdomain: at most
+/// 253 lowercase letters, digits, `-` and `.`), else `<invalid>`.
+pub fn dns_name(s: &str) -> String {
+    let ok = !s.is_empty()
+        && s.len() <= 253
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    if ok {
+        s.to_owned()
+    } else {
+        "<invalid>".to_owned()
+    }
+}
+
 #[derive(Deserialize)]
 struct PodDoc {
     kind: Option<String>,
     #[serde(default)]
     items: Vec<PodObject>,
-    #[serde(flatten)]
-    object: PodObject,
+    #[serde(default)]
+    metadata: ListMeta,
+}
+
+#[derive(Deserialize, Default)]
+struct ListMeta {
+    #[serde(rename = "continue", default)]
+    more: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -242,9 +276,17 @@ struct PodMeta {
     #[serde(default)]
     name: String,
     uid: Option<String>,
+    creation_timestamp: Option<String>,
     deletion_timestamp: Option<String>,
     #[serde(default)]
     annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    managed_fields: Vec<Timed>,
+}
+
+#[derive(Deserialize, Default)]
+struct Timed {
+    time: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -259,6 +301,7 @@ struct PodSpec {
 struct PodStatus {
     #[serde(default)]
     phase: String,
+    start_time: Option<String>,
     #[serde(default)]
     conditions: Vec<Condition>,
     #[serde(default)]
@@ -268,11 +311,13 @@ struct PodStatus {
 }
 
 #[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
 struct Condition {
     #[serde(rename = "type", default)]
     kind: String,
     #[serde(default)]
     status: String,
+    last_transition_time: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -281,18 +326,30 @@ struct ContainerStatus {
     state: BTreeMap<String, serde::de::IgnoredAny>,
 }
 
-/// Parses `kubectl get pods -o json` output (a `List` of `Pod`, a `PodList`, or one
-/// `Pod`). Every pod must have a uid. Errors carry no input text.
-pub fn parse_pods(input: &[u8]) -> Result<Vec<ApiPod>> {
+/// Unix seconds of an RFC 3339 time as the API server writes it.
+fn unix_time(s: &str) -> Option<i64> {
+    let t = humantime::parse_rfc3339_weak(s).ok()?;
+    let secs = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    i64::try_from(secs).ok()
+}
+
+/// Parses the API server's list of pods: what `kubectl get pods -A -o json` prints (a
+/// `List` or `PodList`), whole: a single `Pod`, or one page of a list that says it goes
+/// on (`metadata.continue`), is refused, as is a pod without a uid. Errors carry no input
+/// text.
+pub fn parse_pods(input: &[u8]) -> Result<PodList> {
     let doc: PodDoc = serde_json::from_slice(input).map_err(|e| malformed(&e))?;
-    let objects = match doc.kind.as_deref() {
-        Some("Pod") => vec![doc.object],
-        Some("List") | Some("PodList") => doc.items,
-        Some(_) => bail!("expected a Pod or a List of Pods, got another kind"),
-        None => bail!("expected a Pod or a List of Pods: no \"kind\" field"),
-    };
-    let mut pods = Vec::with_capacity(objects.len());
-    for (i, o) in objects.into_iter().enumerate() {
+    match doc.kind.as_deref() {
+        Some("List") | Some("PodList") => {}
+        Some("Pod") => bail!("a single Pod is not the API server's list of pods: give what `kubectl get pods -A -o json` prints"),
+        Some(_) => bail!("expected a List of Pods, got another kind"),
+        None => bail!("expected a List of Pods: no \"kind\" field"),
+    }
+    if !doc.metadata.more.is_empty() {
+        bail!("the list is one page of more (metadata.continue is set): give the whole list");
+    }
+    let mut list = PodList::default();
+    for (i, o) in doc.items.into_iter().enumerate() {
         if o.kind.as_deref().is_some_and(|k| k != "Pod") {
             bail!("item {i} of the list is not a Pod");
         }
@@ -309,22 +366,34 @@ pub fn parse_pods(input: &[u8]) -> Result<Vec<ApiPod>> {
             .conditions
             .iter()
             .any(|c| c.kind == "PodReadyToStartContainers" && c.status == "True");
+        let phase = ["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+            .into_iter()
+            .find(|p| *p == s.phase)
+            .unwrap_or("");
         let has_sandbox = o.metadata.deletion_timestamp.is_none()
-            && match s.phase.as_str() {
+            && match phase {
                 "Running" => true,
                 "Pending" => started || ready_to_start,
                 _ => false,
             };
-        pods.push(ApiPod {
+        let times = [&o.metadata.creation_timestamp, &s.start_time]
+            .into_iter()
+            .chain(s.conditions.iter().map(|c| &c.last_transition_time))
+            .chain(o.metadata.managed_fields.iter().map(|m| &m.time));
+        for t in times.flatten().filter_map(|t| unix_time(t)) {
+            list.newest = Some(list.newest.map_or(t, |n| n.max(t)));
+        }
+        list.pods.push(ApiPod {
             uid,
             mirror_of: o.metadata.annotations.get("kubernetes.io/config.mirror").cloned(),
-            namespace: o.metadata.namespace,
-            name: o.metadata.name,
+            namespace: dns_name(&o.metadata.namespace),
+            name: dns_name(&o.metadata.name),
             node: o.spec.node_name,
+            phase,
             has_sandbox,
         });
     }
-    Ok(pods)
+    Ok(list)
 }
 
 /// The `auth`, `password` and `identitytoken` strings of every registry in a docker config

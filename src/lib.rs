@@ -48,7 +48,11 @@ impl std::fmt::Display for Interrupted {
             15 => "SIGTERM",
             _ => "a signal",
         };
-        write!(f, "interrupted by {name}: nothing was written")
+        // A clean --apply finished the action under way: its journal says what was done.
+        write!(
+            f,
+            "interrupted by {name}: no report was written (what clean --apply did is in its journal)"
+        )
     }
 }
 
@@ -323,8 +327,13 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     {
         bail!("--pods - and --secrets - cannot both read stdin: give one of them as a file");
     }
+    if let (Some(a), Some(b)) = (&args.plan, &args.plan_out) {
+        if a == b {
+            bail!("--plan-out would overwrite the reviewed plan --plan: give another file");
+        }
+    }
     let api_pods = match &args.pods {
-        Some(src) => Some(read_pods(src, min_age, args.apply)?),
+        Some(src) => Some(read_pods(src)?),
         None if args.apply => bail!(
             "clean --apply needs the API server's list of pods as a second witness: pass --pods FILE (from `kubectl get pods -A -o json`) or --pods - to read it from stdin"
         ),
@@ -385,13 +394,14 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     }
     let endpoint = cri_info.endpoint.clone().unwrap_or_default();
     let witness = match (api_pods, &live) {
-        (Some(pods), Some(live)) => Some(
+        (Some((pods, read_at)), Some(live)) => Some(
             clean::witness::Witness::check(
                 pods,
                 live,
                 args.node_name.as_deref(),
                 node_name(&cfg.root).as_deref(),
                 &endpoint,
+                read_at,
             )
             .map_err(anyhow::Error::msg)?,
         ),
@@ -416,13 +426,6 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     };
     let now = unix_now();
     let mut plan = clean::plan(&result.findings, live.as_ref(), &pods, now, &opts);
-    if let Some(path) = &args.plan_out {
-        let file = clean::PlanFile::of(&plan, cfg.root.path(), &kubelet_dir, now, min_age);
-        report::write_atomic(path, |w| {
-            serde_json::to_writer_pretty(&mut *w, &file)?;
-            writeln!(w)
-        })?;
-    }
     if let Some(reviewed) = &reviewed {
         if let Some(why) = reviewed.mismatch(cfg.root.path(), &kubelet_dir) {
             bail!(
@@ -431,6 +434,16 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
             );
         }
         reviewed.restrict(&mut plan);
+    }
+    if let Some(path) = &args.plan_out {
+        // What will be tried: a reviewed plan's refusals are not planned again.
+        let mut shown = plan.clone();
+        shown.actions.retain(|a| a.status == clean::Status::Planned);
+        let file = clean::PlanFile::of(&shown, cfg.root.path(), &kubelet_dir, now, min_age);
+        report::write_atomic(path, |w| {
+            serde_json::to_writer_pretty(&mut *w, &file)?;
+            writeln!(w)
+        })?;
     }
     if let Some(gate) = &args.apply_gate {
         gate_wait(gate)?;
@@ -445,6 +458,7 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
                 client,
                 journal: &mut journal,
                 min_age,
+                listed_at: witness.as_ref().map(clean::witness::Witness::listed_at),
             };
             clean::apply::apply(&mut plan.actions, &mut cx)
                 .with_context(|| format!("journal {}", args.journal.display()))?;
@@ -492,22 +506,22 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     Ok(Outcome { status, notes })
 }
 
-/// The API server's list of pods (`--pods FILE|-`): parsed, and for `--apply` no older
-/// than `--min-age` (a pod created after it was taken is not in it).
-fn read_pods(src: &Path, min_age: u64, apply: bool) -> Result<Vec<kubectl::ApiPod>> {
+/// The API server's list of pods (`--pods FILE|-`), parsed, with when it was written (the
+/// file's mtime) or read (stdin), Unix seconds. A file written in the future is refused.
+fn read_pods(src: &Path) -> Result<(kubectl::PodList, i64)> {
     let context = || format!("--pods {}", src.display());
-    if apply && src != Path::new("-") {
+    let mut at = unix_now();
+    if src != Path::new("-") {
         let modified = std::fs::metadata(src).and_then(|m| m.modified()).with_context(context)?;
-        let age = std::time::SystemTime::now().duration_since(modified).unwrap_or_default();
-        if age.as_secs() > min_age {
-            bail!(
-                "--pods {}: the list is older than --min-age ({} old): a pod created since may be missing from it; take it again (kubectl get pods -A -o json)",
-                src.display(),
-                clean::human_secs(age.as_secs())
-            );
+        let secs = modified.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let modified = i64::try_from(secs).unwrap_or(i64::MAX);
+        if modified > at + 1 {
+            bail!("--pods {}: the file was modified in the future: check the clock", src.display());
         }
+        at = modified;
     }
-    kubectl::parse_pods(&config::read_input(src)?).with_context(context)
+    let list = kubectl::parse_pods(&config::read_input(src)?).with_context(context)?;
+    Ok((list, at))
 }
 
 /// Testing aid (`--apply-gate DIR`): says the plan is made (`DIR/planned`), then waits

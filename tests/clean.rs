@@ -40,6 +40,7 @@ pub(crate) fn node() -> (NodeTree, String, Vec<String>) {
     );
     tree.pod(KEPT_UID).file("volumes/kubernetes.io~empty-dir/cache/data.bin", b"cache");
     let file = tree.secrets_file("secrets.json", &secrets);
+    backdate_pods(&tree);
     // The API server's witness: the two pods the runtime has sandboxes for run on node-1.
     let pods = tree.work("pods.json");
     let live = [ApiPod::running(READY_UID, "node-1"), ApiPod::running(NOTREADY_UID, "node-1")];
@@ -76,16 +77,28 @@ impl ApiPod {
     }
 }
 
+/// Sets every pod dir's mtime a minute back, as a pod dir is older than the API server's
+/// list taken now (a pod dir modified after the list is never touched).
+pub(crate) fn backdate_pods(tree: &NodeTree) {
+    let pods = tree.host(format!("{}/pods", tree.kubelet_dir()));
+    let then = std::time::SystemTime::now() - Duration::from_secs(60);
+    for e in std::fs::read_dir(pods).unwrap() {
+        std::fs::File::open(e.unwrap().path()).unwrap().set_modified(then).unwrap();
+    }
+}
+
 /// `kubectl get pods -A -o json` for `pods`: a List of Pods with the fields kubectl
 /// prints (a running pod's containers running, a pending pod's waiting).
 pub(crate) fn pods_json(pods: &[ApiPod]) -> Vec<u8> {
+    // The times kubectl shows: the list was taken just now.
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let items: Vec<Value> = pods
         .iter()
         .enumerate()
         .map(|(i, p)| {
             let running = p.phase == "Running";
             let state = if running {
-                serde_json::json!({ "running": { "startedAt": "2026-11-30T10:00:00Z" } })
+                serde_json::json!({ "running": { "startedAt": now } })
             } else {
                 serde_json::json!({ "waiting": { "reason": "ContainerCreating" } })
             };
@@ -96,12 +109,12 @@ pub(crate) fn pods_json(pods: &[ApiPod]) -> Vec<u8> {
                     "name": format!("pod-{i}"),
                     "namespace": "shop",
                     "uid": p.uid,
-                    "creationTimestamp": "2026-11-30T09:59:00Z",
+                    "creationTimestamp": now,
                 },
                 "spec": { "nodeName": p.node, "containers": [{ "name": "app", "image": "busybox" }] },
                 "status": {
                     "phase": p.phase,
-                    "conditions": [{ "type": "PodScheduled", "status": "True" }],
+                    "conditions": [{ "type": "PodScheduled", "status": "True", "lastTransitionTime": now }],
                     "containerStatuses": [{ "name": "app", "ready": running, "restartCount": 0, "state": state }],
                 },
             })

@@ -448,6 +448,10 @@ fn real_containerd_over_cri() {
     std::fs::create_dir_all(&dead_vol).unwrap();
     run(Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(&dead_vol));
     std::fs::write(dead_vol.join("password"), &value).unwrap();
+    // Older than the API server's list taken just before the clean.
+    let then = std::time::SystemTime::now() - Duration::from_secs(60);
+    let dead_pod = kubelet.join("pods").join(DEAD_UID);
+    std::fs::File::open(&dead_pod).unwrap().set_modified(then).unwrap();
     let live_pod = kubelet.join("pods").join(POD_UID);
     let live_before = tree_digest(&live_pod);
     let journal = work.path().join("clean.jsonl");

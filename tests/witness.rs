@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::clean::{actions, clean, journal, node, pods_json, ApiPod, KEPT_UID};
+use crate::clean::{actions, backdate_pods, clean, journal, node, pods_json, ApiPod, KEPT_UID};
 use crate::cri::{container, fake, sandbox, Server, GONE_UID, NOTREADY_UID, READY_UID};
 use crate::util::*;
 use kresidue::cri::proto;
@@ -159,25 +159,74 @@ fn the_wrong_runtime_is_refused() {
         &["--min-age", "0s", "--apply", "--node-name", "node-7"],
     );
     let err = refused(&tree, &before, &out, "--node-name of another node");
-    assert!(err.contains("node-7"), "{err}");
+    assert!(err.contains("--node-name") && !err.contains("node-7"), "{err}");
+    // A runtime with no pod at all (another runtime's socket), and a --node-name no listed
+    // pod runs on, or none: refused.
+    let mut empty = fake();
+    (empty.pods, empty.containers) = (Vec::new(), Vec::new());
+    let empty = Server::grpc(empty);
+    for extra in [&["--node-name", "node-7"][..], &[]] {
+        let mut full = vec!["--min-age", "0s", "--apply"];
+        full.extend_from_slice(extra);
+        let out = clean(&tree, &empty, &args, &full);
+        let err = refused(&tree, &before, &out, "a runtime with no pods");
+        assert!(err.contains("node"), "{err}");
+    }
     assert!(journal(&tree).is_empty());
 }
 
-/// A list older than `--min-age` may miss a pod created since (whose dir may by now be
-/// older than --min-age itself): refused. Read from stdin, it is as fresh as the run.
+/// A list taken before a pod dir was last modified cannot speak for it (the pod may have
+/// been created after the list): that pod dir is not touched. The list's time is the
+/// earlier of its file's mtime and the newest time it records, so an old list copied to a
+/// fresh file (new mtime) counts as old. Read from stdin, it is as fresh as its contents.
 #[test]
-fn an_old_list_is_refused_and_stdin_is_fresh() {
+fn a_pod_dir_newer_than_the_list_is_not_touched() {
     let (tree, value, args) = node();
     let server = Server::grpc(fake());
     let list = tree.work("pods.json");
-    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
-    std::fs::File::options().write(true).open(&list).unwrap().set_modified(two_hours_ago).unwrap();
+    // The same list, as kubectl printed it two hours ago, copied just now.
+    let text = String::from_utf8(std::fs::read(&list).unwrap()).unwrap();
+    let old = humantime::format_rfc3339_seconds(
+        std::time::SystemTime::now() - std::time::Duration::from_secs(7200),
+    )
+    .to_string();
+    let re_dated: String = text
+        .split('"')
+        .enumerate()
+        .map(|(i, part)| {
+            let is_time = i % 2 == 1 && humantime::parse_rfc3339(part).is_ok();
+            if is_time {
+                old.clone()
+            } else {
+                part.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\"");
+    std::fs::write(&list, &re_dated).unwrap();
     let before = tree.digest();
-    let out = clean(&tree, &server, &args, &["--min-age", "1h", "--apply"]);
-    let err = refused(&tree, &before, &out, "a pod list older than --min-age");
-    assert!(err.contains("older than --min-age"), "{err}");
+    let out = clean(&tree, &server, &args, &["--min-age", "0s", "--apply"]);
+    assert_eq!(out.code, 0, "{}", out.stderr_str());
+    let report = out.json.as_ref().unwrap();
+    assert!(actions(report).is_empty(), "{report:#}");
+    let reasons: Vec<&str> =
+        report["left"].as_array().unwrap().iter().map(|l| l["reason"].as_str().unwrap()).collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("modified after the API server's list")),
+        "{reasons:?}"
+    );
+    before.assert_same(&tree.digest(), "clean --apply with a list older than the pod dirs");
 
-    let stdin = std::fs::read(&list).unwrap();
+    // A list in the future is refused.
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&list).unwrap().set_modified(later).unwrap();
+    let out = clean(&tree, &server, &args, &["--min-age", "0s", "--apply"]);
+    let err = refused(&tree, &before, &out, "a list written in the future");
+    assert!(err.contains("future"), "{err}");
+
+    // The list of now, from stdin.
+    let stdin =
+        pods_json(&[ApiPod::running(READY_UID, "node-1"), ApiPod::running(NOTREADY_UID, "node-1")]);
     // (`tree.pod` makes the pod dir if missing: its path is taken before it goes.)
     let gone = tree.host(tree.pod(GONE_UID).dir());
     let ep = server.endpoint();
@@ -203,6 +252,12 @@ fn a_malformed_list_is_one_line() {
         ("garbage.json", format!("{{\"kind\": \"List\", \"items\": [{secretish}]}}")),
         ("kind.json", format!("{{\"kind\": \"{secretish}\"}}")),
         ("nouid.json", "{\"kind\": \"List\", \"items\": [{\"kind\": \"Pod\"}]}".to_owned()),
+        // Not the whole list: one pod, one page of several.
+        ("pod.json", "{\"kind\": \"Pod\", \"metadata\": {\"uid\": \"u1\"}}".to_owned()),
+        (
+            "page.json",
+            "{\"kind\": \"List\", \"metadata\": {\"continue\": \"abc\"}, \"items\": []}".to_owned(),
+        ),
     ] {
         std::fs::write(tree.work(name), &text).unwrap();
         let args = with_pods(&args, Some(path_arg(&tree.work(name))));
@@ -229,6 +284,9 @@ fn the_dry_run_shows_what_apply_does() {
     let d2 = "/var/lib/kubelet/pods/55555555-0000-4000-8000-000000000005";
     tree.write(format!("{d2}/volumes/kubernetes.io~secret/db/password"), value.as_bytes());
     let file = tree.secrets_file("secrets.json", &secrets);
+    backdate_pods(&tree);
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    std::fs::File::open(tree.host(d2)).unwrap().set_modified(then).unwrap();
     let list = api_list(&tree, "pods.json", &[ApiPod::running(READY_UID, "node-1")]);
     let mut f = fake();
     f.pods.truncate(1);
@@ -293,6 +351,8 @@ fn a_reviewed_plan_is_carried_out_as_reviewed() {
     // A pod orphaned after the review.
     let late = "66666666-0000-4000-8000-000000000006";
     tree.pod(late).secret_volume("db").key("password", value.as_bytes());
+    backdate_pods(&tree);
+    std::fs::write(tree.work("pods.json"), std::fs::read(tree.work("pods.json")).unwrap()).unwrap();
     let out =
         clean(&tree, &server, &args, &["--min-age", "0s", "--apply", "--plan", path_arg(&plan)]);
     assert_eq!(out.code, 1, "{}\n{}", out.stdout_str(), out.stderr_str());

@@ -25,6 +25,9 @@ pub struct Context<'a> {
     pub journal: &'a mut Journal,
     /// `--min-age`, seconds.
     pub min_age: u64,
+    /// When the API server's list was taken at the latest (see
+    /// [`super::witness::Witness::listed_at`]): a pod dir modified since is not touched.
+    pub listed_at: Option<i64>,
 }
 
 /// Carries out `actions` (a plan's, in order), setting each one's status, reason, and
@@ -33,6 +36,10 @@ pub struct Context<'a> {
 pub fn apply(actions: &mut [Action], cx: &mut Context<'_>) -> std::io::Result<()> {
     let mut i = 0;
     while i < actions.len() {
+        if let Some(signal) = crate::sys::stop_signal() {
+            refuse(&mut actions[i..], &format!("interrupted by signal {signal}"));
+            break;
+        }
         if actions[i].action == ActionKind::RemoveContainer {
             remove_container(&mut actions[i], cx)?;
             i += 1;
@@ -123,6 +130,10 @@ fn apply_pod(uid: &str, actions: &mut [Action], cx: &mut Context<'_>) -> std::io
                 Ok((_, mtime)) if crate::unix_now().saturating_sub(mtime) < min_age => {
                     Some("the pod dir was modified less than --min-age ago".to_owned())
                 }
+                Ok((_, mtime)) if cx.listed_at.is_some_and(|t| mtime >= t) => Some(
+                    "the pod dir was modified after the API server's list (--pods) was taken"
+                        .to_owned(),
+                ),
                 Ok(_) => foreign_mount(cx, &pod_node, actions),
             },
         };

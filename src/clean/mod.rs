@@ -313,14 +313,14 @@ impl PlanFile {
     }
 
     /// Why this reviewed plan cannot be carried out on `root` and `kubelet_dir`, if so.
+    /// (What the file says is not repeated.)
     pub fn mismatch(&self, root: &Path, kubelet_dir: &Path) -> Option<String> {
         if self.root != display_path(root.as_os_str()) {
             return Some("it was made for another root".to_owned());
         }
         if self.kubelet_dir != display_path(kubelet_dir.as_os_str()) {
             return Some(format!(
-                "it was made for kubelet dir {}, not {}",
-                crate::report::terminal_safe(&self.kubelet_dir),
+                "it was made for another kubelet dir than {}",
                 kubelet_dir.display()
             ));
         }
@@ -399,11 +399,25 @@ fn pod_blocked(pod: &PodDir, live: Option<&Live>, now: i64, opts: &PlanOptions) 
         let state = if s.ready { "ready" } else { "not ready" };
         return Some(format!("the pod has a sandbox ({state})"));
     }
-    if let Some(p) = opts.api.and_then(|w| w.knows(&pod.uid)) {
-        return Some(format!(
-            "the API server knows the pod ({}): it may be starting or stopping",
-            p.pod_ref()
-        ));
+    if let Some(w) = opts.api {
+        if let Some(p) = w.knows(&pod.uid) {
+            return Some(match p.phase {
+                "Succeeded" | "Failed" => format!(
+                    "the API server knows the pod ({}, {}): delete the pod object to have its residue cleaned",
+                    p.pod_ref(),
+                    p.phase
+                ),
+                _ => format!(
+                    "the API server knows the pod ({}): it may be starting or stopping",
+                    p.pod_ref()
+                ),
+            });
+        }
+        if pod.mtime >= w.listed_at() {
+            return Some(
+                "the pod dir was modified after the API server's list (--pods) was taken, which cannot speak for it: take the list again".to_owned(),
+            );
+        }
     }
     let age = now.saturating_sub(pod.mtime);
     if age < i64::try_from(opts.min_age).unwrap_or(i64::MAX) {

@@ -173,31 +173,32 @@ pub fn lock(path: &Path) -> io::Result<Option<Lock>> {
     }
 }
 
-/// Whether this process sees the node's mounts: it is in the mount namespace of the
-/// runtime's process `runtime_pid` (found through the CRI socket's peer credentials: a
-/// container's own init cannot be it), and of PID 1 where that can be read. Fails closed:
-/// a namespace that cannot be read, or a runtime process that cannot be seen (one of
-/// another PID namespace), is a reason to refuse, in one line.
+/// Whether this process sees the node's mounts. The reference is the runtime's process
+/// `runtime_pid`, found through the CRI socket's peer credentials: it is visible only from
+/// the node's PID namespace (a container's own init cannot be it). This process must be
+/// in the runtime's mount namespace, or, the runtime being visible, in PID 1's (a runtime
+/// with a private mount namespace of its own, or a socket-activated one whose listener is
+/// PID 1). Fails closed: a namespace that cannot be read, or a runtime process that is not
+/// visible, is a reason to refuse, in one line.
 pub fn same_mount_namespace(runtime_pid: Option<i32>) -> Result<(), String> {
     let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/mnt"));
     let own = ns("self").map_err(|e| format!("cannot read this process's mount namespace: {e}"))?;
     let Some(pid) = runtime_pid else {
-        return Err("the runtime's process is not visible from here (another PID namespace), so its mount namespace cannot be compared with this one".to_owned());
+        return Err("the runtime's process is not visible from here (another PID namespace, or its listener is gone), so its mount namespace cannot be compared with this one".to_owned());
     };
-    let runtime = ns(&pid.to_string()).map_err(|e| {
-        format!("cannot read the mount namespace of the runtime's process (pid {pid}): {e}")
-    })?;
-    if own != runtime {
-        return Err(format!(
-            "this process is in another mount namespace than the runtime's process (pid {pid})"
-        ));
+    let runtime = ns(&pid.to_string());
+    if runtime.as_ref().is_ok_and(|r| *r == own) {
+        return Ok(());
     }
-    // PID 1's, where readable (some sandboxes forbid it even to root), must agree too.
-    match ns("1") {
-        Ok(init) if init != own => {
-            Err("this process is in another mount namespace than PID 1".to_owned())
-        }
-        _ => Ok(()),
+    // The runtime is visible: this is the node's PID namespace, and PID 1 the node's init.
+    match (ns("1"), runtime) {
+        (Ok(init), _) if init == own => Ok(()),
+        (_, Ok(_)) => Err(format!(
+            "this process is in another mount namespace than the runtime's process (pid {pid})"
+        )),
+        (_, Err(e)) => Err(format!(
+            "cannot read the mount namespace of the runtime's process (pid {pid}): {e}"
+        )),
     }
 }
 
