@@ -262,8 +262,38 @@ fn symlinked_volume_dir_lists_nothing_outside() {
         out.assert_code(0);
         names_nothing_outside(&out);
     }
-    let out = tree.kr().run(&["clean", "--root", tree.root_arg(), "--no-cri", "--format", "json"]);
-    names_nothing_outside(&out);
+    names_nothing_outside(&clean_dead(&tree, &[], "json"));
+    // What discovery learned of the pod's volumes (the map its files are named by) holds
+    // nothing listed outside.
+    let root = kresidue::sys::RootDir::open(std::path::Path::new(tree.root_arg())).unwrap();
+    let layout = kresidue::node::Layout {
+        kubelet_dir: "/var/lib/kubelet".into(),
+        kubelet_dir_explicit: false,
+        containerd_root: "/var/lib/containerd".into(),
+        containerd_state: "/run/containerd".into(),
+        pod_logs: "/var/log/pods".into(),
+        etcd: Vec::new(),
+        containerd_root_explicit: false,
+        extra: Vec::new(),
+        max_file_size: None,
+    };
+    for scope in kresidue::node::discover(&root, &layout, &mut Vec::new()) {
+        if let kresidue::node::ScopeKind::Pod { volumes, .. } = scope.kind {
+            assert!(volumes.is_empty(), "volumes listed outside the root: {volumes:?}");
+        }
+    }
+}
+
+/// `clean` (a dry run) with a runtime that knows no pod of the tree: every pod dir is
+/// dead and old enough, so all it surveyed is in the plan.
+fn clean_dead(tree: &NodeTree, extra: &[&str], format: &str) -> Out {
+    let server = crate::cri::Server::grpc(crate::cri::fake());
+    let ep = server.endpoint();
+    let lock = tree.work("clean.lock");
+    let mut args = vec!["clean", "--root", tree.root_arg(), "--cri", &ep, "--min-age", "0s"];
+    args.extend_from_slice(&["--lock", path_arg(&lock), "--format", format]);
+    args.extend_from_slice(extra);
+    tree.kr().run(&args)
 }
 
 /// 18c: kubelet's `pods` dir a symlink out of the root: `clean` surveys no pod there
@@ -275,19 +305,18 @@ fn symlinked_pods_dir_lists_nothing_outside() {
     std::fs::remove_dir(tree.host("/var/lib/kubelet2/pods")).unwrap();
     tree.symlink("/var/lib/kubelet2/pods", &target);
     for format in ["json", "table"] {
-        let args = [
-            "clean",
-            "--root",
-            tree.root_arg(),
-            "--no-cri",
-            "--kubelet-dir",
-            "/var/lib/kubelet2",
-            "--format",
-            format,
-        ];
-        let out = tree.kr().run(&args);
+        let out = clean_dead(&tree, &["--kubelet-dir", "/var/lib/kubelet2"], format);
         names_nothing_outside(&out);
         let out = tree.kr().scan(&["--kubelet-dir", "/var/lib/kubelet2", "--format", format]);
         names_nothing_outside(&out);
     }
+    // What clean's survey found (the pods its plan is made of) is nothing outside.
+    let root = kresidue::sys::RootDir::open(std::path::Path::new(tree.root_arg())).unwrap();
+    let (pods, _) = kresidue::clean::survey(
+        &root,
+        std::path::Path::new("/var/lib/kubelet2"),
+        &[],
+        &|_: &str| false,
+    );
+    assert!(pods.is_empty(), "pods surveyed outside the root: {pods:?}");
 }
