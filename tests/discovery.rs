@@ -44,7 +44,9 @@ fn bounded_scan(tree: &NodeTree, extra: &[&str]) -> Out {
     out
 }
 
-/// A scan with four threads under the kill timeout, its peak RSS measured.
+/// A scan with four threads under the kill timeout, its peak RSS measured (and shown with
+/// `--nocapture`: the figures of the README).
+#[allow(clippy::print_stderr)]
 fn measured_scan(tree: &NodeTree, extra: &[&str]) -> Out {
     let mut args = vec!["--format", "json", "--threads", "4"];
     args.extend_from_slice(extra);
@@ -171,6 +173,7 @@ fn max_file_size_bounds_discovery() {
 /// refused after `fstat`, each with one error naming what it is; `/dev/zero` as
 /// `meta.db` is not read at all.
 #[test]
+#[allow(clippy::print_stderr)]
 fn devices_and_fifos_are_not_read_during_discovery() {
     use nix::sys::stat::{makedev, mknod, Mode, SFlag};
     if !is_root() {
@@ -230,7 +233,7 @@ fn plant_outside(tree: &NodeTree, dir: &str) -> std::path::PathBuf {
     let vol = target.join(OUTSIDE_NAME);
     std::fs::create_dir_all(vol.join(CURRENT_TS)).unwrap();
     std::fs::write(vol.join(CURRENT_TS).join(OUTSIDE_NAME), b"outside").unwrap();
-    std::os::unix::fs::symlink(format!("{CURRENT_TS}"), vol.join("..data")).unwrap();
+    std::os::unix::fs::symlink(CURRENT_TS, vol.join("..data")).unwrap();
     std::os::unix::fs::symlink(format!("..data/{OUTSIDE_NAME}"), vol.join(OUTSIDE_NAME)).unwrap();
     std::fs::write(target.join(format!("{OUTSIDE_NAME}-file")), b"outside").unwrap();
     target
