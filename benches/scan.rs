@@ -1445,6 +1445,7 @@ fn run() -> anyhow::Result<bool> {
         containerd_state: PathBuf::from(kresidue::node::containerd::DEFAULT_STATE),
         pod_logs: PathBuf::from(POD_LOGS),
         extra: Vec::new(),
+        max_file_size: None,
     };
     let mut configs = Vec::new();
     for threads in THREADS {

@@ -24,9 +24,11 @@
 //! them. [`Db::dead_ranges`] lists them, so that the scanner can search them for values of
 //! removed containers.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::fmt;
 use std::ops::Range;
+use std::rc::Rc;
 
 /// The magic number of a meta page.
 pub const MAGIC: u32 = 0xED0C_DAED;
@@ -44,6 +46,14 @@ const NO_FREELIST: u64 = u64::MAX;
 /// Nested pages (branches within a bucket) and nested buckets are each followed at most
 /// this deep; bbolt trees are a few levels deep.
 const MAX_DEPTH: usize = 64;
+/// How many times over the reader may read the elements a file can hold (each takes 16
+/// bytes of it, so a file of `n` bytes holds at most `n / 16`): a lookup by key reads its
+/// bucket's entries, and callers look up a few keys of a bucket, walk the tree once to
+/// find freed pages and once more for what they read. A crafted file whose buckets share
+/// pages (a tree of pages that is really a graph) would have every path through it read:
+/// exponential work in the nesting depth. Past this budget every read fails instead, so
+/// the work on any file is linear in its size.
+const REREADS: u64 = 16;
 /// Byte offset of the checksum in a meta page, and of the meta fields.
 const META_AT: usize = HEADER;
 const CHECKSUM_AT: usize = HEADER + 56;
@@ -59,6 +69,13 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+impl Error {
+    /// Page `page` is the root of a second bucket (or reached again on the way to one).
+    pub fn shared(page: u64) -> Error {
+        err(format!("bbolt: page {page} is reached twice (buckets share it); read once"))
+    }
+}
 
 fn err(msg: impl Into<String>) -> Error {
     Error(msg.into())
@@ -117,16 +134,18 @@ fn read_meta(page: &[u8]) -> Option<Meta> {
     })
 }
 
-/// An opened bbolt file: its bytes and its current meta.
-#[derive(Clone, Copy, Debug)]
+/// An opened bbolt file: its bytes, its current meta, and what is left of the budget of
+/// elements to read (shared by every bucket of it, see [`REREADS`]).
+#[derive(Clone, Debug)]
 pub struct Db<'a> {
     data: &'a [u8],
     page_size: usize,
     meta: Meta,
+    budget: Rc<Cell<u64>>,
 }
 
 /// A value in a bucket.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum Value<'a> {
     /// Plain bytes.
     Data(&'a [u8]),
@@ -143,7 +162,7 @@ enum Root<'a> {
 }
 
 /// A bucket of a [`Db`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Bucket<'a> {
     db: Db<'a>,
     root: Root<'a>,
@@ -196,7 +215,26 @@ impl<'a> Db<'a> {
             (Some(m), None) | (None, Some(m)) => m,
             (None, None) => return Err(err("bbolt: no valid meta page")),
         };
-        Ok(Db { data, page_size, meta })
+        let budget = Rc::new(Cell::new(REREADS * (data.len() / ELEMENT) as u64 + 1024));
+        Ok(Db { data, page_size, meta, budget })
+    }
+
+    /// Takes `n` elements from the budget of reads, or says it is spent.
+    fn spend(&self, n: usize) -> Result<(), Error> {
+        let left = self.budget.get();
+        match left.checked_sub(n as u64) {
+            Some(rest) => {
+                self.budget.set(rest);
+                Ok(())
+            }
+            None => {
+                self.budget.set(0);
+                Err(err(format!(
+                    "bbolt: more elements read than {REREADS} times what the file can hold \
+                     (buckets share pages: a crafted or damaged file); the rest is not read"
+                )))
+            }
+        }
     }
 
     /// The current meta page.
@@ -206,7 +244,7 @@ impl<'a> Db<'a> {
 
     /// The root bucket (its entries are the top-level buckets).
     pub fn root(&self) -> Bucket<'a> {
-        Bucket { db: *self, root: Root::Page(self.meta.root), depth: 0 }
+        Bucket { db: self.clone(), root: Root::Page(self.meta.root), depth: 0 }
     }
 
     /// The bytes of page `id` (with its overflow pages), checked to be a page of the tree.
@@ -254,7 +292,7 @@ impl<'a> Db<'a> {
                 Err(e) => errors.push(e),
             }
         }
-        self.mark(self.root(), &mut live, &mut errors);
+        self.mark(&self.root(), &mut live, &mut errors);
         let ps = self.page_size as u64;
         let len = self.data.len() as u64;
         let mut out: Vec<Range<u64>> = Vec::new();
@@ -272,7 +310,7 @@ impl<'a> Db<'a> {
     }
 
     /// Marks the pages of `bucket` and of every bucket under it as live.
-    fn mark(&self, bucket: Bucket<'a>, live: &mut HashSet<u64>, errors: &mut Vec<Error>) {
+    fn mark(&self, bucket: &Bucket<'a>, live: &mut HashSet<u64>, errors: &mut Vec<Error>) {
         let mut pages = Vec::new();
         let entries = match bucket.collect(&mut pages) {
             Ok(e) => e,
@@ -295,13 +333,22 @@ impl<'a> Db<'a> {
                     errors.push(err("bbolt: buckets nested too deep"));
                     continue;
                 }
-                self.mark(b, live, errors);
+                self.mark(&b, live, errors);
             }
         }
     }
 }
 
 impl<'a> Bucket<'a> {
+    /// The page of the bucket's root; `None` for an inline bucket (its page is in its
+    /// parent's value).
+    pub fn page(&self) -> Option<u64> {
+        match self.root {
+            Root::Page(id) => Some(id),
+            Root::Inline(_) => None,
+        }
+    }
+
     /// Every entry, in key order.
     pub fn entries(&self) -> Result<Vec<(&'a [u8], Value<'a>)>, Error> {
         self.collect(&mut Vec::new())
@@ -331,6 +378,7 @@ impl<'a> Bucket<'a> {
                 if u16_at(page, 8) != Some(LEAF) {
                     return Err(err("bbolt: an inline bucket is not a leaf page"));
                 }
+                self.db.spend(usize::from(u16_at(page, 10).unwrap_or(0)))?;
                 leaf(page, "an inline bucket", &mut elements)?;
             }
             Root::Page(id) => self.db.walk(id, 0, &mut HashSet::new(), pages, &mut elements)?,
@@ -351,7 +399,8 @@ impl<'a> Bucket<'a> {
                     ),
                     id => Root::Page(id),
                 };
-                Ok((key, Value::Bucket(Bucket { db: self.db, root, depth: self.depth + 1 })))
+                let db = self.db.clone();
+                Ok((key, Value::Bucket(Bucket { db, root, depth: self.depth + 1 })))
             })
             .collect()
     }
@@ -372,6 +421,7 @@ impl<'a> Db<'a> {
         }
         let page = self.page(id)?;
         pages.push((id, (page.len() / self.page_size) as u64));
+        self.spend(usize::from(u16_at(page, 10).unwrap_or(0)).max(1))?;
         let what = format!("page {id}");
         match u16_at(page, 8) {
             Some(LEAF) => leaf(page, &what, out),
@@ -463,6 +513,42 @@ pub mod write {
             self.out.extend_from_slice(&image);
             id
         }
+    }
+
+    /// A hostile `meta.db` (4 KiB pages): `v1/k8s.io/containers/<id>/` for `fanout`
+    /// container ids, all naming one record page, whose `fanout` buckets all name one page
+    /// of `fanout` buckets, and so on `levels` deep, over a last page of `fanout` values.
+    /// It is small (`levels + 7` pages) but holds `fanout^levels` paths: a reader that
+    /// follows each path reads that many values.
+    pub fn shared_pages(levels: usize, fanout: usize) -> Vec<u8> {
+        let mut w = Writer::new(4096, false, usize::MAX);
+        let key = |i: usize| format!("k{i:03}").into_bytes();
+        let data: Vec<_> = (0..fanout).map(|i| (0, key(i), b"v".to_vec())).collect();
+        let mut page = w.leaf_page(&data);
+        for _ in 0..levels {
+            let refs: Vec<_> = (0..fanout).map(|i| (BUCKET, key(i), bucket_at(page))).collect();
+            page = w.leaf_page(&refs);
+        }
+        let ids: Vec<_> = (0..fanout)
+            .map(|i| (BUCKET, format!("{i:064x}").into_bytes(), bucket_at(page)))
+            .collect();
+        let containers = w.leaf_page(&ids);
+        let mut up =
+            |name: &[u8], page: u64| w.leaf_page(&[(BUCKET, name.to_vec(), bucket_at(page))]);
+        let ns = up(b"containers", containers);
+        let v1 = up(b"k8s.io", ns);
+        let root = up(b"v1", v1);
+        w.finish_at(root)
+    }
+
+    /// The flags of a leaf element that is a bucket.
+    pub const BUCKET: u32 = BUCKET_FLAG;
+
+    /// The value a parent stores for a bucket whose root is the page `root`.
+    pub fn bucket_at(root: u64) -> Vec<u8> {
+        let mut value = vec![0u8; 16];
+        value[..8].copy_from_slice(&root.to_le_bytes());
+        value
     }
 
     /// The image of a leaf page holding `elements` (flags, key, value), id and overflow unset.
@@ -562,6 +648,23 @@ pub mod write {
                 }
             }
             let root_id = self.tree(&elements);
+            self.close(root_id, free, spare)
+        }
+
+        /// Places the leaf page of `elements` (flags, key, value) as they are and returns
+        /// its id: with [`bucket_at`] values, any shape of pages, hostile ones included
+        /// (nothing stops two buckets from naming the same page).
+        pub fn leaf_page(&mut self, elements: &[(u32, Vec<u8>, Vec<u8>)]) -> u64 {
+            self.place(leaf(elements))
+        }
+
+        /// Writes the freelist and the metas of a database whose root bucket is the page
+        /// `root` (placed with [`Writer::leaf_page`]).
+        pub fn finish_at(self, root: u64) -> Vec<u8> {
+            self.close(root, &[], 0)
+        }
+
+        fn close(mut self, root_id: u64, free: &[Vec<u8>], spare: usize) -> Vec<u8> {
             let mut freed = Vec::new();
             for f in free {
                 let id = (self.out.len() / self.ps) as u64;

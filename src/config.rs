@@ -124,6 +124,7 @@ impl ScanConfig {
             ),
             containerd_root_explicit,
             extra: args.paths.iter().map(|p| node_path(p)).collect(),
+            max_file_size,
         };
         // The node's scopes (pod dirs, volumes, the runtime's records) are found and
         // walked on a thread of their own while the fingerprints load and the matcher is

@@ -97,11 +97,16 @@ pub fn oci_spec(data: &[u8]) {
     let _ = containerd::spec_owner(data).pod();
 }
 
-/// CRI-O's `containers.json` and Docker's `config.v2.json`.
+/// CRI-O's `containers.json` and Docker's `config.v2.json`, parsed as they are read. What
+/// is picked is what indexing the whole document as a `serde_json::Value` gives.
 pub fn crio_docker_json(data: &[u8]) {
+    let owners = other_runtimes::crio_layers(&mut &data[..]);
+    let uid = other_runtimes::docker_pod_uid(&mut &data[..]);
     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) {
-        let _ = other_runtimes::crio_layers(&v);
-        let _ = other_runtimes::docker_pod_uid(&v);
+        let want = v["Config"]["Labels"]["io.kubernetes.pod.uid"].as_str();
+        let want = want.filter(|u| u.len() <= 256).map(str::to_owned);
+        assert_eq!(uid, want, "the Docker pod uid");
+        assert_eq!(owners.is_some(), v.is_array(), "a CRI-O list");
     }
 }
 

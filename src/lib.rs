@@ -32,7 +32,7 @@ use anyhow::{bail, Context, Result};
 use cli::{CleanArgs, Cli, Command, FingerprintArgs, PodsArgs, RulesArgs, ScanArgs};
 use finding::{CriInfo, CriStatus, ExitStatus, Report, ScanError, Summary};
 use fingerprint::{BuildStats, FingerprintSet, MAX_FORM_LEN, MIN_VALUE_LEN};
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Instant;
 
@@ -677,14 +677,13 @@ fn skip_note(stats: &BuildStats) -> Option<String> {
     })
 }
 
-/// The node's name: the hostname when scanning `/`, else `<root>/etc/hostname`.
+/// The node's name: the hostname when scanning `/`, else `<root>/etc/hostname` (a regular
+/// file of at most 256 bytes: a hostname is at most 64).
 fn node_name(root: &sys::RootDir) -> Option<String> {
     if root.path() == Path::new("/") {
         return sys::hostname();
     }
-    let mut f = root.open_file(Path::new("etc/hostname")).ok()?;
-    let mut s = String::new();
-    (&mut f).take(256).read_to_string(&mut s).ok()?;
+    let s = String::from_utf8(root.read_file(Path::new("etc/hostname"), 256).ok()?).ok()?;
     let name = s.trim();
     (!name.is_empty()).then(|| report::terminal_safe(name))
 }

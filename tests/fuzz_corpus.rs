@@ -79,6 +79,9 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ("bbolt", "snapshots", fixture("containerd/metadata.db")),
         ("containerd_meta", "meta", fixture("containerd/meta.db")),
         ("containerd_meta", "snapshots", fixture("containerd/metadata.db")),
+        // Buckets sharing pages, eight levels deep: 40^8 paths in 64 KiB (issue 28).
+        ("bbolt", "shared-pages", kresidue::bbolt::write::shared_pages(8, 40)),
+        ("containerd_meta", "shared-pages", kresidue::bbolt::write::shared_pages(8, 40)),
         ("oci_spec", "bundle", spec),
         ("crio_docker_json", "crio", crio),
         ("crio_docker_json", "docker", docker),

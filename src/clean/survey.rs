@@ -9,7 +9,7 @@ use crate::finding::ScanError;
 use crate::report::display_path;
 use crate::sys::mount::Mount;
 use crate::sys::tree::Ident;
-use crate::sys::RootDir;
+use crate::sys::{Kind, RootDir};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -90,7 +90,11 @@ pub fn survey(
     let mut err = |p: &Path, e: std::io::Error| {
         errors.push(ScanError { path: display_path(p.as_os_str()), error: e.to_string() })
     };
-    let entries = match std::fs::read_dir(host(&node_pods)) {
+    // Listed and opened through the root's descriptors: kubelet's dir reached through a
+    // symlink is not kubelet's (`apply` would refuse it too), and nothing outside the root
+    // is listed.
+    let rel = |node: &Path| node.strip_prefix("/").unwrap_or(node).to_path_buf();
+    let entries = match root.list(&rel(&node_pods)) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Vec::new(), Vec::new()),
         Err(e) => {
@@ -99,12 +103,14 @@ pub fn survey(
         }
     };
     let mut pods = Vec::new();
-    for entry in entries.flatten() {
-        let node = node_pods.join(entry.file_name());
-        let Ok(meta) = std::fs::symlink_metadata(host(&node)) else { continue };
-        if !meta.is_dir() {
+    for (name, kind) in entries {
+        if kind != Kind::Dir {
             continue;
         }
+        let node = node_pods.join(&name);
+        let Ok((ident, mtime)) = root.open_dir(&rel(&node)).and_then(|d| d.stat()) else {
+            continue;
+        };
         let below = crate::sys::mount::below(mounts, &host(&node));
         let mounted: Vec<(PathBuf, String, bool)> =
             below.iter().map(|m| (root.node(&m.point), m.describe(), m.is_whole_tmpfs())).collect();
@@ -112,9 +118,9 @@ pub fn survey(
         let fences: Vec<PathBuf> =
             below.iter().filter(|m| !m.is_whole_tmpfs()).map(|m| m.point.clone()).collect();
         let mut pod = PodDir {
-            uid: entry.file_name().to_string_lossy().into_owned(),
-            ident: Ident { dev: meta.dev(), ino: meta.ino() },
-            mtime: meta.mtime(),
+            uid: name.to_string_lossy().into_owned(),
+            ident,
+            mtime,
             targets: Vec::new(),
             others: Vec::new(),
             bookkeeping_files: 0,
@@ -127,16 +133,16 @@ pub fn survey(
             continue;
         }
         for (plugin, kind) in PLUGINS {
-            for vol in children(&host(&node.join("volumes").join(plugin))) {
+            for vol in children(root, &rel(&node.join("volumes").join(plugin))) {
                 let path = node.join("volumes").join(plugin).join(&vol);
                 let path = if kind == TargetKind::CsiVolume { path.join("mount") } else { path };
                 pod.targets.extend(target(&host(&path), path, kind, &pod.mounts, &fences));
             }
         }
-        for vol in children(&host(&node.join("volume-subpaths"))) {
-            for ctr in children(&host(&node.join("volume-subpaths").join(&vol))) {
+        for vol in children(root, &rel(&node.join("volume-subpaths"))) {
+            for ctr in children(root, &rel(&node.join("volume-subpaths").join(&vol))) {
                 let dir = node.join("volume-subpaths").join(&vol).join(&ctr);
-                for index in children(&host(&dir)) {
+                for index in children(root, &rel(&dir)) {
                     let path = dir.join(index);
                     pod.targets.extend(target(
                         &host(&path),
@@ -183,17 +189,11 @@ pub fn survey(
     (pods, errors)
 }
 
-/// The names in a dir (none if it is missing, not a dir, or reached through a symlink
-/// anywhere on its path: kubelet makes none there), sorted.
-fn children(dir: &Path) -> Vec<std::ffi::OsString> {
-    if std::fs::canonicalize(dir).ok().as_deref() != Some(dir) {
-        return Vec::new();
-    }
-    let mut names: Vec<_> = std::fs::read_dir(dir)
-        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
-        .unwrap_or_default();
-    names.sort();
-    names
+/// The names in the dir at `rel` (relative to the root), sorted, listed through the
+/// root's descriptors: none if it is missing, not a dir, or reached through a symlink
+/// anywhere on its path (kubelet makes none there).
+fn children(root: &RootDir, rel: &Path) -> Vec<std::ffi::OsString> {
+    root.list(rel).map(|e| e.into_iter().map(|(name, _)| name).collect()).unwrap_or_default()
 }
 
 /// A target at `host` (node path `path`), unless it is missing or a symlink (left to the

@@ -13,7 +13,7 @@
 //! bbolt has not overwritten yet.
 
 use crate::bbolt::{Bucket, Db, Error, Value};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
 /// The default containerd root (`root` in `config.toml`).
@@ -276,6 +276,8 @@ impl MetaDb {
             start..start + s.len() as u64
         };
         let Some(v1) = db.root().bucket(b"v1")? else { return Ok((out, errors)) };
+        // The pages of every container record read so far: each is read once.
+        let mut seen = HashSet::new();
         for (ns, value) in v1.entries()? {
             let Value::Bucket(ns_bucket) = value else { continue };
             if let Err(e) = image_tops(&lossy(ns), &ns_bucket, &mut out.images) {
@@ -299,7 +301,7 @@ impl MetaDb {
             for (id, value) in entries {
                 let Value::Bucket(record) = value else { continue };
                 let mut values = Vec::new();
-                if let Err(e) = flatten(record, Vec::new(), &mut values, 0) {
+                if let Err(e) = flatten(record, Vec::new(), &mut values, 0, &mut seen) {
                     errors.push(e);
                 }
                 let c = container(&lossy(ns), &lossy(id), &values);
@@ -331,19 +333,28 @@ fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Every plain value under `bucket`, with its key path.
+/// Every plain value under `bucket`, with its key path. Each bucket page is read once
+/// (`seen`, shared by every record): in bbolt a page belongs to one bucket, so a page
+/// reached again is a crafted or damaged file, and reading it again for every path that
+/// leads to it would take time exponential in the nesting.
 fn flatten<'a>(
     bucket: Bucket<'a>,
     path: Vec<&'a [u8]>,
     out: &mut Vec<(Vec<&'a [u8]>, &'a [u8])>,
     depth: usize,
+    seen: &mut HashSet<u64>,
 ) -> Result<(), Error> {
+    if let Some(page) = bucket.page() {
+        if !seen.insert(page) {
+            return Err(Error::shared(page));
+        }
+    }
     for (k, v) in bucket.entries()? {
         let mut p = path.clone();
         p.push(k);
         match v {
             Value::Data(d) => out.push((p, d)),
-            Value::Bucket(b) if depth < 8 => flatten(b, p, out, depth + 1)?,
+            Value::Bucket(b) if depth < 8 => flatten(b, p, out, depth + 1, seen)?,
             Value::Bucket(_) => {}
         }
     }
@@ -421,13 +432,15 @@ fn spec_annotations(any: &[u8]) -> Vec<(String, String)> {
     any_value(any).map(json_annotations).unwrap_or_default()
 }
 
-/// The string annotations of an OCI spec in JSON.
+/// The annotations kresidue reads of an OCI spec in JSON (the pod's and container's
+/// names), picked as the spec is parsed: nothing else of it (the env, the mounts) is
+/// held, whatever its size.
 fn json_annotations(json: &[u8]) -> Vec<(String, String)> {
-    let Ok(spec) = serde_json::from_slice::<serde_json::Value>(json) else { return Vec::new() };
-    let Some(map) = spec.get("annotations").and_then(|a| a.as_object()) else {
-        return Vec::new();
-    };
-    map.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect()
+    let keys = || [POD_UID, POD_NAMESPACE, POD_NAME, CONTAINER_NAME].into_iter().flatten();
+    let paths: Vec<[&str; 2]> = keys().map(|k| ["annotations", k]).collect();
+    let paths: Vec<&[&str]> = paths.iter().map(|p| &p[..]).collect();
+    let Some(picked) = super::json::pick_slice(json, &paths) else { return Vec::new() };
+    keys().zip(picked).filter_map(|(k, v)| Some((k.to_owned(), v?))).collect()
 }
 
 /// Field 2 of a protobuf message made of length-delimited fields 1 and 2.

@@ -11,7 +11,7 @@
 //! `..`).
 
 use crate::finding::SiteId;
-use crate::sys::RootDir;
+use crate::sys::{Kind, RootDir};
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
@@ -77,12 +77,9 @@ impl AtomicVolume {
             .ok()
             .filter(|t| is_writer_dir_name(t) && !t.as_encoded_bytes().contains(&b'/'));
         let mut vol = AtomicVolume { current, visible: HashSet::new() };
-        let Ok(dir) = std::fs::read_dir(root.path().join(rel)) else { return vol };
-        for e in dir.flatten() {
-            let name = e.file_name();
-            if name.as_encoded_bytes().starts_with(b"..")
-                || !e.file_type().is_ok_and(|t| t.is_symlink())
-            {
+        let Ok(entries) = root.list(rel) else { return vol };
+        for (name, kind) in entries {
+            if name.as_encoded_bytes().starts_with(b"..") || kind != Kind::Symlink {
                 continue;
             }
             let expect = Path::new("..data").join(&name);

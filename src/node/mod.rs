@@ -3,16 +3,16 @@
 //! `--path`), without reading any file contents or matching anything.
 
 pub mod containerd;
+pub mod json;
 pub mod kubelet;
 pub mod logs;
 pub mod other_runtimes;
 
 use crate::finding::{Category, ScanError, SiteId};
-use crate::sys::RootDir;
+use crate::sys::{Kind, RootDir};
 use kubelet::AtomicVolume;
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// A subtree to walk, and what it is.
@@ -98,6 +98,20 @@ pub struct Layout {
     pub containerd_root_explicit: bool,
     /// Extra node paths scanned as site `other`.
     pub extra: Vec<PathBuf>,
+    /// `--max-file-size`: no record or database larger than this is read during
+    /// discovery either.
+    pub max_file_size: Option<u64>,
+}
+
+/// The largest database discovery reads whole (`meta.db`, a snapshotter's `metadata.db`),
+/// as the scan's own cap on a whole `meta.db`.
+pub const MAX_DB: u64 = 1 << 30;
+
+impl Layout {
+    /// The most bytes discovery reads of one file whose own cap is `cap`.
+    pub fn cap(&self, cap: u64) -> u64 {
+        self.max_file_size.map_or(cap, |m| m.min(cap))
+    }
 }
 
 /// etcd's data dir as kubeadm sets it up (`member/snap/db`, `member/wal/`).
@@ -111,13 +125,9 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
     let mut scopes = Vec::new();
     let pods_node = layout.kubelet_dir.join("pods");
     match resolve(root, &pods_node) {
-        Ok(pods_rel) => match std::fs::read_dir(root.path().join(&pods_rel)) {
-            Ok(dir) => {
-                let mut pods: Vec<_> =
-                    dir.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).collect();
-                pods.sort_by_key(|e| e.file_name());
-                for e in pods {
-                    let name = e.file_name();
+        Ok(pods_rel) => match root.list(&pods_rel) {
+            Ok(entries) => {
+                for (name, _) in entries.into_iter().filter(|(_, k)| *k == Kind::Dir) {
                     let rel = pods_rel.join(&name);
                     scopes.push(Scope {
                         node_path: pods_node.join(&name),
@@ -158,8 +168,8 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
         Err(e) => errors.push(error_at(&layout.pod_logs, &e)),
     }
     bundles(root, &layout.containerd_state.join(containerd::TASKS), &mut scopes, errors);
-    snapshots(root, &layout.containerd_root, &mut scopes, errors);
-    other_runtimes::discover(root, &mut scopes);
+    snapshots(root, layout, &mut scopes, errors);
+    other_runtimes::discover(root, layout, &mut scopes, errors);
     if layout.etcd.is_empty() {
         let default = Path::new(DEFAULT_ETCD_DIR);
         if let Ok(rel) = resolve(root, default) {
@@ -190,7 +200,14 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
 /// key in `meta.db`, is that container's writable layer; a committed one is an image layer
 /// (scanned once however many containers share it), named after the images whose chains
 /// hold it; one no record names is an orphan.
-fn snapshots(root: &RootDir, ctrd: &Path, scopes: &mut Vec<Scope>, errors: &mut Vec<ScanError>) {
+fn snapshots(
+    root: &RootDir,
+    layout: &Layout,
+    scopes: &mut Vec<Scope>,
+    errors: &mut Vec<ScanError>,
+) {
+    let ctrd = &layout.containerd_root;
+    let cap = layout.cap(MAX_DB);
     let present: Vec<_> = containerd::SNAPSHOTTERS
         .iter()
         .filter_map(|&(name, dir, files)| {
@@ -203,7 +220,7 @@ fn snapshots(root: &RootDir, ctrd: &Path, scopes: &mut Vec<Scope>, errors: &mut 
         return;
     }
     // Errors of meta.db are its own scope's to report.
-    let meta = read_db(root, &ctrd.join(containerd::META_DB), &mut Vec::new())
+    let meta = read_db(root, &ctrd.join(containerd::META_DB), cap, &mut Vec::new())
         .and_then(|data| containerd::MetaDb::read(&data).ok())
         .map(|(db, _)| db)
         .unwrap_or_default();
@@ -216,7 +233,7 @@ fn snapshots(root: &RootDir, ctrd: &Path, scopes: &mut Vec<Scope>, errors: &mut 
     for (snapshotter, base, rel, files) in present {
         let db_path = base.join("metadata.db");
         let mut records = BTreeMap::new();
-        if let Some(data) = read_db(root, &db_path, errors) {
+        if let Some(data) = read_db(root, &db_path, cap, errors) {
             match containerd::read_snapshots(&data) {
                 Ok((r, errs)) => {
                     records = r;
@@ -258,31 +275,18 @@ fn snapshots(root: &RootDir, ctrd: &Path, scopes: &mut Vec<Scope>, errors: &mut 
     }
 }
 
-/// The bytes of a database file (at most 1 GiB), or none with an error entry.
-fn read_db(root: &RootDir, node: &Path, errors: &mut Vec<ScanError>) -> Option<Vec<u8>> {
+/// The bytes of a database file (a regular file of at most `cap` bytes), or none with an
+/// error entry.
+fn read_db(root: &RootDir, node: &Path, cap: u64, errors: &mut Vec<ScanError>) -> Option<Vec<u8>> {
     let rel = resolve(root, node).ok()?;
-    let mut f = root.open_file(&rel).map_err(|e| errors.push(error_at(node, &e))).ok()?;
-    let mut data = Vec::new();
-    match f.by_ref().take(1 << 30).read_to_end(&mut data) {
-        Ok(_) => Some(data),
-        Err(e) => {
-            errors.push(error_at(node, &e));
-            None
-        }
-    }
+    root.read_file(&rel, cap).map_err(|e| errors.push(error_at(node, &e))).ok()
 }
 
-/// The sorted names of the dirs (not symlinks to dirs) in `rel`, relative to the root;
-/// none when it cannot be listed.
+/// The sorted names of the dirs (not symlinks to dirs) in `rel`, relative to the root,
+/// listed through the root's descriptors; none when it cannot be listed.
 pub(crate) fn subdirs(root: &RootDir, rel: &Path) -> Vec<std::ffi::OsString> {
-    let Ok(dir) = std::fs::read_dir(root.path().join(rel)) else { return Vec::new() };
-    let mut names: Vec<_> = dir
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name())
-        .collect();
-    names.sort();
-    names
+    let entries = root.list(rel).unwrap_or_default();
+    entries.into_iter().filter(|(_, k)| *k == Kind::Dir).map(|(name, _)| name).collect()
 }
 
 /// An error entry for a damaged database at `node_path`.
@@ -302,10 +306,12 @@ fn bundles(root: &RootDir, tasks: &Path, scopes: &mut Vec<Scope>, errors: &mut V
     let dirs = |rel: &Path| subdirs(root, rel);
     for ns in dirs(&tasks_rel) {
         for id in dirs(&tasks_rel.join(&ns)) {
-            let rel = tasks_rel.join(&ns).join(&id).join("config.json");
-            if !root.path().join(&rel).is_file() {
+            let bundle = tasks_rel.join(&ns).join(&id);
+            let listed = root.list(&bundle).unwrap_or_default();
+            if !listed.iter().any(|(n, k)| n == "config.json" && *k == Kind::File) {
                 continue;
             }
+            let rel = bundle.join("config.json");
             let name = id.to_string_lossy();
             scopes.push(Scope {
                 node_path: tasks.join(&ns).join(&id).join("config.json"),
@@ -331,11 +337,8 @@ fn atomic_volumes(root: &RootDir, pod_rel: &Path) -> HashMap<PathBuf, AtomicVolu
         ("kubernetes.io~csi", Some("mount")),
     ] {
         let plugin_rel = Path::new("volumes").join(plugin);
-        let Ok(dir) = std::fs::read_dir(root.path().join(pod_rel).join(&plugin_rel)) else {
-            continue;
-        };
-        for e in dir.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
-            let mut vol = plugin_rel.join(e.file_name());
+        for name in subdirs(root, &pod_rel.join(&plugin_rel)) {
+            let mut vol = plugin_rel.join(name);
             if let Some(sub) = sub {
                 vol.push(sub);
             }

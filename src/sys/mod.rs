@@ -22,7 +22,7 @@ pub mod walk;
 
 use nix::errno::Errno;
 use nix::fcntl::{self, OFlag};
-use nix::sys::stat::Mode;
+use nix::sys::stat::{Mode, SFlag};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
@@ -72,6 +72,86 @@ impl RootDir {
         walk::open_file_beneath(self.fd.as_fd(), rel)
     }
 
+    /// Opens the file at `rel` (relative to the root) as [`RootDir::open_file`] does and
+    /// checks, with `fstat` on what was opened, that it is a regular file of at most
+    /// `cap` bytes; returns it and its size. Every node file read outside the walk
+    /// (runtime records, databases, `etc/hostname`) is opened here, so a FIFO, a device
+    /// (`/dev/zero` as `meta.db`) or a file larger than its reader holds is refused with
+    /// one clear error before a byte is read (`O_NONBLOCK`: opening a FIFO does not wait).
+    pub fn open_regular(&self, rel: &Path, cap: u64) -> io::Result<(File, u64)> {
+        let f = self.open_file(rel)?;
+        let st = nix::sys::stat::fstat(&f)?;
+        let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        if kind != SFlag::S_IFREG {
+            return Err(io::Error::other(format!("not a regular file ({})", kind_name(kind))));
+        }
+        let size = st.st_size as u64;
+        if size > cap {
+            return Err(io::Error::other(format!("larger than {cap} bytes; not read")));
+        }
+        Ok((f, size))
+    }
+
+    /// The bytes of the regular file at `rel` (relative to the root), at most `cap` of
+    /// them: opened through [`RootDir::open_regular`] (a larger file, or anything but a
+    /// regular file, is an error), read up to the size it had when opened (a file growing
+    /// meanwhile cannot make it read more).
+    pub fn read_file(&self, rel: &Path, cap: u64) -> io::Result<Vec<u8>> {
+        use std::io::Read;
+        let (f, size) = self.open_regular(rel, cap)?;
+        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        f.take(size).read_to_end(&mut data)?;
+        Ok(data)
+    }
+
+    /// The entries of the directory at `rel` (relative to the root; `""` is the root),
+    /// listed through a descriptor opened as [`RootDir::open_dir`] opens it (never through
+    /// a symlink, never leaving the root), with what each is (`lstat`: a symlink is a
+    /// symlink). Every listing of a node dir outside the walk goes through here.
+    pub fn list(&self, rel: &Path) -> io::Result<Vec<(OsString, Kind)>> {
+        use std::os::unix::ffi::OsStrExt;
+        let fd = self.open_beneath(
+            rel,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        )?;
+        let mut dir = nix::dir::Dir::from_fd(fd)?;
+        let raw = dir.as_fd().try_clone_to_owned()?;
+        let mut out = Vec::new();
+        for entry in dir.iter() {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let name = std::ffi::OsStr::from_bytes(name).to_os_string();
+            use nix::dir::Type;
+            let kind = match entry.file_type() {
+                Some(Type::Directory) => Kind::Dir,
+                Some(Type::File) => Kind::File,
+                Some(Type::Symlink) => Kind::Symlink,
+                Some(_) => Kind::Other,
+                // Filesystems that do not say: asked, never following a symlink.
+                None => match nix::sys::stat::fstatat(
+                    raw.as_fd(),
+                    name.as_os_str(),
+                    fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                ) {
+                    Ok(st) => match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+                        SFlag::S_IFDIR => Kind::Dir,
+                        SFlag::S_IFREG => Kind::File,
+                        SFlag::S_IFLNK => Kind::Symlink,
+                        _ => Kind::Other,
+                    },
+                    // Gone since listed.
+                    Err(_) => continue,
+                },
+            };
+            out.push((name, kind));
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Walks the tree at `rel` (relative to the root; a directory or a file) by directory
     /// descriptors, never through a symlink (see [`walk`]).
     pub fn walk(&self, rel: &Path) -> walk::Walk {
@@ -106,6 +186,32 @@ impl RootDir {
     fn open_beneath(&self, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
         walk::open_beneath(self.fd.as_fd(), rel, flags).map_err(io::Error::from)
+    }
+}
+
+/// What a listed entry is ([`RootDir::list`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// A directory.
+    Dir,
+    /// A regular file.
+    File,
+    /// A symlink (never followed).
+    Symlink,
+    /// A FIFO, socket or device.
+    Other,
+}
+
+/// The name a person knows a file type by, for errors.
+fn kind_name(kind: SFlag) -> &'static str {
+    match kind {
+        SFlag::S_IFDIR => "directory",
+        SFlag::S_IFCHR => "character device",
+        SFlag::S_IFBLK => "block device",
+        SFlag::S_IFIFO => "FIFO",
+        SFlag::S_IFSOCK => "socket",
+        SFlag::S_IFLNK => "symlink",
+        _ => "unknown type",
     }
 }
 

@@ -1,0 +1,236 @@
+//! Picking a few strings out of a runtime's JSON records (an OCI spec's annotations,
+//! CRI-O's `containers.json`, Docker's `config.v2.json`) as the parser reads them, without
+//! building the document: everything not picked is skipped by the parser unheld, so a
+//! 64 MiB record file costs a read buffer and the strings picked, not gigabytes of
+//! `serde_json::Value`.
+//!
+//! What is picked reads as indexing a `Value` would: the string at a path of object keys
+//! (the last of duplicate keys wins), or nothing when the value there is another type, a
+//! key on the way is missing or not an object.
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use std::fmt;
+
+/// Longest string kept: ids, uids, names and labels are far shorter (a pod name is at most
+/// 253 bytes); a longer value is not one of them, and keeping it would let a crafted file
+/// make each pick as large as the file.
+pub const MAX_TEXT: usize = 4096;
+
+/// A path of object keys from a value to a string inside it.
+pub type Path<'p> = &'p [&'p str];
+
+/// The strings at `paths` in the JSON value `d` reads, in the order of `paths`.
+pub struct Pick<'p> {
+    /// Where the strings are.
+    pub paths: &'p [Path<'p>],
+}
+
+impl<'de> DeserializeSeed<'de> for Pick<'_> {
+    type Value = Vec<Option<String>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// Drops a sequence's or an object's remaining parts unheld.
+fn skip_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
+    while seq.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+impl<'de> Visitor<'de> for Pick<'_> {
+    type Value = Vec<Option<String>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        // A string is what a path ends at (an empty path).
+        let keep = (v.len() <= MAX_TEXT).then(|| v.to_owned());
+        Ok(self.paths.iter().map(|p| if p.is_empty() { keep.clone() } else { None }).collect())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(vec![None; self.paths.len()])
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(vec![None; self.paths.len()])
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(vec![None; self.paths.len()])
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(vec![None; self.paths.len()])
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(vec![None; self.paths.len()])
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        skip_seq(seq)?;
+        Ok(vec![None; self.paths.len()])
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = vec![None; self.paths.len()];
+        while let Some(key) = map.next_key_seed(Key { paths: self.paths })? {
+            let Some(key) = key else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            // The paths through this key, continued below it.
+            let (at, rest): (Vec<usize>, Vec<Path<'_>>) = self
+                .paths
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.first() == Some(&key))
+                .map(|(i, p)| (i, &p[1..]))
+                .unzip();
+            let found = map.next_value_seed(Pick { paths: &rest })?;
+            for (i, v) in at.into_iter().zip(found) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// An object key, compared with the first keys of the paths as the parser reads it: the
+/// one it is, or `None` for a key no path takes (nothing is kept of it).
+struct Key<'p> {
+    paths: &'p [Path<'p>],
+}
+
+impl<'de, 'p> DeserializeSeed<'de> for Key<'p> {
+    type Value = Option<&'p str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'p> Visitor<'_> for Key<'p> {
+    type Value = Option<&'p str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(self.paths.iter().filter_map(|p| p.first().copied()).find(|k| *k == v))
+    }
+}
+
+/// The strings at `paths` in the JSON document `json`; `None` when it is not JSON.
+pub fn pick_slice(json: &[u8], paths: &[Path<'_>]) -> Option<Vec<Option<String>>> {
+    let mut d = serde_json::Deserializer::from_slice(json);
+    let picked = Pick { paths }.deserialize(&mut d).ok()?;
+    d.end().ok()?;
+    Some(picked)
+}
+
+/// The strings at `paths` in the JSON document read from `json`, parsed as it is read;
+/// `None` when it is not JSON.
+pub fn pick_reader(
+    json: &mut dyn std::io::Read,
+    paths: &[Path<'_>],
+) -> Option<Vec<Option<String>>> {
+    let mut d = serde_json::Deserializer::from_reader(json);
+    let picked = Pick { paths }.deserialize(&mut d).ok()?;
+    d.end().ok()?;
+    Some(picked)
+}
+
+/// The strings at `paths` in each element of the JSON list read from `json` (parsed as it
+/// is read), for at most `max` elements (the rest are parsed and skipped); `None` when
+/// it is not a JSON list.
+pub fn pick_each(
+    json: &mut dyn std::io::Read,
+    paths: &[Path<'_>],
+    max: usize,
+) -> Option<Vec<Vec<Option<String>>>> {
+    struct Each<'p> {
+        paths: &'p [Path<'p>],
+        max: usize,
+    }
+    impl<'de> Visitor<'de> for Each<'_> {
+        type Value = Vec<Vec<Option<String>>>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while out.len() < self.max {
+                match seq.next_element_seed(Pick { paths: self.paths })? {
+                    Some(picked) => out.push(picked),
+                    None => return Ok(out),
+                }
+            }
+            skip_seq(seq)?;
+            Ok(out)
+        }
+    }
+    let mut d = serde_json::Deserializer::from_reader(json);
+    let picked = d.deserialize_seq(Each { paths, max }).ok()?;
+    d.end().ok()?;
+    Some(picked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What indexing a `serde_json::Value` gives, for comparison.
+    fn by_value(json: &[u8], paths: &[Path<'_>]) -> Option<Vec<Option<String>>> {
+        let v: serde_json::Value = serde_json::from_slice(json).ok()?;
+        Some(
+            paths
+                .iter()
+                .map(|p| {
+                    let mut at = &v;
+                    for k in *p {
+                        at = &at[*k];
+                    }
+                    at.as_str().filter(|s| s.len() <= MAX_TEXT).map(str::to_owned)
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn picks_as_value_indexing_does() {
+        let paths: &[Path<'_>] =
+            &[&["a"], &["b", "c"], &["b", "d"], &["e"], &["b", "c", "x"], &["f"]];
+        for json in [
+            &br#"{"a":"1","b":{"c":"2","d":3,"z":[1,{"c":"no"}]},"e":null,"f":"\u0041\n"}"#[..],
+            br#"{"a":"1","a":"2","b":"flat"}"#,
+            br#"{"b":{"c":{"x":"deep"}},"e":[],"f":{}}"#,
+            br#"[{"a":"in a list"}]"#,
+            br#""top""#,
+            br#"{"a":"1"} trailing"#,
+            br#"{"a":"1""#,
+            b"",
+        ] {
+            let want = by_value(json, paths);
+            assert_eq!(pick_slice(json, paths), want, "{}", String::from_utf8_lossy(json));
+            assert_eq!(pick_reader(&mut &json[..], paths), want);
+        }
+        let long = format!(r#"{{"a":"{}"}}"#, "x".repeat(MAX_TEXT + 1));
+        assert_eq!(pick_slice(long.as_bytes(), &[&["a"]]), Some(vec![None]));
+    }
+
+    #[test]
+    fn picks_each_element_up_to_max() {
+        let json = br#"[{"id":"a"},7,{"id":"b","x":{"id":"no"}},{"id":"c"}]"#;
+        let each = pick_each(&mut &json[..], &[&["id"]], 3).unwrap();
+        assert_eq!(each, vec![vec![Some("a".into())], vec![None], vec![Some("b".into())]]);
+        assert!(pick_each(&mut &b"{}"[..], &[&["id"]], 3).is_none());
+        assert!(pick_each(&mut &b"[1,"[..], &[&["id"]], 1).is_none(), "damaged past the max");
+    }
+}
