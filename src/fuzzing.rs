@@ -25,6 +25,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("jwt", jwt),
     ("mountinfo", mountinfo),
     ("cri_responses", cri_responses),
+    ("kubectl_pods", kubectl_pods),
 ];
 
 /// `kubectl get secrets -o json` output.
@@ -33,6 +34,20 @@ pub fn kubectl_json(data: &[u8]) {
         for v in &parsed.values {
             let _ = v.secret_ref();
         }
+    }
+}
+
+/// `kubectl get pods -A -o json` output (`clean --pods`), and a plan file
+/// (`clean --apply --plan`): parsed, and what comes out used as `clean` uses it.
+pub fn kubectl_pods(data: &[u8]) {
+    if let Ok(list) = crate::kubectl::parse_pods(data) {
+        for p in &list.pods {
+            let _ = (p.pod_ref(), p.is(&p.uid));
+            assert!(p.name == "<invalid>" || !p.name.bytes().any(|b| b.is_ascii_control()));
+        }
+    }
+    if let Ok(plan) = crate::clean::PlanFile::parse(data) {
+        let _ = plan.mismatch(std::path::Path::new("/"), std::path::Path::new("/var/lib/kubelet"));
     }
 }
 

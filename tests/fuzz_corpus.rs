@@ -90,6 +90,11 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ("jwt", "service-account", sa),
         ("mountinfo", "kubelet", mountinfo),
         ("cri_responses", "lists", cri),
+        (
+            "kubectl_pods",
+            "list",
+            crate::clean::pods_json(&[crate::clean::ApiPod::running("u1", "node-1")]),
+        ),
     ]
 }
 

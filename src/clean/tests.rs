@@ -298,3 +298,32 @@ fn human_durations() {
     assert_eq!(human_secs(3725), "1h2m");
     assert_eq!(human_secs(90_061), "1d1h");
 }
+
+/// A plan file reads back as written; `restrict` refuses what it does not hold (and the
+/// pod dir of that pod), keeps what it holds; a file of another schema is refused.
+#[test]
+fn plan_file_round_trips_and_restricts() {
+    let live = Live::default();
+    let p = plan(&[secret_in("gone")], Some(&live), &[pod("gone", 2 * HOUR)], NOW, &OPTS);
+    assert!(p.actions.len() >= 2, "{:?}", kinds(&p));
+    let file = PlanFile::of(&p, Path::new("/"), Path::new("/var/lib/kubelet"), NOW, 3600);
+    let text = serde_json::to_vec(&file).unwrap();
+    let back = PlanFile::parse(&text).unwrap();
+    assert_eq!(back.actions, file.actions);
+    assert!(back.mismatch(Path::new("/"), Path::new("/var/lib/kubelet")).is_none());
+    assert!(back.mismatch(Path::new("/"), Path::new("/data/kubelet")).is_some());
+    let mut same = p.clone();
+    back.restrict(&mut same);
+    assert!(same.actions.iter().all(|a| a.status == Status::Planned));
+    // Without its first action, that action and the pod's dir are refused.
+    let mut fewer = PlanFile::parse(&text).unwrap();
+    fewer.actions.remove(0);
+    let mut again = p.clone();
+    fewer.restrict(&mut again);
+    assert_eq!(again.actions[0].status, Status::Refused);
+    let dir = again.actions.iter().find(|a| a.action == ActionKind::RemovePodDir).unwrap();
+    assert_eq!(dir.status, Status::Refused);
+    assert!(PlanFile::parse(b"{\"schema\": \"x\"}").is_err());
+    let seed = include_bytes!("../../fuzz/corpus/kubectl_pods/seed-plan");
+    assert_eq!(PlanFile::parse(seed).unwrap().actions.len(), 1);
+}
