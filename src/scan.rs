@@ -10,7 +10,7 @@
 
 use crate::finding::{
     rank, Category, ContainerRef, Encoding, Finding, MatchInfo, MatchKind, Material, PodRef,
-    Preview, ScanError, Severity, SiteId,
+    Preview, ScanError, Severity, SiteId, Within,
 };
 use crate::matcher::{Hit, Matcher};
 use crate::node::containerd::{self, MetaDb, Owner};
@@ -23,6 +23,7 @@ use crate::walk::{self, FileJob, WalkItem};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Seek};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -230,6 +231,10 @@ pub fn scan(
                         WalkItem::File(_) if !in_time() => {}
                         WalkItem::File(job) => {
                             let started = Instant::now();
+                            let mut named = w.check_names(&job, searchers, &seen);
+                            if !named.is_empty() {
+                                findings.lock().expect("lock").append(&mut named);
+                            }
                             let result = w.scan_file(&job, searchers, &seen);
                             if std::mem::take(&mut w.timed_out) {
                                 late.store(true, Ordering::Relaxed);
@@ -284,6 +289,11 @@ pub fn scan(
     let mut findings = findings.into_inner().expect("lock");
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     let mut errors = errors.into_inner().expect("lock");
+    // The walk made some of these paths text before the names in them were matched.
+    for e in &mut errors {
+        e.path = report::redisplay(&e.path);
+    }
+    let walked = walked.iter().map(|s| report::redisplay(s)).collect();
     errors.sort();
     errors.dedup();
     Ok(ScanResult {
@@ -318,6 +328,9 @@ struct Seen {
     devices: std::collections::HashMap<u64, usize>,
     packed: HashSet<u64>,
     other: HashSet<(u64, u64)>,
+    /// The directories (paths from the root) whose names were reported as findings: each
+    /// once, whichever worker meets it first.
+    named_dirs: HashSet<Vec<u8>>,
 }
 
 impl Seen {
@@ -355,6 +368,142 @@ struct Worker {
     deadline: Option<Instant>,
     /// Set when the deadline cut the current file short.
     timed_out: bool,
+    /// The names checked last (see [`Worker::check_names`]).
+    names: Names,
+}
+
+/// A worker's state for matching names: the directory whose names it checked last, and
+/// hit scratch.
+#[derive(Default)]
+struct Names {
+    dir: Vec<u8>,
+    hits: Vec<Hit>,
+    rule_hits: Vec<RuleHit>,
+}
+
+/// The note of a finding in a name.
+const IN_NAME: &str = "in the name of this file or directory: the path shows that name \
+    withheld";
+
+/// Finds secret material in a short text (a name, a claim): fingerprinted forms into
+/// `hits`, rule matches into `rule_hits`; true when there is any.
+fn screen(
+    searchers: &Searchers<'_>,
+    text: &[u8],
+    hits: &mut Vec<Hit>,
+    rule_hits: &mut Vec<RuleHit>,
+) -> bool {
+    hits.clear();
+    rule_hits.clear();
+    if !searchers.matcher.is_empty() {
+        searchers.matcher.find(text, 0, 0, hits);
+    }
+    if !searchers.rules.is_empty() {
+        let _complete = searchers.rules.find(text, 0, 0, true, rule_hits);
+    }
+    !hits.is_empty() || !rule_hits.is_empty()
+}
+
+impl Worker {
+    /// Matches the names on a file's path: the file's own, and the directories' above it
+    /// that this worker has not checked yet (the walk lists a directory's files together,
+    /// so each directory is checked about once). What matches is withheld from every path
+    /// shown from now on ([`report::withhold`]), and is a finding at the path of its name
+    /// (`"in": "name"`, a directory's reported once a scan). Names come from the walk:
+    /// nothing is read again.
+    fn check_names(
+        &mut self,
+        job: &FileJob,
+        searchers: &Searchers<'_>,
+        seen: &Mutex<Seen>,
+    ) -> Vec<Finding> {
+        let rel = job.rel.as_os_str().as_bytes();
+        let (dir, name) = match memchr::memrchr(b'/', rel) {
+            Some(i) => (&rel[..i], &rel[i + 1..]),
+            None => (&rel[..0], rel),
+        };
+        let mut names = std::mem::take(&mut self.names);
+        let mut found = Vec::new();
+        if dir != names.dir.as_slice() {
+            // The components shared with the directory checked last were checked then.
+            let mut start = 0;
+            for (a, b) in dir.split(|&c| c == b'/').zip(names.dir.split(|&c| c == b'/')) {
+                if a != b {
+                    break;
+                }
+                start += a.len() + 1;
+            }
+            while start < dir.len() {
+                let end = memchr::memchr(b'/', &dir[start..]).map_or(dir.len(), |i| start + i);
+                let component = &dir[start..end];
+                if screen(searchers, component, &mut names.hits, &mut names.rule_hits)
+                    && seen.lock().expect("lock").named_dirs.insert(dir[..end].to_vec())
+                {
+                    // The directory's node path, cut from the file's before it is withheld.
+                    let shown = report::path_bytes(&job.node_path());
+                    let at = shown.split(|&c| c == b'/').scan(0, |pos, c| {
+                        *pos += c.len() + 1;
+                        Some((c == component).then_some(*pos - 1))
+                    });
+                    let path = match at.flatten().next() {
+                        Some(cut) => shown[..cut].to_vec(),
+                        None => [b"/", &dir[..end]].concat(),
+                    };
+                    found.extend(self.name_findings(job, searchers, &names, component, &path));
+                }
+                start = end + 1;
+            }
+            names.dir.clear();
+            names.dir.extend_from_slice(dir);
+        }
+        if screen(searchers, name, &mut names.hits, &mut names.rule_hits) {
+            let path = report::path_bytes(&job.node_path());
+            found.extend(self.name_findings(job, searchers, &names, name, &path));
+        }
+        self.names = names;
+        aggregate(found)
+    }
+
+    /// The findings of the matches `names` holds in `name`, the last name of `path` (node
+    /// path bytes, not yet withheld): the material is withheld first, then the findings
+    /// are made at `path` as it is shown now.
+    fn name_findings(
+        &self,
+        job: &FileJob,
+        searchers: &Searchers<'_>,
+        names: &Names,
+        name: &[u8],
+        path: &[u8],
+    ) -> Vec<Finding> {
+        let at = |offset: u64, len: u64| &name[offset as usize..(offset + len) as usize];
+        for h in &names.hits {
+            report::withhold::withhold(at(h.offset, h.len as u64));
+        }
+        for h in &names.rule_hits {
+            report::withhold::withhold(at(h.offset, h.len as u64));
+        }
+        let path = report::display_path(std::ffi::OsStr::from_bytes(path));
+        let on_tmpfs = || job.open().is_ok_and(|f| sys::is_tmpfs(&f));
+        let place = place(category(job, on_tmpfs), job.stale, None);
+        let in_name = |mut f: Finding, secret: &[u8]| {
+            f.path.clone_from(&path);
+            f.within = Within::Name;
+            f.note = Some(IN_NAME);
+            f.id = Finding::refine_id(&Finding::make_id(job.site, &path, &f.matched, secret), "name");
+            f
+        };
+        let mut found = Vec::new();
+        for h in &names.hits {
+            let f = lift(job, searchers.matcher, h, place, at(h.offset, h.len as u64));
+            found.push(in_name(f, &[]));
+        }
+        for h in &names.rule_hits {
+            let secret = at(h.offset + u64::from(h.secret.start), h.secret.len() as u64);
+            let f = lift_rule(job, searchers, h.clone(), place, secret);
+            found.push(in_name(f, secret));
+        }
+        found
+    }
 }
 
 impl Worker {
@@ -375,6 +524,7 @@ impl Worker {
             max_file_size: settings.max_file_size,
             deadline: settings.deadline,
             timed_out: false,
+            names: Names::default(),
         }
     }
 
@@ -855,7 +1005,7 @@ impl Worker {
         for h in self.rule_hits.drain(..) {
             let at = (h.offset - base) as usize;
             let secret = &buf[at + h.secret.start as usize..at + h.secret.end as usize];
-            findings.push(lift_rule(job, searchers.rules, h, place, secret));
+            findings.push(lift_rule(job, searchers, h, place, secret));
         }
     }
 
@@ -909,14 +1059,16 @@ fn lift(
 }
 
 /// Lifts a rule hit to a finding. `secret` is the secret part of the match, used only for
-/// the redacted preview and the id's digest.
+/// the redacted preview and the id's digest. A decoded token's claims that hold a
+/// fingerprinted value are withheld.
 fn lift_rule(
     job: &FileJob,
-    rules: &Rules,
+    searchers: &Searchers<'_>,
     h: RuleHit,
     place: (Category, Severity),
     secret: &[u8],
 ) -> Finding {
+    let rules = searchers.rules;
     let m = MatchInfo {
         kind: MatchKind::Rule,
         secret: None,
@@ -930,6 +1082,14 @@ fn lift_rule(
     let mut f =
         finding(job, id, place, material, h.offset, h.len as u64, m, Preview::redact(secret));
     f.token = h.token;
+    if let Some(token) = &mut f.token {
+        let mut hits = Vec::new();
+        token.withhold(|claim| {
+            hits.clear();
+            searchers.matcher.find(claim.as_bytes(), 0, 0, &mut hits);
+            !hits.is_empty()
+        });
+    }
     f
 }
 
@@ -945,6 +1105,7 @@ fn finding(
     preview: Preview,
 ) -> Finding {
     let owner = job.owner.as_deref();
+    let shown = report::withhold::shown;
     Finding {
         id,
         severity: rank(place, material.severity, material.revoked),
@@ -957,12 +1118,13 @@ fn finding(
         stale: job.stale,
         pod: match (job.pod.as_deref().or(owner.and_then(|o| o.pod_uid.as_deref())), &job.log) {
             (Some(uid), _) => {
-                Some(PodRef { uid: uid.to_owned(), namespace: None, name: None, live: None })
+                Some(PodRef { uid: shown(uid), namespace: None, name: None, live: None })
             }
+            // Names taken from the log's path: withheld where the path's are.
             (None, Some(l)) => Some(PodRef {
-                uid: l.uid.clone(),
-                namespace: Some(l.namespace.clone()),
-                name: Some(l.pod.clone()),
+                uid: shown(&l.uid),
+                namespace: Some(shown(&l.namespace)),
+                name: Some(shown(&l.pod)),
                 live: None,
             }),
             (None, None) => None,
@@ -970,11 +1132,12 @@ fn finding(
         container: match (owner.and_then(|o| o.container.as_deref()), &job.log) {
             (Some(id), _) => Some(ContainerRef { id: Some(id.to_owned()), name: None, live: None }),
             (None, Some(l)) => {
-                Some(ContainerRef { id: None, name: Some(l.container.clone()), live: None })
+                Some(ContainerRef { id: None, name: Some(shown(&l.container)), live: None })
             }
             (None, None) => None,
         },
         images: owner.map(|o| o.images.clone()).unwrap_or_default(),
+        within: Within::Content,
         matched,
         preview,
         note: owner.and_then(|o| o.note),
