@@ -220,6 +220,10 @@ pub fn scan(
         rx.into_iter().par_bridge().for_each_init(
             || Worker::new(settings, searchers.overlap()),
             |w, batch: Vec<WalkItem>| {
+                let mut named = w.check_names(&batch, searchers, &seen);
+                if !named.is_empty() {
+                    findings.lock().expect("lock").append(&mut named);
+                }
                 for item in batch {
                     match item {
                         WalkItem::Error(e) => errors.lock().expect("lock").push(e),
@@ -231,10 +235,6 @@ pub fn scan(
                         WalkItem::File(_) if !in_time() => {}
                         WalkItem::File(job) => {
                             let started = Instant::now();
-                            let mut named = w.check_names(&job, searchers, &seen);
-                            if !named.is_empty() {
-                                findings.lock().expect("lock").append(&mut named);
-                            }
                             let result = w.scan_file(&job, searchers, &seen);
                             if std::mem::take(&mut w.timed_out) {
                                 late.store(true, Ordering::Relaxed);
@@ -372,20 +372,34 @@ struct Worker {
     names: Names,
 }
 
-/// A worker's state for matching names: the directory whose names it checked last, and
-/// hit scratch.
+/// A worker's state for matching names: the directory whose names it checked last, the
+/// names of a batch of files joined (each followed by a `/`, which no name holds; a
+/// printable separator keeps the joined names one run of text for the matcher), where
+/// each is, and hit scratch.
 #[derive(Default)]
 struct Names {
     dir: Vec<u8>,
+    text: Vec<u8>,
+    spans: Vec<NameSpan>,
     hits: Vec<Hit>,
     rule_hits: Vec<RuleHit>,
+}
+
+/// One name in [`Names::text`]: of the batch's `job`-th item, at `start..end`; a
+/// directory's name has the length of the directory's path from the root (`dir_end`).
+#[derive(Clone, Copy)]
+struct NameSpan {
+    job: usize,
+    start: usize,
+    end: usize,
+    dir_end: Option<usize>,
 }
 
 /// The note of a finding in a name.
 const IN_NAME: &str = "in the name of this file or directory: the path shows that name \
     withheld";
 
-/// Finds secret material in a short text (a name, a claim): fingerprinted forms into
+/// Finds secret material in a short text (names, a claim): fingerprinted forms into
 /// `hits`, rule matches into `rule_hits`; true when there is any.
 fn screen(
     searchers: &Searchers<'_>,
@@ -405,105 +419,152 @@ fn screen(
 }
 
 impl Worker {
-    /// Matches the names on a file's path: the file's own, and the directories' above it
-    /// that this worker has not checked yet (the walk lists a directory's files together,
-    /// so each directory is checked about once). What matches is withheld from every path
-    /// shown from now on ([`report::withhold`]), and is a finding at the path of its name
-    /// (`"in": "name"`, a directory's reported once a scan). Names come from the walk:
-    /// nothing is read again.
+    /// Matches the names on the paths of a batch of files: each file's own, and the
+    /// directories' above it that this worker has not checked yet (the walk lists a
+    /// directory's files together, so each directory is checked about once). The names are
+    /// searched joined, in one pass of the matcher and of the rules (a pass per name would
+    /// cost more than reading a small file); a match running into the next name is none.
+    /// What matches is withheld from every path shown from now on ([`report::withhold`]),
+    /// before any file of the batch is read, and is a finding at the path of its name
+    /// (`"in": "name"`; a directory's once a scan). Names come from the walk: nothing is
+    /// read again.
     fn check_names(
         &mut self,
-        job: &FileJob,
+        batch: &[WalkItem],
         searchers: &Searchers<'_>,
         seen: &Mutex<Seen>,
     ) -> Vec<Finding> {
-        let rel = job.rel.as_os_str().as_bytes();
-        let (dir, name) = match memchr::memrchr(b'/', rel) {
-            Some(i) => (&rel[..i], &rel[i + 1..]),
-            None => (&rel[..0], rel),
-        };
         let mut names = std::mem::take(&mut self.names);
-        let mut found = Vec::new();
-        if dir != names.dir.as_slice() {
-            // The components shared with the directory checked last were checked then.
-            let mut start = 0;
-            for (a, b) in dir.split(|&c| c == b'/').zip(names.dir.split(|&c| c == b'/')) {
-                if a != b {
-                    break;
+        names.text.clear();
+        names.spans.clear();
+        for (i, item) in batch.iter().enumerate() {
+            let WalkItem::File(job) = item else { continue };
+            let rel = job.rel.as_os_str().as_bytes();
+            let (dir, name) = match memchr::memrchr(b'/', rel) {
+                Some(at) => (&rel[..at], &rel[at + 1..]),
+                None => (&rel[..0], rel),
+            };
+            let add = |names: &mut Names, text: &[u8], dir_end| {
+                let start = names.text.len();
+                names.text.extend_from_slice(text);
+                names.spans.push(NameSpan { job: i, start, end: names.text.len(), dir_end });
+                names.text.push(b'/');
+            };
+            if dir != names.dir.as_slice() {
+                // The components shared with the directory checked last were checked then.
+                let mut at = 0;
+                for (a, b) in dir.split(|&c| c == b'/').zip(names.dir.split(|&c| c == b'/')) {
+                    if a != b {
+                        break;
+                    }
+                    at += a.len() + 1;
                 }
-                start += a.len() + 1;
-            }
-            while start < dir.len() {
-                let end = memchr::memchr(b'/', &dir[start..]).map_or(dir.len(), |i| start + i);
-                let component = &dir[start..end];
-                if screen(searchers, component, &mut names.hits, &mut names.rule_hits)
-                    && seen.lock().expect("lock").named_dirs.insert(dir[..end].to_vec())
-                {
-                    // The directory's node path, cut from the file's before it is withheld.
-                    let shown = report::path_bytes(&job.node_path());
-                    let at = shown.split(|&c| c == b'/').scan(0, |pos, c| {
-                        *pos += c.len() + 1;
-                        Some((c == component).then_some(*pos - 1))
-                    });
-                    let path = match at.flatten().next() {
-                        Some(cut) => shown[..cut].to_vec(),
-                        None => [b"/", &dir[..end]].concat(),
-                    };
-                    found.extend(self.name_findings(job, searchers, &names, component, &path));
+                while at < dir.len() {
+                    let end = memchr::memchr(b'/', &dir[at..]).map_or(dir.len(), |n| at + n);
+                    add(&mut names, &dir[at..end], Some(end));
+                    at = end + 1;
                 }
-                start = end + 1;
+                names.dir.clear();
+                names.dir.extend_from_slice(dir);
             }
-            names.dir.clear();
-            names.dir.extend_from_slice(dir);
+            add(&mut names, name, None);
         }
-        if screen(searchers, name, &mut names.hits, &mut names.rule_hits) {
-            let path = report::path_bytes(&job.node_path());
-            found.extend(self.name_findings(job, searchers, &names, name, &path));
+        let mut found = Vec::new();
+        if screen(searchers, &names.text, &mut names.hits, &mut names.rule_hits) {
+            let mut by_span: BTreeMap<usize, (Vec<Hit>, Vec<RuleHit>)> = BTreeMap::new();
+            let span_of = |offset: u64, len: u64| {
+                let i = names.spans.partition_point(|s| s.start as u64 <= offset).checked_sub(1)?;
+                let s = names.spans[i];
+                (offset + len <= s.end as u64).then_some((i, s.start as u64))
+            };
+            for h in &names.hits {
+                if let Some((i, start)) = span_of(h.offset, h.len as u64) {
+                    by_span.entry(i).or_default().0.push(Hit { offset: h.offset - start, ..*h });
+                }
+            }
+            for h in &names.rule_hits {
+                if let Some((i, start)) = span_of(h.offset, h.len as u64) {
+                    let hit = RuleHit { offset: h.offset - start, ..h.clone() };
+                    by_span.entry(i).or_default().1.push(hit);
+                }
+            }
+            for (i, (hits, rule_hits)) in by_span {
+                let span = names.spans[i];
+                let WalkItem::File(job) = &batch[span.job] else { continue };
+                let name = &names.text[span.start..span.end];
+                let rel = job.rel.as_os_str().as_bytes();
+                let path = match span.dir_end {
+                    None => report::path_bytes(&job.node_path()),
+                    Some(end) => {
+                        if !seen.lock().expect("lock").named_dirs.insert(rel[..end].to_vec()) {
+                            continue;
+                        }
+                        dir_path(job, &rel[..end], name)
+                    }
+                };
+                let named = name_findings(job, searchers, (&hits, &rule_hits), name, &path);
+                found.extend(aggregate(named));
+            }
         }
         self.names = names;
-        aggregate(found)
-    }
-
-    /// The findings of the matches `names` holds in `name`, the last name of `path` (node
-    /// path bytes, not yet withheld): the material is withheld first, then the findings
-    /// are made at `path` as it is shown now.
-    fn name_findings(
-        &self,
-        job: &FileJob,
-        searchers: &Searchers<'_>,
-        names: &Names,
-        name: &[u8],
-        path: &[u8],
-    ) -> Vec<Finding> {
-        let at = |offset: u64, len: u64| &name[offset as usize..(offset + len) as usize];
-        for h in &names.hits {
-            report::withhold::withhold(at(h.offset, h.len as u64));
-        }
-        for h in &names.rule_hits {
-            report::withhold::withhold(at(h.offset, h.len as u64));
-        }
-        let path = report::display_path(std::ffi::OsStr::from_bytes(path));
-        let on_tmpfs = || job.open().is_ok_and(|f| sys::is_tmpfs(&f));
-        let place = place(category(job, on_tmpfs), job.stale, None);
-        let in_name = |mut f: Finding, secret: &[u8]| {
-            f.path.clone_from(&path);
-            f.within = Within::Name;
-            f.note = Some(IN_NAME);
-            f.id = Finding::refine_id(&Finding::make_id(job.site, &path, &f.matched, secret), "name");
-            f
-        };
-        let mut found = Vec::new();
-        for h in &names.hits {
-            let f = lift(job, searchers.matcher, h, place, at(h.offset, h.len as u64));
-            found.push(in_name(f, &[]));
-        }
-        for h in &names.rule_hits {
-            let secret = at(h.offset + u64::from(h.secret.start), h.secret.len() as u64);
-            let f = lift_rule(job, searchers, h.clone(), place, secret);
-            found.push(in_name(f, secret));
-        }
         found
     }
+}
+
+/// The node path of the directory at `rel` (from the root) above `job`'s file, whose name
+/// is `name`: cut from the file's node path (which shows the names a person sees) before
+/// `name` is withheld; else the path from the root.
+fn dir_path(job: &FileJob, rel: &[u8], name: &[u8]) -> Vec<u8> {
+    let shown = report::path_bytes(&job.node_path());
+    let mut end = 0;
+    for component in shown.split(|&c| c == b'/') {
+        end += component.len();
+        if component == name {
+            return shown[..end].to_vec();
+        }
+        end += 1;
+    }
+    [b"/", rel].concat()
+}
+
+/// The findings of `hits` in `name` (offsets in it), the last name of `path` (node path
+/// bytes, not yet withheld): what matched is withheld first, then the findings are made
+/// at `path` as it is shown now.
+fn name_findings(
+    job: &FileJob,
+    searchers: &Searchers<'_>,
+    (hits, rule_hits): (&[Hit], &[RuleHit]),
+    name: &[u8],
+    path: &[u8],
+) -> Vec<Finding> {
+    let at = |offset: u64, len: u64| &name[offset as usize..(offset + len) as usize];
+    for h in hits {
+        report::withhold::withhold(at(h.offset, h.len as u64));
+    }
+    for h in rule_hits {
+        report::withhold::withhold(at(h.offset, h.len as u64));
+    }
+    let path = report::display_path(std::ffi::OsStr::from_bytes(path));
+    let on_tmpfs = || job.open().is_ok_and(|f| sys::is_tmpfs(&f));
+    let place = place(category(job, on_tmpfs), job.stale, None);
+    let in_name = |mut f: Finding, secret: &[u8]| {
+        f.path.clone_from(&path);
+        f.within = Within::Name;
+        f.note = Some(IN_NAME);
+        f.id = Finding::refine_id(&Finding::make_id(job.site, &path, &f.matched, secret), "name");
+        f
+    };
+    let mut found = Vec::new();
+    for h in hits {
+        let f = lift(job, searchers.matcher, h, place, at(h.offset, h.len as u64));
+        found.push(in_name(f, &[]));
+    }
+    for h in rule_hits {
+        let secret = at(h.offset + u64::from(h.secret.start), h.secret.len() as u64);
+        let f = lift_rule(job, searchers, h.clone(), place, secret);
+        found.push(in_name(f, secret));
+    }
+    found
 }
 
 impl Worker {

@@ -273,7 +273,8 @@ fn invisible_characters_in_names_are_escaped_in_the_table() {
     let tree = NodeTree::new();
     let (value, secrets) = db_password(&tree, 9301);
     let file = tree.secrets_file("secrets.json", &secrets);
-    let hostile = ['\u{2028}', '\u{2029}', '\u{e0041}', '\u{e007f}', '\u{ad}', '\u{202e}', '\u{2064}'];
+    let hostile =
+        ['\u{2028}', '\u{2029}', '\u{e0041}', '\u{e007f}', '\u{ad}', '\u{202e}', '\u{2064}'];
     let name: String = hostile.iter().map(|c| format!("a{c}")).collect();
     tree.pod(GONE_UID).file(&format!("volumes/kubernetes.io~empty-dir/x/{name}"), value.as_bytes());
     let out = tree.scan(&["--secrets", path_arg(&file)]);

@@ -188,13 +188,12 @@ pub fn redisplay(shown: &str) -> String {
 /// characters (Cf: bidi marks and overrides, zero-width characters, the soft hyphen,
 /// Unicode tags), line and paragraph separators (Zl, Zp), and the rest of the tag and
 /// invisible-operator blocks (unassigned there).
-static HOSTILE: std::sync::LazyLock<regex_automata::meta::Regex> =
-    std::sync::LazyLock::new(|| {
-        regex_automata::meta::Regex::new(
-            r"[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\x{2060}-\x{206F}\x{E0000}-\x{E007F}]",
-        )
-        .expect("a valid character class")
-    });
+static HOSTILE: std::sync::LazyLock<regex_automata::meta::Regex> = std::sync::LazyLock::new(|| {
+    regex_automata::meta::Regex::new(
+        r"[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\x{2060}-\x{206F}\x{E0000}-\x{E007F}]",
+    )
+    .expect("a valid character class")
+});
 
 /// Text made safe for a terminal or a one-line message: every character of [`HOSTILE`]
 /// (controls, format characters, line and paragraph separators) is shown as an escape
@@ -224,9 +223,20 @@ mod tests {
         assert_eq!(display_path(OsStr::from_bytes(b"/a\\xff/b\\")), "/a\\\\xff/b\\\\");
         assert_eq!(terminal_safe("a\nb\x1b[31m\u{202e}c"), "a\\nb\\u{1b}[31m\\u{202e}c");
         assert_eq!(terminal_safe("/var/lib/kubelet/ünï"), "/var/lib/kubelet/ünï");
-        for c in ['\u{2028}', '\u{2029}', '\u{ad}', '\u{e0001}', '\u{e0041}', '\u{e007f}',
-            '\u{200b}', '\u{2065}', '\u{feff}', '\u{61c}', '\u{85}', '\u{fff9}']
-        {
+        for c in [
+            '\u{2028}',
+            '\u{2029}',
+            '\u{ad}',
+            '\u{e0001}',
+            '\u{e0041}',
+            '\u{e007f}',
+            '\u{200b}',
+            '\u{2065}',
+            '\u{feff}',
+            '\u{61c}',
+            '\u{85}',
+            '\u{fff9}',
+        ] {
             let shown = terminal_safe(&format!("a{c}b"));
             assert!(!shown.contains(c), "U+{:04X}: {shown}", c as u32);
             assert!(shown.starts_with('a') && shown.ends_with('b'), "{shown}");

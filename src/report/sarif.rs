@@ -86,8 +86,12 @@ fn message(f: &Finding) -> String {
         Within::Content => "at",
         Within::Name => "in the name of",
     };
-    let mut text =
-        format!("{what} found {at} {} ({}, {})", f.path, f.site.as_str(), super::plain(&f.category));
+    let mut text = format!(
+        "{what} found {at} {} ({}, {})",
+        f.path,
+        f.site.as_str(),
+        super::plain(&f.category)
+    );
     if let Some(p) = &f.pod {
         let live = match p.live {
             Some(true) => "live",
