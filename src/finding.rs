@@ -257,7 +257,8 @@ pub struct Finding {
     pub category: Category,
     /// Where it was found.
     pub site: SiteId,
-    /// The node path a person sees (user-visible name for atomic-writer volumes).
+    /// The node path a person sees (user-visible name for atomic-writer volumes), as
+    /// `report::display_path` makes it: a name holding secret material is withheld.
     pub path: String,
     /// Byte offset of the (first) match in the file (in its name, for a name).
     pub offset: u64,

@@ -316,3 +316,39 @@ fn sarif_uris_name_the_bytes_of_a_name() {
     assert!(paths.contains(&format!("{dir}/bin\\xff\\xfe")), "{paths:?}");
     assert!(paths.contains(&format!("{dir}/lit\\\\xff")), "{paths:?}");
 }
+
+/// A rule's match (a GitHub token) as a file name and inside a directory's name is a rule
+/// finding in that name, withheld like a known value; without any fingerprint too.
+#[test]
+fn rule_matches_in_names_are_findings_and_withheld() {
+    let tree = NodeTree::new();
+    let token =
+        String::from_utf8(kresidue::rules::examples::render("{ghtoken:ghp}", 9501)).unwrap();
+    let other =
+        String::from_utf8(kresidue::rules::examples::render("{ghtoken:ghp}", 9502)).unwrap();
+    tree.guard(token.as_bytes());
+    tree.guard(other.as_bytes());
+    let pod = tree.pod(GONE_UID);
+    let dir = "volumes/kubernetes.io~empty-dir/x";
+    pod.file(&format!("{dir}/{token}"), b"nothing\n");
+    pod.file(&format!("{dir}/backup-{other}.d/list.txt"), b"nothing\n");
+    for format in ["table", "sarif", "json"] {
+        let out = tree.scan(&["--format", format]);
+        out.assert_code(1);
+        for t in [&token, &other] {
+            assert_no_piece(format, &out.stdout, t.as_bytes());
+        }
+        if format != "json" {
+            continue;
+        }
+        let named: Vec<(String, String)> = out
+            .findings()
+            .iter()
+            .filter(|f| f.raw["in"] == "name")
+            .map(|f| (f.path.clone(), f.raw["match"]["rule"].as_str().unwrap_or("").to_owned()))
+            .collect();
+        let rule = "github-personal-access-token".to_owned();
+        let at = pod.path(&format!("{dir}/{WITHHELD}"));
+        assert_eq!(named, vec![(at.clone(), rule.clone()), (at, rule)], "{named:?}");
+    }
+}
