@@ -195,7 +195,7 @@ static HOSTILE: std::sync::LazyLock<regex_automata::meta::Regex> = std::sync::La
     .expect("a valid character class")
 });
 
-/// Text made safe for a terminal or a one-line message: every character of [`HOSTILE`]
+/// Text made safe for a terminal or a one-line message: every character of `HOSTILE`
 /// (controls, format characters, line and paragraph separators) is shown as an escape
 /// (`\u{202e}`) instead of acting on the display.
 pub fn terminal_safe(s: &str) -> String {
