@@ -202,6 +202,25 @@ pub enum MatchKind {
     Rule,
 }
 
+/// Where in its file a match is: the file's bytes, or the name at its path (a file's or a
+/// directory's), the path showing that name withheld.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Within {
+    /// The content: `offset` and `length` are bytes of the file (not written in reports).
+    #[default]
+    Content,
+    /// The name: `offset` and `length` are bytes of the last name of the path.
+    Name,
+}
+
+impl Within {
+    /// True for [`Within::Content`] (the default, left out of reports).
+    pub fn is_content(&self) -> bool {
+        *self == Within::Content
+    }
+}
+
 /// A redacted preview: at most four leading characters, then `****`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
@@ -238,9 +257,10 @@ pub struct Finding {
     pub category: Category,
     /// Where it was found.
     pub site: SiteId,
-    /// The node path a person sees (user-visible name for atomic-writer volumes).
+    /// The node path a person sees (user-visible name for atomic-writer volumes), as
+    /// `report::display_path` makes it: a name holding secret material is withheld.
     pub path: String,
-    /// Byte offset of the (first) match in the file.
+    /// Byte offset of the (first) match in the file (in its name, for a name).
     pub offset: u64,
     /// Length of the match in bytes.
     pub length: u64,
@@ -255,6 +275,10 @@ pub struct Finding {
     /// The images an image layer belongs to (their names, as the runtime records them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<String>,
+    /// Whether the match is in the file's content or in the name at `path` (`"in":
+    /// "name"`, written only then).
+    #[serde(rename = "in", skip_serializing_if = "Within::is_content")]
+    pub within: Within,
     /// What matched.
     #[serde(rename = "match")]
     pub matched: MatchInfo,

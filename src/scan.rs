@@ -10,7 +10,7 @@
 
 use crate::finding::{
     rank, Category, ContainerRef, Encoding, Finding, MatchInfo, MatchKind, Material, PodRef,
-    Preview, ScanError, Severity, SiteId,
+    Preview, ScanError, Severity, SiteId, Within,
 };
 use crate::matcher::{Hit, Matcher};
 use crate::node::containerd::{self, MetaDb, Owner};
@@ -23,6 +23,7 @@ use crate::walk::{self, FileJob, WalkItem};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Seek};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -219,6 +220,10 @@ pub fn scan(
         rx.into_iter().par_bridge().for_each_init(
             || Worker::new(settings, searchers.overlap()),
             |w, batch: Vec<WalkItem>| {
+                let mut named = w.check_names(&batch, searchers, &seen);
+                if !named.is_empty() {
+                    findings.lock().expect("lock").append(&mut named);
+                }
                 for item in batch {
                     match item {
                         WalkItem::Error(e) => errors.lock().expect("lock").push(e),
@@ -284,6 +289,11 @@ pub fn scan(
     let mut findings = findings.into_inner().expect("lock");
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     let mut errors = errors.into_inner().expect("lock");
+    // The walk made some of these paths text before the names in them were matched.
+    for e in &mut errors {
+        e.path = report::redisplay(&e.path);
+    }
+    let walked = walked.iter().map(|s| report::redisplay(s)).collect();
     errors.sort();
     errors.dedup();
     Ok(ScanResult {
@@ -318,6 +328,9 @@ struct Seen {
     devices: std::collections::HashMap<u64, usize>,
     packed: HashSet<u64>,
     other: HashSet<(u64, u64)>,
+    /// The directories (paths from the root) whose names were reported as findings: each
+    /// once, whichever worker meets it first.
+    named_dirs: HashSet<Vec<u8>>,
 }
 
 impl Seen {
@@ -355,6 +368,203 @@ struct Worker {
     deadline: Option<Instant>,
     /// Set when the deadline cut the current file short.
     timed_out: bool,
+    /// The names checked last (see [`Worker::check_names`]).
+    names: Names,
+}
+
+/// A worker's state for matching names: the directory whose names it checked last, the
+/// names of a batch of files joined (each followed by a `/`, which no name holds; a
+/// printable separator keeps the joined names one run of text for the matcher), where
+/// each is, and hit scratch.
+#[derive(Default)]
+struct Names {
+    dir: Vec<u8>,
+    text: Vec<u8>,
+    spans: Vec<NameSpan>,
+    hits: Vec<Hit>,
+    rule_hits: Vec<RuleHit>,
+}
+
+/// One name in [`Names::text`]: of the batch's `job`-th item, at `start..end`; a
+/// directory's name has the length of the directory's path from the root (`dir_end`).
+#[derive(Clone, Copy)]
+struct NameSpan {
+    job: usize,
+    start: usize,
+    end: usize,
+    dir_end: Option<usize>,
+}
+
+/// The note of a finding in a name.
+const IN_NAME: &str = "in the name of this file or directory: the path shows that name \
+    withheld";
+
+/// Finds secret material in a short text (names, a claim): fingerprinted forms into
+/// `hits`, rule matches into `rule_hits`; true when there is any.
+fn screen(
+    searchers: &Searchers<'_>,
+    text: &[u8],
+    hits: &mut Vec<Hit>,
+    rule_hits: &mut Vec<RuleHit>,
+) -> bool {
+    hits.clear();
+    rule_hits.clear();
+    if !searchers.matcher.is_empty() {
+        searchers.matcher.find(text, 0, 0, hits);
+    }
+    if !searchers.rules.is_empty() {
+        let _complete = searchers.rules.find(text, 0, 0, true, rule_hits);
+    }
+    !hits.is_empty() || !rule_hits.is_empty()
+}
+
+impl Worker {
+    /// Matches the names on the paths of a batch of files: each file's own, and the
+    /// directories' above it that this worker has not checked yet (the walk lists a
+    /// directory's files together, so each directory is checked about once). The names are
+    /// searched joined, in one pass of the matcher and of the rules (a pass per name would
+    /// cost more than reading a small file); a match running into the next name is none.
+    /// What matches is withheld from every path shown from now on ([`report::withhold`]),
+    /// before any file of the batch is read, and is a finding at the path of its name
+    /// (`"in": "name"`; a directory's once a scan). Names come from the walk: nothing is
+    /// read again.
+    fn check_names(
+        &mut self,
+        batch: &[WalkItem],
+        searchers: &Searchers<'_>,
+        seen: &Mutex<Seen>,
+    ) -> Vec<Finding> {
+        let mut names = std::mem::take(&mut self.names);
+        names.text.clear();
+        names.spans.clear();
+        for (i, item) in batch.iter().enumerate() {
+            let WalkItem::File(job) = item else { continue };
+            let rel = job.rel.as_os_str().as_bytes();
+            let (dir, name) = match memchr::memrchr(b'/', rel) {
+                Some(at) => (&rel[..at], &rel[at + 1..]),
+                None => (&rel[..0], rel),
+            };
+            let add = |names: &mut Names, text: &[u8], dir_end| {
+                let start = names.text.len();
+                names.text.extend_from_slice(text);
+                names.spans.push(NameSpan { job: i, start, end: names.text.len(), dir_end });
+                names.text.push(b'/');
+            };
+            if dir != names.dir.as_slice() {
+                // The components shared with the directory checked last were checked then.
+                let mut at = 0;
+                for (a, b) in dir.split(|&c| c == b'/').zip(names.dir.split(|&c| c == b'/')) {
+                    if a != b {
+                        break;
+                    }
+                    at += a.len() + 1;
+                }
+                while at < dir.len() {
+                    let end = memchr::memchr(b'/', &dir[at..]).map_or(dir.len(), |n| at + n);
+                    add(&mut names, &dir[at..end], Some(end));
+                    at = end + 1;
+                }
+                names.dir.clear();
+                names.dir.extend_from_slice(dir);
+            }
+            add(&mut names, name, None);
+        }
+        let mut found = Vec::new();
+        if screen(searchers, &names.text, &mut names.hits, &mut names.rule_hits) {
+            let mut by_span: BTreeMap<usize, (Vec<Hit>, Vec<RuleHit>)> = BTreeMap::new();
+            let span_of = |offset: u64, len: u64| {
+                let i = names.spans.partition_point(|s| s.start as u64 <= offset).checked_sub(1)?;
+                let s = names.spans[i];
+                (offset + len <= s.end as u64).then_some((i, s.start as u64))
+            };
+            for h in &names.hits {
+                if let Some((i, start)) = span_of(h.offset, h.len as u64) {
+                    by_span.entry(i).or_default().0.push(Hit { offset: h.offset - start, ..*h });
+                }
+            }
+            for h in &names.rule_hits {
+                if let Some((i, start)) = span_of(h.offset, h.len as u64) {
+                    let hit = RuleHit { offset: h.offset - start, ..h.clone() };
+                    by_span.entry(i).or_default().1.push(hit);
+                }
+            }
+            for (i, (hits, rule_hits)) in by_span {
+                let span = names.spans[i];
+                let WalkItem::File(job) = &batch[span.job] else { continue };
+                let name = &names.text[span.start..span.end];
+                let rel = job.rel.as_os_str().as_bytes();
+                let path = match span.dir_end {
+                    None => report::path_bytes(&job.node_path()),
+                    Some(end) => {
+                        if !seen.lock().expect("lock").named_dirs.insert(rel[..end].to_vec()) {
+                            continue;
+                        }
+                        dir_path(job, &rel[..end], name)
+                    }
+                };
+                let named = name_findings(job, searchers, (&hits, &rule_hits), name, &path);
+                found.extend(aggregate(named));
+            }
+        }
+        self.names = names;
+        found
+    }
+}
+
+/// The node path of the directory at `rel` (from the root) above `job`'s file, whose name
+/// is `name`: cut from the file's node path (which shows the names a person sees) before
+/// `name` is withheld; else the path from the root.
+fn dir_path(job: &FileJob, rel: &[u8], name: &[u8]) -> Vec<u8> {
+    let shown = report::path_bytes(&job.node_path());
+    let mut end = 0;
+    for component in shown.split(|&c| c == b'/') {
+        end += component.len();
+        if component == name {
+            return shown[..end].to_vec();
+        }
+        end += 1;
+    }
+    [b"/", rel].concat()
+}
+
+/// The findings of `hits` in `name` (offsets in it), the last name of `path` (node path
+/// bytes, not yet withheld): what matched is withheld first, then the findings are made
+/// at `path` as it is shown now.
+fn name_findings(
+    job: &FileJob,
+    searchers: &Searchers<'_>,
+    (hits, rule_hits): (&[Hit], &[RuleHit]),
+    name: &[u8],
+    path: &[u8],
+) -> Vec<Finding> {
+    let at = |offset: u64, len: u64| &name[offset as usize..(offset + len) as usize];
+    for h in hits {
+        report::withhold::withhold(at(h.offset, h.len as u64));
+    }
+    for h in rule_hits {
+        report::withhold::withhold(at(h.offset, h.len as u64));
+    }
+    let path = report::display_path(std::ffi::OsStr::from_bytes(path));
+    let on_tmpfs = || job.open().is_ok_and(|f| sys::is_tmpfs(&f));
+    let place = place(category(job, on_tmpfs), job.stale, None);
+    let in_name = |mut f: Finding, secret: &[u8]| {
+        f.path.clone_from(&path);
+        f.within = Within::Name;
+        f.note = Some(IN_NAME);
+        f.id = Finding::refine_id(&Finding::make_id(job.site, &path, &f.matched, secret), "name");
+        f
+    };
+    let mut found = Vec::new();
+    for h in hits {
+        let f = lift(job, searchers.matcher, h, place, at(h.offset, h.len as u64));
+        found.push(in_name(f, &[]));
+    }
+    for h in rule_hits {
+        let secret = at(h.offset + u64::from(h.secret.start), h.secret.len() as u64);
+        let f = lift_rule(job, searchers, h.clone(), place, secret);
+        found.push(in_name(f, secret));
+    }
+    found
 }
 
 impl Worker {
@@ -375,6 +585,7 @@ impl Worker {
             max_file_size: settings.max_file_size,
             deadline: settings.deadline,
             timed_out: false,
+            names: Names::default(),
         }
     }
 
@@ -855,7 +1066,7 @@ impl Worker {
         for h in self.rule_hits.drain(..) {
             let at = (h.offset - base) as usize;
             let secret = &buf[at + h.secret.start as usize..at + h.secret.end as usize];
-            findings.push(lift_rule(job, searchers.rules, h, place, secret));
+            findings.push(lift_rule(job, searchers, h, place, secret));
         }
     }
 
@@ -909,14 +1120,16 @@ fn lift(
 }
 
 /// Lifts a rule hit to a finding. `secret` is the secret part of the match, used only for
-/// the redacted preview and the id's digest.
+/// the redacted preview and the id's digest. A decoded token's claims that hold a
+/// fingerprinted value are withheld.
 fn lift_rule(
     job: &FileJob,
-    rules: &Rules,
+    searchers: &Searchers<'_>,
     h: RuleHit,
     place: (Category, Severity),
     secret: &[u8],
 ) -> Finding {
+    let rules = searchers.rules;
     let m = MatchInfo {
         kind: MatchKind::Rule,
         secret: None,
@@ -930,6 +1143,14 @@ fn lift_rule(
     let mut f =
         finding(job, id, place, material, h.offset, h.len as u64, m, Preview::redact(secret));
     f.token = h.token;
+    if let Some(token) = &mut f.token {
+        let mut hits = Vec::new();
+        token.withhold(|claim| {
+            hits.clear();
+            searchers.matcher.find(claim.as_bytes(), 0, 0, &mut hits);
+            !hits.is_empty()
+        });
+    }
     f
 }
 
@@ -945,6 +1166,7 @@ fn finding(
     preview: Preview,
 ) -> Finding {
     let owner = job.owner.as_deref();
+    let shown = report::withhold::shown;
     Finding {
         id,
         severity: rank(place, material.severity, material.revoked),
@@ -957,12 +1179,13 @@ fn finding(
         stale: job.stale,
         pod: match (job.pod.as_deref().or(owner.and_then(|o| o.pod_uid.as_deref())), &job.log) {
             (Some(uid), _) => {
-                Some(PodRef { uid: uid.to_owned(), namespace: None, name: None, live: None })
+                Some(PodRef { uid: shown(uid), namespace: None, name: None, live: None })
             }
+            // Names taken from the log's path: withheld where the path's are.
             (None, Some(l)) => Some(PodRef {
-                uid: l.uid.clone(),
-                namespace: Some(l.namespace.clone()),
-                name: Some(l.pod.clone()),
+                uid: shown(&l.uid),
+                namespace: Some(shown(&l.namespace)),
+                name: Some(shown(&l.pod)),
                 live: None,
             }),
             (None, None) => None,
@@ -970,11 +1193,12 @@ fn finding(
         container: match (owner.and_then(|o| o.container.as_deref()), &job.log) {
             (Some(id), _) => Some(ContainerRef { id: Some(id.to_owned()), name: None, live: None }),
             (None, Some(l)) => {
-                Some(ContainerRef { id: None, name: Some(l.container.clone()), live: None })
+                Some(ContainerRef { id: None, name: Some(shown(&l.container)), live: None })
             }
             (None, None) => None,
         },
         images: owner.map(|o| o.images.clone()).unwrap_or_default(),
+        within: Within::Content,
         matched,
         preview,
         note: owner.and_then(|o| o.note),

@@ -1,1 +1,354 @@
-//! (filled in by the issue 28 work)
+//! Nothing secret or hostile leaks through the output (issue 28, items 9, 10, 18a, 18b).
+//!
+//! - A Secret value (and its base64 form) used as the name of a file or a directory (in a
+//!   secret volume, an emptyDir, a pod log dir) is a finding at that path (`"in": "name"`),
+//!   and the name is withheld from every output: each scan format, `clean`'s plan and its
+//!   "why" line, which counts the entries it leaves rather than naming them.
+//! - What a JWT says of itself is shown only in the shapes claims are meant to have, and
+//!   never when it holds a fingerprinted value.
+//! - Invisible and format characters in names never reach the table raw.
+//! - A SARIF URI of a name that is not UTF-8 names its bytes.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+use crate::cri::{fake, Server, GONE_UID};
+use crate::util::*;
+
+/// What a withheld path component is shown as.
+const WITHHELD: &str = "<withheld>";
+
+/// A generated value whose base64 form holds no `/` (so both can be file names).
+fn name_value(seed: u64) -> (Vec<u8>, Vec<u8>) {
+    (seed..)
+        .map(|s| {
+            let v = fake_secret_len(s, 24);
+            let b = b64(&v);
+            (v, b)
+        })
+        .find(|(v, b)| !b.contains(&b'/') && !v.contains(&b'/'))
+        .unwrap()
+}
+
+/// Panics when `out` holds any 8-byte piece of `value` (the harness's guard checks whole
+/// forms; a path cut in a table column or a URI must not show a piece either).
+fn assert_no_piece(what: &str, out: &[u8], value: &[u8]) {
+    for piece in value.windows(8) {
+        assert!(
+            !contains(out, piece),
+            "{what}: the output holds a piece of a value ({:?}…)",
+            String::from_utf8_lossy(&piece[..2])
+        );
+    }
+}
+
+/// A Secret value and its base64 form as file and directory names, in a secret volume, an
+/// emptyDir and a pod log dir of a pod with no sandbox: each is a finding at its (withheld)
+/// path, in every scan format and in `clean`'s plan no piece of either is shown, and the
+/// tree is unchanged.
+#[test]
+fn secret_values_as_names_are_findings_and_withheld_everywhere() {
+    let tree = NodeTree::new();
+    let (value, b64v) = name_value(9101);
+    let secret = Secret::opaque("shop", "db", &[("password", value.as_slice())]);
+    let file = tree.secrets_file("secrets.json", std::slice::from_ref(&secret));
+    let v = String::from_utf8(value.clone()).unwrap();
+    let b = String::from_utf8(b64v.clone()).unwrap();
+    let pod = tree.pod(GONE_UID);
+    // A secret volume whose key is the value (its payload dir holds a file of that name).
+    pod.secret_volume("db").key(&v, b"not secret\n");
+    // An emptyDir: the value as a file name, its base64 form as a directory name.
+    let empty = "volumes/kubernetes.io~empty-dir/cache";
+    pod.file(&format!("{empty}/{v}"), b"cached\n");
+    pod.file(&format!("{empty}/{b}/data.txt"), b"cached\n");
+    // A pod log dir: the value as a container's directory (its log also holds the value),
+    // the base64 form as a rotated log's name.
+    let logs = format!("/var/log/pods/shop_web_{GONE_UID}");
+    tree.write(
+        format!("{logs}/{v}/0.log"),
+        format!("2026-11-30T10:00:00.000000000Z stdout F password={v}\n").as_bytes(),
+    );
+    tree.write(format!("{logs}/app/{b}"), b"2026-11-30T10:00:00.000000000Z stdout F hi\n");
+
+    let secrets = ["--secrets", path_arg(&file)];
+    let out = tree.scan(&[&secrets[..], &["--format", "json"]].concat());
+    out.assert_code(1);
+    for form in [&value, &b64v] {
+        assert_no_piece("scan --format json", &out.stdout, form);
+    }
+    let findings = out.findings();
+    let named: Vec<(&str, &str)> = findings
+        .iter()
+        .filter(|f| f.raw["in"] == "name")
+        .map(|f| (f.path.as_str(), f.encoding.as_str()))
+        .collect();
+    let pod_dir = pod.dir();
+    let expected = [
+        (format!("{pod_dir}/volumes/kubernetes.io~secret/db/{WITHHELD}"), "raw"),
+        (format!("{pod_dir}/{empty}/{WITHHELD}"), "raw"),
+        (format!("{pod_dir}/{empty}/{WITHHELD}"), "base64"),
+        (format!("{logs}/{WITHHELD}"), "raw"),
+        (format!("{logs}/app/{WITHHELD}"), "base64"),
+    ];
+    for (path, enc) in &expected {
+        assert!(
+            named.contains(&(path.as_str(), *enc)),
+            "no {enc} name finding at {path}: {named:?}"
+        );
+    }
+    assert_eq!(named.len(), expected.len(), "one finding per name: {named:?}");
+    for f in findings.iter().filter(|f| f.raw["in"] == "name") {
+        assert_eq!(f.secret, "shop/db", "{:?}", f.raw);
+        assert_eq!(f.key, "password", "{:?}", f.raw);
+        assert!(f.raw["note"].as_str().is_some_and(|n| n.contains("name")), "{:?}", f.raw);
+    }
+    // The log's content finding: its path and its container (named by the value) withheld.
+    let log = findings
+        .iter()
+        .find(|f| f.raw["in"].is_null() && f.site == "pod-log")
+        .unwrap_or_else(|| panic!("no content finding in the log: {findings:?}"));
+    assert_eq!(log.path, format!("{logs}/{WITHHELD}/0.log"));
+    assert_eq!(log.raw["container"]["name"], WITHHELD, "{:?}", log.raw);
+
+    for format in ["table", "sarif", "prometheus", "npd"] {
+        let out = tree.scan(&[&secrets[..], &["--format", format]].concat());
+        out.assert_code(1);
+        for form in [&value, &b64v] {
+            assert_no_piece(&format!("scan --format {format}"), &out.stdout, form);
+        }
+    }
+
+    // clean's plan: the gone pod's volume is planned, its dir kept for the emptyDir files,
+    // which the "why" line counts without naming them.
+    let server = Server::grpc(fake());
+    let ep = server.endpoint();
+    let lock = tree.work("lock");
+    for format in ["json", "table"] {
+        let before = tree.digest();
+        let out = tree.run(&[
+            "clean",
+            "--root",
+            tree.root_arg(),
+            "--cri",
+            &ep,
+            "--min-age",
+            "0s",
+            "--lock",
+            path_arg(&lock),
+            "--secrets",
+            path_arg(&file),
+            "--format",
+            format,
+        ]);
+        before.assert_same(&tree.digest(), "clean (dry run)");
+        out.assert_code(0);
+        for form in [&value, &b64v] {
+            assert_no_piece(&format!("clean --format {format}"), &out.stdout, form);
+        }
+        let text = out.stdout_str();
+        assert!(
+            !text.contains("data.txt"),
+            "clean names a file with no finding: {}",
+            truncate_lines(&text)
+        );
+        if format == "json" {
+            let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let why: Vec<&str> = plan["left"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|l| l["reason"].as_str())
+                .filter(|r| r.contains("bookkeeping"))
+                .collect();
+            assert!(!why.is_empty(), "no bookkeeping reason: {plan}");
+            for r in why {
+                assert!(r.contains("2 entries"), "{r}");
+                assert!(!r.contains(&pod_dir), "{r}");
+            }
+        }
+    }
+}
+
+fn truncate_lines(s: &str) -> String {
+    s.lines().take(40).collect::<Vec<_>>().join("\n")
+}
+
+/// A JWT with the given claims and a generated signature (nothing signed it).
+fn jwt(claims: &Value, seed: u64) -> Vec<u8> {
+    let enc = |v: &[u8]| URL_SAFE_NO_PAD.encode(v);
+    let mut rng = Prng::new(seed);
+    let sig: Vec<u8> = (0..256).map(|_| rng.next_u64() as u8).collect();
+    format!(
+        "{}.{}.{}",
+        enc(br#"{"alg":"RS256","kid":"k1"}"#),
+        enc(&serde_json::to_vec(claims).unwrap()),
+        enc(&sig)
+    )
+    .into_bytes()
+}
+
+/// Claims are shown only in their shapes (a service account's subject, an `https://`
+/// issuer), never with a fingerprinted value in them: a token whose `sub` is a known
+/// value, one whose claims are free text with bidi and control characters, and a plain
+/// service-account token, whose claims are shown.
+#[test]
+fn jwt_claims_are_shown_only_in_their_shapes_and_never_with_a_value() {
+    let tree = NodeTree::new();
+    let t = 1_900_000_000i64;
+    // A value shaped like a service-account name: only the fingerprint check withholds it.
+    let sa: String = String::from_utf8(fake_secret_len(9201, 24))
+        .unwrap()
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let sa = format!("x{sa}x");
+    let secret = Secret::opaque("ci", "sa-name", &[("name", sa.as_bytes())]);
+    let file = tree.secrets_file("secrets.json", std::slice::from_ref(&secret));
+    let hostile = String::from_utf8(fake_secret_len(9202, 20)).unwrap();
+    tree.guard(hostile.as_bytes());
+    let api = "https://kubernetes.default.svc.cluster.local";
+    let known = json!({
+        "iss": api, "aud": [api, sa], "exp": t,
+        "sub": format!("system:serviceaccount:ci:{sa}"),
+        "kubernetes.io": { "namespace": "ci", "serviceaccount": { "name": sa } },
+    });
+    let free = json!({
+        "iss": format!("https://login.example.test/\u{202e}{hostile}"),
+        "sub": format!("{hostile}\n\u{1b}[31m"),
+        "aud": format!("aud {hostile}"),
+        "exp": t,
+    });
+    let plain = json!({
+        "iss": api, "aud": [api], "exp": t,
+        "sub": "system:serviceaccount:payments:api",
+        "kubernetes.io": { "namespace": "payments", "serviceaccount": { "name": "api" } },
+    });
+    let pod = tree.pod(GONE_UID);
+    for (name, claims, seed) in [("known", &known, 1), ("free", &free, 2), ("plain", &plain, 3)] {
+        let token = jwt(claims, seed);
+        tree.guard(&token);
+        pod.file(&format!("volumes/kubernetes.io~empty-dir/t/{name}.env"), &token);
+    }
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let findings = out.findings();
+    let token = |name: &str| -> Value {
+        let f = findings
+            .iter()
+            .find(|f| f.path.ends_with(&format!("/{name}.env")) && f.raw["token"].is_object())
+            .unwrap_or_else(|| panic!("no token finding for {name}: {findings:?}"));
+        f.raw["token"].clone()
+    };
+    let known = token("known");
+    assert!(known.get("subject").is_none(), "{known}");
+    assert!(known.get("service_account").is_none(), "{known}");
+    assert_eq!(known["issuer"], api, "{known}");
+    assert_eq!(known["audience"], json!([api]), "{known}");
+    assert_eq!(known["namespace"], "ci", "{known}");
+    assert_eq!(known["withheld"], json!(["subject", "audience", "service_account"]), "{known}");
+    assert_eq!(known["kind"], "bound-service-account", "{known}");
+    let free = token("free");
+    for k in ["issuer", "subject", "audience"] {
+        assert!(free.get(k).is_none(), "{k} shown: {free}");
+    }
+    assert_eq!(free["withheld"], json!(["issuer", "subject", "audience"]), "{free}");
+    let plain = token("plain");
+    assert_eq!(plain["subject"], "system:serviceaccount:payments:api", "{plain}");
+    assert_eq!(plain["service_account"], "api", "{plain}");
+    assert!(plain.get("withheld").is_none(), "{plain}");
+    for format in ["table", "sarif"] {
+        let out = tree.scan(&["--secrets", path_arg(&file), "--format", format]);
+        out.assert_code(1);
+        assert_no_piece(format, &out.stdout, sa.as_bytes());
+        assert_no_piece(format, &out.stdout, hostile.as_bytes());
+    }
+}
+
+/// Invisible and format characters in a file name (line and paragraph separators, tag
+/// characters, a soft hyphen, a bidi override, a word joiner) are escaped in the table.
+#[test]
+fn invisible_characters_in_names_are_escaped_in_the_table() {
+    let tree = NodeTree::new();
+    let (value, secrets) = db_password(&tree, 9301);
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let hostile =
+        ['\u{2028}', '\u{2029}', '\u{e0041}', '\u{e007f}', '\u{ad}', '\u{202e}', '\u{2064}'];
+    let name: String = hostile.iter().map(|c| format!("a{c}")).collect();
+    tree.pod(GONE_UID).file(&format!("volumes/kubernetes.io~empty-dir/x/{name}"), value.as_bytes());
+    let out = tree.scan(&["--secrets", path_arg(&file)]);
+    out.assert_code(1);
+    let text = out.stdout_str();
+    assert!(text.contains("kubernetes.io~empty-dir/x/a"), "{text}");
+    for c in hostile {
+        assert!(!text.contains(c), "U+{:04X} reaches the table raw:\n{text}", c as u32);
+    }
+}
+
+/// A SARIF URI of a name that is not UTF-8 percent-encodes its bytes (`%FF`), and a name
+/// holding a backslash and `x` stays unambiguous (`%5Cxff`).
+#[test]
+fn sarif_uris_name_the_bytes_of_a_name() {
+    let tree = NodeTree::new();
+    let (value, secrets) = db_password(&tree, 9401);
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let dir = tree.pod(GONE_UID).path("volumes/kubernetes.io~empty-dir/x");
+    tree.mkdir(&dir);
+    let host = tree.host(&dir);
+    std::fs::write(host.join(os(b"bin\xff\xfe")), value.as_bytes()).unwrap();
+    std::fs::write(host.join(os(b"lit\\xff")), value.as_bytes()).unwrap();
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "sarif"]);
+    out.assert_code(1);
+    let sarif: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let uris: Vec<&str> = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].as_str())
+        .collect();
+    let base = format!("file://{dir}/");
+    assert!(uris.contains(&format!("{base}bin%FF%FE").as_str()), "{uris:?}");
+    assert!(uris.contains(&format!("{base}lit%5Cxff").as_str()), "{uris:?}");
+    // The JSON report shows the two apart.
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    let paths: Vec<String> = out.findings().iter().map(|f| f.path.clone()).collect();
+    assert!(paths.contains(&format!("{dir}/bin\\xff\\xfe")), "{paths:?}");
+    assert!(paths.contains(&format!("{dir}/lit\\\\xff")), "{paths:?}");
+}
+
+/// A rule's match (a GitHub token) as a file name and inside a directory's name is a rule
+/// finding in that name, withheld like a known value; without any fingerprint too.
+#[test]
+fn rule_matches_in_names_are_findings_and_withheld() {
+    let tree = NodeTree::new();
+    let token =
+        String::from_utf8(kresidue::rules::examples::render("{ghtoken:ghp}", 9501)).unwrap();
+    let other =
+        String::from_utf8(kresidue::rules::examples::render("{ghtoken:ghp}", 9502)).unwrap();
+    tree.guard(token.as_bytes());
+    tree.guard(other.as_bytes());
+    let pod = tree.pod(GONE_UID);
+    let dir = "volumes/kubernetes.io~empty-dir/x";
+    pod.file(&format!("{dir}/{token}"), b"nothing\n");
+    pod.file(&format!("{dir}/backup-{other}.d/list.txt"), b"nothing\n");
+    for format in ["table", "sarif", "json"] {
+        let out = tree.scan(&["--format", format]);
+        out.assert_code(1);
+        for t in [&token, &other] {
+            assert_no_piece(format, &out.stdout, t.as_bytes());
+        }
+        if format != "json" {
+            continue;
+        }
+        let named: Vec<(String, String)> = out
+            .findings()
+            .iter()
+            .filter(|f| f.raw["in"] == "name")
+            .map(|f| (f.path.clone(), f.raw["match"]["rule"].as_str().unwrap_or("").to_owned()))
+            .collect();
+        let rule = "github-personal-access-token".to_owned();
+        let at = pod.path(&format!("{dir}/{WITHHELD}"));
+        assert_eq!(named, vec![(at.clone(), rule.clone()), (at, rule)], "{named:?}");
+    }
+}

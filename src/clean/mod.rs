@@ -539,17 +539,15 @@ pub fn plan(
                 ident: Some(pod.ident),
                 pod_ident: Some(pod.ident),
             });
-        } else if let Some(other) = pod.others.first() {
+        } else if !pod.others.is_empty() {
+            // How many, not which: a name with no finding is not the report's to show
+            // (it may be anything a container wrote, a secret value included).
+            let n = pod.others.len();
             blocked.insert(
                 shown,
                 format!(
-                    "the pod dir holds more than kubelet's bookkeeping ({}{})",
-                    display_path(other.as_os_str()),
-                    if pod.others.len() > 1 {
-                        format!(" and {} more", pod.others.len() - 1)
-                    } else {
-                        String::new()
-                    }
+                    "the pod dir holds {n} {} besides kubelet's bookkeeping",
+                    if n == 1 { "entry" } else { "entries" }
                 ),
             );
         } else {

@@ -40,6 +40,7 @@ fn finding(
             live: Some(false),
         }),
         images: Vec::new(),
+        within: Default::default(),
         matched: MatchInfo {
             kind: MatchKind::Fingerprint,
             secret: Some("shop/db".into()),

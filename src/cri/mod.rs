@@ -84,10 +84,10 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl Error {
-    /// One line, at most 300 characters, of what a peer said (it is not ours to trust).
+    /// One line, at most 300 characters, of what a peer said (it is not ours to trust):
+    /// controls, format and separator characters escaped ([`crate::report::terminal_safe`]).
     fn from_peer(what: &str, detail: &str) -> Error {
-        let detail: String =
-            detail.chars().map(|c| if c.is_control() { ' ' } else { c }).take(300).collect();
+        let detail: String = crate::report::terminal_safe(detail).chars().take(300).collect();
         Error(format!("{what}: {detail}"))
     }
 }
@@ -722,5 +722,11 @@ mod tests {
         let s = e.to_string();
         assert!(!s.contains('\n') && !s.contains('\r'));
         assert!(s.len() < 400);
+        let e = Error::from_peer("Version failed", "a\u{202e}b\u{200b}c\u{2028}d\u{e0041}e");
+        let s = e.to_string();
+        for c in ['\u{202e}', '\u{200b}', '\u{2028}', '\u{e0041}'] {
+            assert!(!s.contains(c), "{s}");
+        }
+        assert!(s.contains("a\\u{202e}b"), "{s}");
     }
 }

@@ -5,7 +5,7 @@
 //! stable `partialFingerprints` entry, and the report's fields as properties. Like every
 //! writer it sees only redacted previews; no value can reach the output.
 
-use crate::finding::{Finding, MatchKind, Report, Severity, SiteId};
+use crate::finding::{Finding, MatchKind, Report, Severity, SiteId, Within};
 use serde_json::{json, Value};
 use std::io::{self, Write};
 
@@ -29,11 +29,12 @@ fn rule_id(f: &Finding) -> String {
     }
 }
 
-/// A node path as a `file://` URI: every byte outside RFC 3986's unreserved set and `/`
-/// percent-encoded.
+/// A node path as a `file://` URI: the bytes the path stands for (a name that is not
+/// UTF-8 by its own bytes, see [`super::path_bytes`]), each outside RFC 3986's unreserved
+/// set and `/` percent-encoded.
 pub fn file_uri(path: &str) -> String {
     let mut out = String::from("file://");
-    for &b in path.as_bytes() {
+    for b in super::path_bytes(path) {
         if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
             out.push(b as char);
         } else {
@@ -81,8 +82,16 @@ fn message(f: &Finding) -> String {
         (_, _, Some(r)) => format!("Secret material matching rule {r}"),
         _ => "Secret material".to_owned(),
     };
-    let mut text =
-        format!("{what} found at {} ({}, {})", f.path, f.site.as_str(), super::plain(&f.category));
+    let at = match f.within {
+        Within::Content => "at",
+        Within::Name => "in the name of",
+    };
+    let mut text = format!(
+        "{what} found {at} {} ({}, {})",
+        f.path,
+        f.site.as_str(),
+        super::plain(&f.category)
+    );
     if let Some(p) = &f.pod {
         let live = match p.live {
             Some(true) => "live",
@@ -106,14 +115,16 @@ pub fn document(report: &Report) -> Value {
         .iter()
         .map(|f| {
             let id = rule_id(f);
+            let mut location = json!({ "artifactLocation": { "uri": file_uri(&f.path) } });
+            // A match in a name has no region of the file's bytes.
+            if f.within == Within::Content {
+                location["region"] = json!({ "byteOffset": f.offset, "byteLength": f.length });
+            }
             let mut result = json!({
                 "ruleId": id,
                 "level": level(f.severity),
                 "message": { "text": message(f) },
-                "locations": [{ "physicalLocation": {
-                    "artifactLocation": { "uri": file_uri(&f.path) },
-                    "region": { "byteOffset": f.offset, "byteLength": f.length },
-                }}],
+                "locations": [{ "physicalLocation": location }],
                 "partialFingerprints": { FINGERPRINT_KEY: f.id },
                 "properties": {
                     "severity": f.severity.as_str(),
@@ -124,6 +135,7 @@ pub fn document(report: &Report) -> Value {
                     "pod": f.pod,
                     "container": f.container,
                     "match": f.matched,
+                    "in": f.within,
                     "preview": f.preview,
                 },
             });
@@ -183,5 +195,7 @@ mod tests {
     #[test]
     fn uris_are_percent_encoded() {
         assert_eq!(file_uri("/var/lib/a b/ü%#?"), "file:///var/lib/a%20b/%C3%BC%25%23%3F");
+        // The bytes of a name that is not UTF-8; a backslash of the name itself.
+        assert_eq!(file_uri("/x/a\\xffb\\\\xff"), "file:///x/a%FFb%5Cxff");
     }
 }

@@ -2,7 +2,7 @@
 //! Every path and name is passed through [`terminal_safe`].
 
 use super::terminal_safe;
-use crate::finding::{Finding, Report, Severity};
+use crate::finding::{Finding, Report, Severity, Within};
 use std::io::{self, Write};
 
 /// Writes the table.
@@ -71,10 +71,10 @@ fn row(f: &Finding) -> [String; 9] {
         what,
         m.label.clone().unwrap_or_else(|| "-".to_owned()),
         f.preview.as_str().to_owned(),
-        if f.count > 1 {
-            format!("{}:{} ({} times)", f.path, f.offset, f.count)
-        } else {
-            format!("{}:{}", f.path, f.offset)
+        match (f.within, f.count) {
+            (Within::Name, _) => format!("{} (its name)", f.path),
+            (Within::Content, 1) => format!("{}:{}", f.path, f.offset),
+            (Within::Content, n) => format!("{}:{} ({n} times)", f.path, f.offset),
         },
     ]
     .map(|c| terminal_safe(&c))
@@ -88,9 +88,10 @@ fn token_note(f: &Finding) -> String {
         Some(false) => "not expired",
         None => "never expires",
     };
-    match &t.subject {
-        Some(sub) => format!(" ({sub}, {expiry})"),
-        None => format!(" ({expiry})"),
+    match (&t.subject, t.withheld.contains(&"subject")) {
+        (Some(sub), _) => format!(" ({sub}, {expiry})"),
+        (None, true) => format!(" (subject withheld, {expiry})"),
+        (None, false) => format!(" ({expiry})"),
     }
 }
 

@@ -10,9 +10,17 @@
 //! `None`. Nothing here panics on any input, and memory use is bounded by that cap.
 //!
 //! The [`Insight`] holds claims only: never the signature nor any part of the raw token.
-//! Every string taken from a claim is cut to [`MAX_CLAIM_CHARS`] characters, and control,
-//! bidi and zero-width characters in it are replaced by U+FFFD, so it is safe to print on
-//! a terminal.
+//! Anyone who can write a file can write a token, so a claim is shown only in the shape it
+//! is meant to have, and any other is withheld (named in [`Insight::withheld`]):
+//! - `sub`: `system:serviceaccount:<namespace>:<name>`, the namespace a DNS label, the name
+//!   a DNS subdomain (RFC 1123, lowercase);
+//! - `iss`: `kubernetes/serviceaccount`, or an `https://` URL of a host name (a port and a
+//!   path of URL characters allowed);
+//! - each `aud`: such a URL, or a DNS subdomain (`vault`, `sts.amazonaws.com`);
+//! - the service account's namespace, name and pod name: a DNS label, DNS subdomains.
+//!
+//! Every shown string is printable ASCII of at most [`MAX_CLAIM_CHARS`] characters. The
+//! scan also withholds a claim that holds a fingerprinted value ([`Insight::withhold`]).
 //!
 //! What kind a token is ([`Kind`]):
 //! - `legacy-service-account`: `iss` is `kubernetes/serviceaccount` (the token of a
@@ -88,7 +96,7 @@ impl Kind {
 }
 
 /// What a JWT says about itself (unverified). Holds no part of the raw token; every string
-/// is truncated and terminal-safe.
+/// is a claim in its expected shape (see the module docs), printable ASCII.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Insight {
     /// The kind of token.
@@ -120,7 +128,15 @@ pub struct Insight {
     /// Name of the pod a bound token was issued for, when the token says.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod_name: Option<String>,
+    /// The fields above the token has but that are not shown: not in their shape, or
+    /// holding a fingerprinted value (field names, in the order above).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<&'static str>,
 }
+
+/// The fields of an [`Insight`] that can be withheld, in their order.
+const CLAIM_FIELDS: [&str; 6] =
+    ["issuer", "subject", "audience", "namespace", "service_account", "pod_name"];
 
 impl Insight {
     /// The severity of the token as material (the table in the module docs).
@@ -132,6 +148,32 @@ impl Insight {
             (false, Some(true)) => Severity::Low,
             (false, _) => Severity::Medium,
         }
+    }
+
+    /// Withholds every shown claim for which `holds` is true (one that holds a
+    /// fingerprinted value): it is left out and named in [`Insight::withheld`].
+    pub fn withhold(&mut self, mut holds: impl FnMut(&str) -> bool) {
+        let mut withheld = std::mem::take(&mut self.withheld);
+        for (field, name) in [
+            (&mut self.issuer, "issuer"),
+            (&mut self.subject, "subject"),
+            (&mut self.namespace, "namespace"),
+            (&mut self.service_account, "service_account"),
+            (&mut self.pod_name, "pod_name"),
+        ] {
+            if field.as_deref().is_some_and(&mut holds) {
+                *field = None;
+                withheld.push(name);
+            }
+        }
+        let before = self.audience.len();
+        self.audience.retain(|a| !holds(a));
+        if self.audience.len() < before {
+            withheld.push("audience");
+        }
+        withheld.sort_by_key(|f| CLAIM_FIELDS.iter().position(|c| c == f));
+        withheld.dedup();
+        self.withheld = withheld;
     }
 
     /// Reads the claims of a decoded payload; `now` is seconds since the epoch.
@@ -173,26 +215,48 @@ impl Insight {
             }
         }
 
-        let audience = match claims.get("aud") {
-            Some(Value::String(s)) => vec![clean(s)],
+        let audiences: Vec<&str> = match claims.get("aud") {
+            Some(Value::String(s)) => vec![s],
             Some(Value::Array(items)) => {
-                items.iter().filter_map(Value::as_str).take(MAX_AUDIENCES).map(clean).collect()
+                items.iter().filter_map(Value::as_str).take(MAX_AUDIENCES).collect()
             }
             _ => Vec::new(),
         };
         let expires_at = claims.get("exp").and_then(numeric_date);
 
+        let mut withheld = Vec::new();
+        let mut shaped = |claim: Option<&str>, name: &'static str, shape: fn(&str) -> bool| {
+            let claim = claim?;
+            if claim.len() <= MAX_CLAIM_CHARS && shape(claim) {
+                Some(claim.to_owned())
+            } else {
+                withheld.push(name);
+                None
+            }
+        };
+        let issuer = shaped(issuer, "issuer", |s| s == LEGACY_ISSUER || is_https_url(s));
+        let subject = shaped(subject, "subject", |s| parse_sa_subject(s).is_some());
+        let audience: Vec<String> = audiences
+            .into_iter()
+            .filter_map(|a| shaped(Some(a), "audience", |s| is_https_url(s) || is_dns_name(s)))
+            .collect();
+        let namespace = shaped(namespace, "namespace", is_dns_label);
+        let service_account = shaped(service_account, "service_account", is_dns_name);
+        let pod_name = shaped(pod_name, "pod_name", is_dns_name);
+        withheld.dedup();
+
         Insight {
             kind,
-            issuer: issuer.map(clean),
-            subject: subject.map(clean),
+            issuer,
+            subject,
             audience,
             expires_at,
             issued_at: claims.get("iat").and_then(numeric_date),
             expired: expires_at.map(|exp| exp <= now),
-            namespace: namespace.map(clean),
-            service_account: service_account.map(clean),
-            pod_name: pod_name.map(clean),
+            namespace,
+            service_account,
+            pod_name,
+            withheld,
         }
     }
 }
@@ -251,43 +315,40 @@ fn numeric_date(v: &Value) -> Option<i64> {
     }
 }
 
-/// `(namespace, name)` from `system:serviceaccount:<ns>:<name>`.
+/// `(namespace, name)` from `system:serviceaccount:<ns>:<name>`, the namespace a DNS
+/// label and the name a DNS subdomain (what Kubernetes allows); `None` for anything else.
 fn parse_sa_subject(sub: &str) -> Option<(&str, &str)> {
     let (ns, name) = sub.strip_prefix(SA_SUBJECT_PREFIX)?.split_once(':')?;
-    (!ns.is_empty() && !name.is_empty()).then_some((ns, name))
+    (is_dns_label(ns) && is_dns_name(name)).then_some((ns, name))
 }
 
-/// A claim string made safe to keep and print: at most [`MAX_CLAIM_CHARS`] characters (the
-/// last one `…` when cut), control, bidi and zero-width characters replaced by U+FFFD.
-fn clean(s: &str) -> String {
-    let mut chars = s.chars();
-    let mut out = String::with_capacity(s.len().min(MAX_CLAIM_CHARS * 4));
-    for _ in 0..MAX_CLAIM_CHARS {
-        match chars.next() {
-            Some(c) => out.push(if is_unsafe_char(c) { '\u{FFFD}' } else { c }),
-            None => return out,
-        }
-    }
-    if chars.next().is_some() {
-        out.pop();
-        out.push('…');
-    }
-    out
+/// An RFC 1123 label as Kubernetes names use it: 1 to 63 of `a-z 0-9 -`, starting and
+/// ending with a letter or digit.
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    (1..=63).contains(&b.len())
+        && b.iter().all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
 }
 
-/// Characters that can move the cursor, recolour or reorder a terminal line, or hide
-/// themselves: C0/C1 controls and DEL, bidi marks, embeddings, overrides and isolates,
-/// zero-width characters, line/paragraph separators and the byte-order mark.
-fn is_unsafe_char(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061C}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{2028}'..='\u{202E}'
-                | '\u{2060}'..='\u{2069}'
-                | '\u{FEFF}'
-        )
+/// An RFC 1123 subdomain: at most 253 characters, labels joined by dots.
+fn is_dns_name(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// `https://<host>[:<port>][/<path>]`: the host a DNS name (any case), the port digits,
+/// the path made of unreserved URL characters, `/` and `%`.
+fn is_https_url(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("https://") else { return false };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let (host, port) = match authority.split_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (authority, None),
+    };
+    is_dns_name(&host.to_ascii_lowercase())
+        && port.is_none_or(|p| (1..=5).contains(&p.len()) && p.bytes().all(|c| c.is_ascii_digit()))
+        && path.bytes().all(|c| c.is_ascii_alphanumeric() || b"-._~/%".contains(&c))
 }
 
 #[cfg(test)]
@@ -385,6 +446,7 @@ mod tests {
                 namespace: Some("ci".into()),
                 service_account: Some("builder".into()),
                 pod_name: None,
+                withheld: vec![],
             }
         );
         assert_eq!(insight.severity(), Severity::Critical);
@@ -430,6 +492,7 @@ mod tests {
                 namespace: Some("payments".into()),
                 service_account: Some("api".into()),
                 pod_name: Some("api-5d8f7c9b4-abcde".into()),
+                withheld: vec![],
             }
         );
         assert_eq!(insight.severity(), Severity::High);
@@ -539,7 +602,7 @@ mod tests {
             padded(b64(b"sig"))
         );
         assert!(t.contains('='));
-        assert_eq!(decode_str(&t).unwrap().subject.as_deref(), Some("a"));
+        assert_eq!(decode_str(&t).unwrap().withheld, vec!["subject"]);
 
         let none = b64(br#"{"alg":"none"}"#);
         assert!(decode_str(&format!("{none}.{payload}.")).is_some());
@@ -599,34 +662,60 @@ mod tests {
     }
 
     #[test]
-    fn claim_strings_are_sanitized_and_truncated() {
+    fn claims_out_of_shape_are_withheld() {
         let t = token(json!({
             "iss": "evil\u{1b}[2J\u{7}",
             "sub": "system:serviceaccount:ns\u{1b}]0;x\u{7}:sa\r\nname",
-            "aud": ["a\u{202E}b", "z\u{200B}w\u{0}"],
+            "aud": ["a\u{202E}b", "z\u{200B}w\u{0}", "vault", "https://x.example.test:8443/a%20b"],
             "exp": NOW + 10,
         }));
         let insight = decode_str(&t).unwrap();
         assert_eq!(insight.kind, Kind::BoundServiceAccount);
-        assert_eq!(insight.issuer.as_deref(), Some("evil\u{FFFD}[2J\u{FFFD}"));
-        assert_eq!(
-            insight.subject.as_deref(),
-            Some("system:serviceaccount:ns\u{FFFD}]0;x\u{FFFD}:sa\u{FFFD}\u{FFFD}name")
-        );
-        assert_eq!(insight.namespace.as_deref(), Some("ns\u{FFFD}]0;x\u{FFFD}"));
-        assert_eq!(insight.service_account.as_deref(), Some("sa\u{FFFD}\u{FFFD}name"));
-        assert_eq!(
-            insight.audience,
-            vec!["a\u{FFFD}b".to_owned(), "z\u{FFFD}w\u{FFFD}".to_owned()]
-        );
+        assert_eq!((&insight.issuer, &insight.subject), (&None, &None));
+        assert_eq!((&insight.namespace, &insight.service_account), (&None, &None));
+        assert_eq!(insight.audience, vec!["vault", "https://x.example.test:8443/a%20b"]);
+        assert_eq!(insight.withheld, vec!["issuer", "subject", "audience"]);
 
-        let long = "é".repeat(10_000);
-        let insight = decode_str(&token(json!({"sub": long, "iss": "x".repeat(256)}))).unwrap();
-        let sub = insight.subject.unwrap();
-        assert_eq!(sub.chars().count(), MAX_CLAIM_CHARS);
-        assert!(sub.ends_with('…'));
-        // Exactly at the limit: kept whole.
-        assert_eq!(insight.issuer.unwrap(), "x".repeat(256));
+        for (sub, shown) in [
+            ("system:serviceaccount:kube-system:default", true),
+            ("system:serviceaccount:a:b.c-d", true),
+            ("system:serviceaccount:A:b", false),
+            ("system:serviceaccount:a:b:c", false),
+            ("system:serviceaccount:-a:b", false),
+            ("system:serviceaccount:a:", false),
+            ("user-42", false),
+        ] {
+            let insight = decode_str(&token(json!({ "sub": sub }))).unwrap();
+            assert_eq!(insight.subject.is_some(), shown, "{sub}");
+        }
+        for (iss, shown) in [
+            ("kubernetes/serviceaccount", true),
+            ("https://oidc.eks.eu-west-1.amazonaws.com/id/0A1B2C", true),
+            ("https://login.example.test:443/", true),
+            ("http://login.example.test", false),
+            ("https://user:pw@login.example.test", false),
+            ("https://login.example.test/a b", false),
+            ("https://login_example.test", false),
+            ("https://", false),
+        ] {
+            let insight = decode_str(&token(json!({ "iss": iss }))).unwrap();
+            assert_eq!(insight.issuer.is_some(), shown, "{iss}");
+        }
+        let long = format!("https://{}.test", "a.".repeat(200));
+        assert!(decode_str(&token(json!({ "iss": long }))).unwrap().issuer.is_none());
+    }
+
+    #[test]
+    fn claims_holding_a_value_are_withheld() {
+        let mut insight = decode_str(&token(bound_payload(NOW + 3600))).unwrap();
+        insight.withhold(|s| s == "api" || s.contains("svc.cluster"));
+        assert_eq!(insight.service_account, None);
+        assert_eq!(insight.issuer, None);
+        assert!(insight.audience.is_empty());
+        assert_eq!(insight.subject.as_deref(), Some("system:serviceaccount:payments:api"));
+        assert_eq!(insight.withheld, vec!["issuer", "audience", "service_account"]);
+        insight.withhold(|s| s.ends_with(":api"));
+        assert_eq!(insight.withheld, vec!["issuer", "subject", "audience", "service_account"]);
     }
 
     #[test]
@@ -644,10 +733,15 @@ mod tests {
 
     #[test]
     fn serialization_skips_absent_fields() {
-        let insight = decode_str(&token(json!({"iss": "x"}))).unwrap();
+        let insight = decode_str(&token(json!({"iss": "https://x.test"}))).unwrap();
         assert_eq!(
             serde_json::to_value(&insight).unwrap(),
-            json!({"kind": "other", "issuer": "x"})
+            json!({"kind": "other", "issuer": "https://x.test"})
+        );
+        let insight = decode_str(&token(json!({"iss": "x y"}))).unwrap();
+        assert_eq!(
+            serde_json::to_value(&insight).unwrap(),
+            json!({"kind": "other", "withheld": ["issuer"]})
         );
         let insight = decode_str(&token(bound_payload(NOW + 5))).unwrap();
         let v = serde_json::to_value(&insight).unwrap();
@@ -661,7 +755,7 @@ mod tests {
 
     fn assert_safe(s: &str) {
         assert!(s.chars().count() <= MAX_CLAIM_CHARS, "{s:?}");
-        assert!(!s.chars().any(is_unsafe_char), "{s:?}");
+        assert!(s.bytes().all(|b| b.is_ascii_graphic()), "{s:?}");
     }
 
     proptest! {

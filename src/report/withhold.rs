@@ -1,0 +1,51 @@
+//! Secret material found in names, withheld from every path shown.
+//!
+//! The scan matches the names of the files and directories it walks (see `scan`); what
+//! matched in a name (a fingerprinted value's form, a rule's match) is recorded here, for
+//! the rest of the process. From then on every path made text ([`super::display_path`])
+//! shows a component holding any of it as [`WITHHELD`], and so does every name taken from a
+//! path ([`shown`]: a pod log's namespace, pod and container). So the finding at that name,
+//! the errors of files below it and `clean`'s plan all name the place without the value.
+//!
+//! Only names hold recorded material: a handful on a node where any is found, none on most.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
+
+/// What a path component holding secret material is shown as.
+pub const WITHHELD: &str = "<withheld>";
+
+/// The material found in names (each distinct once).
+static FOUND: RwLock<Vec<Box<[u8]>>> = RwLock::new(Vec::new());
+/// Whether anything was recorded: most runs never take the lock.
+static ANY: AtomicBool = AtomicBool::new(false);
+
+/// Records `material` (matched in a name) to be withheld from every path shown from now on.
+pub fn withhold(material: &[u8]) {
+    if material.is_empty() {
+        return;
+    }
+    let mut found = FOUND.write().unwrap_or_else(|e| e.into_inner());
+    if !found.iter().any(|m| **m == *material) {
+        found.push(material.into());
+    }
+    ANY.store(true, Ordering::Release);
+}
+
+/// True when `text` holds material recorded by [`withhold`].
+pub fn is_withheld(text: &[u8]) -> bool {
+    if !ANY.load(Ordering::Acquire) {
+        return false;
+    }
+    let found = FOUND.read().unwrap_or_else(|e| e.into_inner());
+    found.iter().any(|m| memchr::memmem::find(text, m).is_some())
+}
+
+/// A name taken from a path (a pod log's namespace, pod or container), or [`WITHHELD`].
+pub fn shown(name: &str) -> String {
+    if is_withheld(name.as_bytes()) {
+        WITHHELD.to_owned()
+    } else {
+        name.to_owned()
+    }
+}
