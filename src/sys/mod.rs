@@ -75,7 +75,13 @@ impl RootDir {
     /// Walks the tree at `rel` (relative to the root; a directory or a file) by directory
     /// descriptors, never through a symlink (see [`walk`]).
     pub fn walk(&self, rel: &Path) -> walk::Walk {
-        walk::Walk::new(&self.fd, rel)
+        walk::Walk::new(&self.fd, rel, None)
+    }
+
+    /// Walks the tree at `rel` like [`RootDir::walk`], entering the mount points below it
+    /// that `policy` lets it enter (see [`walk`]); the others are left unread.
+    pub fn walk_mounts(&self, rel: &Path, policy: walk::Policy) -> walk::Walk {
+        walk::Walk::new(&self.fd, rel, Some(policy))
     }
 
     /// Reads the target of the symlink at `rel`, resolving its parent beneath the root.
@@ -96,10 +102,9 @@ impl RootDir {
     /// never through a symlink and never leaving the root. Mount points may be crossed
     /// on the way (kubelet's dir is often a filesystem of its own).
     pub fn open_dir(&self, rel: &Path) -> io::Result<tree::Dir> {
-        let fd = self.open_beneath(
-            rel,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        )?;
+        let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+        // Listing it leaves its atime alone where permitted.
+        let fd = walk::open_dir_beneath(self.fd.as_fd(), rel)?;
         Ok(tree::Dir::from_fd(fd))
     }
 

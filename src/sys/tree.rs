@@ -226,11 +226,10 @@ impl Dir {
     /// The entries of this directory (name, type when the filesystem says it).
     fn entries(&self, shown: &Path) -> Result<Vec<(OsString, Option<Type>)>, Stop> {
         // A fresh open file description: listing must not move another reader's offset.
-        let fd = fcntl::openat(
-            &self.0,
-            ".",
+        // Its atime is left alone where permitted (a survey lists without changing).
+        let fd = super::walk::without_atime(
+            |f| fcntl::openat(&self.0, ".", f, stat::Mode::empty()),
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            stat::Mode::empty(),
         )
         .map_err(|e| io_err(shown, e))?;
         let mut dir = nix::dir::Dir::from_fd(fd).map_err(|e| io_err(shown, e))?;
