@@ -90,7 +90,8 @@ pub fn survey(
     let mut err = |p: &Path, e: std::io::Error| {
         errors.push(ScanError { path: display_path(p.as_os_str()), error: e.to_string() })
     };
-    let entries = match std::fs::read_dir(host(&node_pods)) {
+    // Listed through the root's descriptor: its atime is left alone.
+    let entries = match crate::node::resolve(root, &node_pods).and_then(|rel| root.list_dir(&rel)) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Vec::new(), Vec::new()),
         Err(e) => {
@@ -99,8 +100,8 @@ pub fn survey(
         }
     };
     let mut pods = Vec::new();
-    for entry in entries.flatten() {
-        let node = node_pods.join(entry.file_name());
+    for (name, _) in entries {
+        let node = node_pods.join(&name);
         let Ok(meta) = std::fs::symlink_metadata(host(&node)) else { continue };
         if !meta.is_dir() {
             continue;
@@ -112,7 +113,7 @@ pub fn survey(
         let fences: Vec<PathBuf> =
             below.iter().filter(|m| !m.is_whole_tmpfs()).map(|m| m.point.clone()).collect();
         let mut pod = PodDir {
-            uid: entry.file_name().to_string_lossy().into_owned(),
+            uid: name.to_string_lossy().into_owned(),
             ident: Ident { dev: meta.dev(), ino: meta.ino() },
             mtime: meta.mtime(),
             targets: Vec::new(),

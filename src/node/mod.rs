@@ -10,6 +10,7 @@ pub mod other_runtimes;
 use crate::finding::{Category, ScanError, SiteId};
 use crate::sys::RootDir;
 use kubelet::AtomicVolume;
+use nix::dir::Type;
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::io::Read;
@@ -111,13 +112,9 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
     let mut scopes = Vec::new();
     let pods_node = layout.kubelet_dir.join("pods");
     match resolve(root, &pods_node) {
-        Ok(pods_rel) => match std::fs::read_dir(root.path().join(&pods_rel)) {
-            Ok(dir) => {
-                let mut pods: Vec<_> =
-                    dir.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).collect();
-                pods.sort_by_key(|e| e.file_name());
-                for e in pods {
-                    let name = e.file_name();
+        Ok(pods_rel) => match root.list_dir(&pods_rel) {
+            Ok(entries) => {
+                for (name, _) in entries.into_iter().filter(|(_, t)| *t == Some(Type::Directory)) {
                     let rel = pods_rel.join(&name);
                     scopes.push(Scope {
                         node_path: pods_node.join(&name),
@@ -275,14 +272,8 @@ fn read_db(root: &RootDir, node: &Path, errors: &mut Vec<ScanError>) -> Option<V
 /// The sorted names of the dirs (not symlinks to dirs) in `rel`, relative to the root;
 /// none when it cannot be listed.
 pub(crate) fn subdirs(root: &RootDir, rel: &Path) -> Vec<std::ffi::OsString> {
-    let Ok(dir) = std::fs::read_dir(root.path().join(rel)) else { return Vec::new() };
-    let mut names: Vec<_> = dir
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name())
-        .collect();
-    names.sort();
-    names
+    let Ok(entries) = root.list_dir(rel) else { return Vec::new() };
+    entries.into_iter().filter(|(_, t)| *t == Some(Type::Directory)).map(|(n, _)| n).collect()
 }
 
 /// An error entry for a damaged database at `node_path`.
@@ -331,11 +322,9 @@ fn atomic_volumes(root: &RootDir, pod_rel: &Path) -> HashMap<PathBuf, AtomicVolu
         ("kubernetes.io~csi", Some("mount")),
     ] {
         let plugin_rel = Path::new("volumes").join(plugin);
-        let Ok(dir) = std::fs::read_dir(root.path().join(pod_rel).join(&plugin_rel)) else {
-            continue;
-        };
-        for e in dir.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
-            let mut vol = plugin_rel.join(e.file_name());
+        let Ok(entries) = root.list_dir(&pod_rel.join(&plugin_rel)) else { continue };
+        for (name, _) in entries.into_iter().filter(|(_, t)| *t == Some(Type::Directory)) {
+            let mut vol = plugin_rel.join(name);
             if let Some(sub) = sub {
                 vol.push(sub);
             }

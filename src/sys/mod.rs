@@ -108,6 +108,14 @@ impl RootDir {
         Ok(tree::Dir::from_fd(fd))
     }
 
+    /// The entries of the directory at `rel` (relative to the root), sorted by name, with
+    /// their types: as the listing says them, or asked of an `O_PATH` descriptor that
+    /// crosses no mount point (`None` for a mount point, or when it cannot be asked).
+    /// Opened like [`RootDir::open_dir`]: its atime is left alone where permitted.
+    pub fn list_dir(&self, rel: &Path) -> io::Result<Vec<(OsString, Option<nix::dir::Type>)>> {
+        self.open_dir(rel)?.list()
+    }
+
     fn open_beneath(&self, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
         walk::open_beneath(self.fd.as_fd(), rel, flags).map_err(io::Error::from)

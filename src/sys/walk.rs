@@ -98,6 +98,15 @@ pub(super) fn open_dir_beneath<P: ?Sized + nix::NixPath>(
     without_atime(|f| open_beneath(dir, path, f), dir_flags())
 }
 
+/// The type of the entry `name` of `dir`, asked of an `O_PATH` descriptor that crosses no
+/// mount point (`fstatat` on a mount point would ask the filesystem mounted there):
+/// `None` for a mount point, or when it cannot be asked.
+pub(super) fn type_below(dir: BorrowedFd<'_>, name: &OsStr) -> Option<Type> {
+    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let st = open_below(dir, name, flags).and_then(|fd| stat::fstat(&fd)).ok()?;
+    type_of(st.st_mode)
+}
+
 /// What the walk does at a mount point it meets below its start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cross {
