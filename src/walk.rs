@@ -21,7 +21,6 @@ use crate::node::kubelet::{self, AtomicVolume};
 use crate::node::logs::LogOwner;
 use crate::node::{io_message, Ownership, Scope, ScopeKind};
 use crate::report::display_path;
-use crate::sys::mount::Table;
 use crate::sys::walk::{Cross, DirFd, Entry};
 use crate::sys::RootDir;
 use std::ffi::OsStr;
@@ -126,12 +125,11 @@ pub enum Unopened {
     Mount(UnreadMount),
 }
 
-/// What the walk knows of the node's mounts for one scan: the mount table (read when
-/// first needed) and whether other CSI volumes are read.
+/// What the walk knows of the node's mounts for one scan: the root's mount table (read
+/// once for the run, when first needed) and whether other CSI volumes are read.
 #[derive(Debug)]
 pub struct Crossings {
     root: RootDir,
-    table: Table,
     read_csi_volumes: bool,
 }
 
@@ -139,7 +137,7 @@ impl Crossings {
     /// The mounts of the node beneath `root`; `read_csi_volumes`: CSI volumes other than
     /// the Secrets Store driver's are entered too (`--read-csi-volumes`).
     pub fn new(root: RootDir, read_csi_volumes: bool) -> Arc<Crossings> {
-        Arc::new(Crossings { root, table: Table::default(), read_csi_volumes })
+        Arc::new(Crossings { root, read_csi_volumes })
     }
 }
 
@@ -206,7 +204,7 @@ impl ScopeMounts {
     /// decided from the mount table, before anything on the mount is touched.
     fn decide(&self, rel: &Path, parent: &DirFd) -> Cross {
         let c = &self.crossings;
-        let Some(m) = c.table.at(&c.root.path().join(rel)) else {
+        let Some(m) = c.root.mounts().at(&c.root.path().join(rel)) else {
             return Cross::Unread("unknown".to_owned());
         };
         let place = if self.pod { mount_place(under(rel, &self.base)) } else { None };
@@ -264,8 +262,9 @@ pub fn walk_scope<'a>(
         ScopeKind::Owned(owner) => (Default::default(), Some(owner.site), Some(Arc::new(owner))),
     };
     let base_bytes = rel.as_os_str().as_bytes().to_vec();
-    let remote = crossings.table.remote_over(&root.path().join(&rel)).map(|m| {
-        let path = display_path(node_path.as_os_str());
+    let remote = root.mounts().remote_over(&root.path().join(&rel)).map(|m| {
+        // The mount point as a node path (as is when the root itself is on it).
+        let path = display_path(root.node(&m.point).as_os_str());
         WalkItem::Unread(UnreadMount { path, fstype: m.fstype.clone() })
     });
     let mounts = Arc::new(ScopeMounts {

@@ -173,6 +173,45 @@ fn bind_file(from: &Path, at: &Path) -> Mounted {
     Mounted(at.to_path_buf())
 }
 
+/// A FUSE filesystem where discovery looks before the walk: at a CSI volume's `mount`
+/// (a FUSE-based CSI driver, whose `vol_data.json` even claims to be the Secrets Store
+/// driver's), at a Secret volume dir, and a `--path` inside a FUSE mount: the scan
+/// finishes and lists each as not read. A `--root` on one is refused.
+#[test]
+fn discovery_never_touches_a_fuse_mount() {
+    needs_root!();
+    let (tree, _, file) = node();
+    let pod = tree.pod(UID);
+    let csi = pod.path("volumes/kubernetes.io~csi/s3/mount");
+    tree.write(
+        pod.path("volumes/kubernetes.io~csi/s3/vol_data.json"),
+        br#"{"driverName":"secrets-store.csi.k8s.io"}"#,
+    );
+    let secret = pod.path("volumes/kubernetes.io~secret/fused");
+    let mounts = [
+        HangingFuse::mount(&tree.host(&csi)),
+        HangingFuse::mount(&tree.host(&secret)),
+        HangingFuse::mount(&tree.host("/mnt/remote")),
+    ];
+    let out = scan_undigested(&tree, &file, &["--format", "json", "--path", "/mnt/remote/sub"]);
+    out.assert_code(1);
+    let fuse = |p: &str| (p.to_owned(), "fuse".to_owned());
+    assert_eq!(
+        unread(out.json()),
+        vec![fuse("/mnt/remote"), fuse(&csi), fuse(&secret)],
+        "{}",
+        out.stdout_str()
+    );
+    // A root on one (or below one) is refused at once: exit 2, one line.
+    for root in ["/mnt/remote", "/mnt/remote/node"] {
+        let root = tree.host(root);
+        let out = tree.kr().timeout(HANG).run(&["scan", "--root", path_arg(&root), "--no-cri"]);
+        out.assert_code(2).assert_one_line_error();
+        assert!(out.stderr_str().contains("on a fuse filesystem"), "{}", out.stderr_str());
+    }
+    drop(mounts);
+}
+
 /// Makes an ext4 filesystem in a 4 MiB file and loop-mounts it at `at`.
 fn ext4(tree: &NodeTree, name: &str, at: &Path) -> Mounted {
     let image = tree.work(name);

@@ -29,25 +29,125 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-/// An open descriptor of the scan root, and its canonical path. A clone shares the
-/// descriptor.
+/// An open descriptor of the scan root, its canonical path, and the mount table (read
+/// once, when first needed). A clone shares both.
+///
+/// Nothing on a FUSE or network filesystem is ever opened through it (see
+/// [`mount::Mount::is_remote`]): every open by path is checked against the mount table
+/// first, and [`RootDir::resolve`] stops at such a mount.
 #[derive(Clone, Debug)]
 pub struct RootDir {
     fd: std::sync::Arc<walk::DirFd>,
     path: PathBuf,
+    mounts: std::sync::Arc<mount::Table>,
 }
 
 impl RootDir {
-    /// Opens `path` (which must be a directory) as the root of everything read.
+    /// Opens `path` (which must be a directory) as the root of everything read; refused
+    /// on a FUSE or network filesystem.
     pub fn open(path: &Path) -> io::Result<RootDir> {
+        let mounts = std::sync::Arc::new(mount::Table::default());
+        let remote = |p: &Path| match mounts.remote_over(p) {
+            Some(m) => Err(remote_error(m)),
+            None => Ok(()),
+        };
+        remote(&std::path::absolute(path)?)?;
         let canonical = std::fs::canonicalize(path)?;
+        remote(&canonical)?;
         let fd = fcntl::open(
             &canonical,
             OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
             Mode::empty(),
         )
         .map_err(io::Error::from)?;
-        Ok(RootDir { fd: walk::DirFd::new(fd), path: canonical })
+        Ok(RootDir { fd: walk::DirFd::new(fd), path: canonical, mounts })
+    }
+
+    /// The mount table of this run.
+    pub fn mounts(&self) -> &mount::Table {
+        &self.mounts
+    }
+
+    /// Refuses `rel` (relative to the root, no symlink in it) when it is on or below a FUSE
+    /// or network filesystem.
+    fn refuse_remote(&self, rel: &Path) -> io::Result<()> {
+        let mut host = self.path.clone();
+        for c in rel.components() {
+            match c {
+                // Beneath the root only (the open refuses more).
+                std::path::Component::ParentDir if host != self.path => {
+                    host.pop();
+                }
+                std::path::Component::Normal(n) => host.push(n),
+                _ => {}
+            }
+        }
+        match self.mounts.remote_over(&host) {
+            Some(m) => Err(remote_error(m)),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves the node path `node` to a path relative to the root with no symlink in it,
+    /// one name at a time: symlinks on the way (`/var/lib/kubelet → /data/kubelet`) are
+    /// followed while they stay inside the root (an absolute target is a path of this
+    /// process's view, as the kernel reads it). Nothing on a FUSE or network filesystem is
+    /// looked up: at such a mount the rest of `node` is taken as written (the walk then
+    /// leaves it unread).
+    pub fn resolve(&self, node: &Path) -> io::Result<PathBuf> {
+        use std::path::Component;
+        let mut todo: Vec<OsString> = Vec::new();
+        let push = |todo: &mut Vec<OsString>, p: &Path| {
+            for c in p.components().rev() {
+                match c {
+                    Component::Normal(n) => todo.push(n.to_owned()),
+                    Component::ParentDir => todo.push("..".into()),
+                    _ => {}
+                }
+            }
+        };
+        push(&mut todo, node);
+        let mut rel = PathBuf::new();
+        let mut links = 0;
+        while let Some(name) = todo.pop() {
+            if name == ".." {
+                rel.pop();
+                continue;
+            }
+            let next = rel.join(&name);
+            if self.mounts.remote_over(&self.path.join(&next)).is_some() {
+                rel = next;
+                while let Some(name) = todo.pop() {
+                    rel.push(name);
+                }
+                return Ok(rel);
+            }
+            let fd =
+                self.open_beneath(&next, OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)?;
+            let st = nix::sys::stat::fstat(&fd)?;
+            if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFLNK {
+                rel = next;
+                continue;
+            }
+            links += 1;
+            if links > 40 {
+                return Err(io::Error::from_raw_os_error(nix::libc::ELOOP));
+            }
+            let target = PathBuf::from(self.read_link(&next)?);
+            if target.is_absolute() {
+                let inside = target.strip_prefix(&self.path).map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        "resolves outside the root; not followed",
+                    )
+                })?;
+                rel = PathBuf::new();
+                push(&mut todo, inside);
+            } else {
+                push(&mut todo, &target);
+            }
+        }
+        Ok(rel)
     }
 
     /// The canonical absolute path of the root.
@@ -69,6 +169,7 @@ impl RootDir {
     /// Opens the regular file at `rel` (relative to the root) for reading, never following
     /// a symlink and never leaving the root; atime is not updated where permitted.
     pub fn open_file(&self, rel: &Path) -> io::Result<File> {
+        self.refuse_remote(rel)?;
         walk::open_file_beneath(self.fd.as_fd(), rel)
     }
 
@@ -103,6 +204,7 @@ impl RootDir {
     /// on the way (kubelet's dir is often a filesystem of its own).
     pub fn open_dir(&self, rel: &Path) -> io::Result<tree::Dir> {
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+        self.refuse_remote(rel)?;
         // Listing it leaves its atime alone where permitted.
         let fd = walk::open_dir_beneath(self.fd.as_fd(), rel)?;
         Ok(tree::Dir::from_fd(fd))
@@ -118,8 +220,14 @@ impl RootDir {
 
     fn open_beneath(&self, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+        self.refuse_remote(rel)?;
         walk::open_beneath(self.fd.as_fd(), rel, flags).map_err(io::Error::from)
     }
+}
+
+/// The error of an open refused on a FUSE or network filesystem.
+fn remote_error(m: &mount::Mount) -> io::Error {
+    io::Error::other(format!("on a {} filesystem (never read)", m.fstype))
 }
 
 /// Raises this process's soft limit of open descriptors to its hard limit (at most 2^20)

@@ -85,15 +85,23 @@ pub fn is_remote_type(fstype: &str) -> bool {
     fstype.starts_with("fuse") || NETWORK.contains(&fstype.split('.').next().unwrap_or(""))
 }
 
-/// The mount table of one scan, read once when first needed (a scan that meets no mount
-/// point never reads it); later mounts are not in it.
+/// The mount table of one run, read once when first needed; later mounts are not in it.
 #[derive(Debug, Default)]
-pub struct Table(std::sync::OnceLock<Vec<Mount>>);
+pub struct Table(std::sync::OnceLock<(Vec<Mount>, Vec<usize>)>);
 
 impl Table {
+    /// The mounts, and the indexes of the FUSE and network ones among them.
+    fn read(&self) -> &(Vec<Mount>, Vec<usize>) {
+        self.0.get_or_init(|| {
+            // An unreadable table is an empty one: every mount met is then left unread.
+            let all = mounts().unwrap_or_default();
+            let remote = (0..all.len()).filter(|&i| all[i].is_remote()).collect();
+            (all, remote)
+        })
+    }
+
     fn mounts(&self) -> &[Mount] {
-        // An unreadable table is an empty one: every mount met is then left unread.
-        self.0.get_or_init(|| mounts().unwrap_or_default())
+        &self.read().0
     }
 
     /// The mount on top at `point` (a path of this process's view), if any: the last one
@@ -104,9 +112,11 @@ impl Table {
 
     /// The FUSE or network mount `path` is on or below, if any (the deepest).
     pub fn remote_over(&self, path: &Path) -> Option<&Mount> {
-        self.mounts()
+        let (all, remote) = self.read();
+        remote
             .iter()
-            .filter(|m| m.is_remote() && path.starts_with(&m.point))
+            .map(|&i| &all[i])
+            .filter(|m| path.starts_with(&m.point))
             .max_by_key(|m| m.point.as_os_str().len())
     }
 }
