@@ -353,3 +353,33 @@ fn place_in_pod(
         None => (class.site, inner.to_path_buf(), false),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_kubelet_secret_places_are_mount_places() {
+        let p = |s: &str| mount_place(Path::new(s));
+        assert_eq!(p("volumes/kubernetes.io~secret/db"), Some(MountPlace::Volume));
+        assert_eq!(
+            p("volumes/kubernetes.io~projected/kube-api-access-1"),
+            Some(MountPlace::Volume)
+        );
+        assert_eq!(p("volumes/kubernetes.io~csi/vault/mount"), Some(MountPlace::Csi));
+        assert_eq!(p("volume-subpaths/db/app/0"), Some(MountPlace::Subpath));
+        for other in [
+            "volumes/kubernetes.io~secret/db/sub",
+            "volumes/kubernetes.io~secret",
+            "volumes/kubernetes.io~csi/vault",
+            "volumes/kubernetes.io~csi/vault/mount/x",
+            "volumes/kubernetes.io~nfs/data",
+            "volumes/kubernetes.io~empty-dir/cache",
+            "volume-subpaths/db/app",
+            "volume-subpaths/db/app/0/x",
+            "containers/app",
+        ] {
+            assert_eq!(p(other), None, "{other}");
+        }
+    }
+}
