@@ -203,6 +203,12 @@ pub struct SearchArgs {
     #[arg(long)]
     pub no_rules: bool,
 
+    /// Also read the CSI volumes mounted in pod dirs that are not the Secrets Store CSI
+    /// driver's (persistent volumes: the application's data, not read by default; never
+    /// a FUSE or network filesystem).
+    #[arg(long)]
+    pub read_csi_volumes: bool,
+
     /// Label given to the values read with --secrets.
     #[arg(long, value_name = "LABEL", default_value = "current")]
     pub label: String,

@@ -53,6 +53,8 @@ pub struct ScanConfig {
     pub cri_timeout: Duration,
     /// Whether a runtime that cannot be asked fails the scan.
     pub require_cri: bool,
+    /// Whether CSI volumes other than the Secrets Store driver's are read.
+    pub read_csi_volumes: bool,
 }
 
 /// A walk started early, for the layout it was given.
@@ -72,7 +74,7 @@ impl ScanConfig {
             Some(e) => e.walking.cancel(),
             None => {}
         }
-        Walking::start(self.root.clone(), self.settings.layout.clone())
+        Walking::start_with(self.root.clone(), self.settings.layout.clone(), self.read_csi_volumes)
     }
 
     /// Validates `args`: opens the root, reads fingerprint files and kubectl JSON.
@@ -135,7 +137,7 @@ impl ScanConfig {
         let early = match args.nice {
             false => Some(EarlyWalk {
                 layout: layout.clone(),
-                walking: Walking::start(root.clone(), layout.clone()),
+                walking: Walking::start_with(root.clone(), layout.clone(), args.read_csi_volumes),
             }),
             true => None,
         };
@@ -175,6 +177,7 @@ impl ScanConfig {
             cri,
             cri_timeout,
             require_cri: args.require_cri,
+            read_csi_volumes: args.read_csi_volumes,
             root,
             root_arg: args.root.clone(),
             settings: ScanSettings { layout, threads, chunk, max_file_size, deadline: None },

@@ -400,6 +400,18 @@ pub struct ScanError {
     pub error: String,
 }
 
+/// A mount point the scan met and did not read: a FUSE or network filesystem anywhere,
+/// or any other filesystem below a scope but a Secret volume's tmpfs (see `walk`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct UnreadMount {
+    /// The node path of the mount point.
+    pub path: String,
+    /// The filesystem type mounted there (`fuse`, `nfs4`, `ext4`, …; `unknown` when the
+    /// mount table does not say).
+    #[serde(rename = "type")]
+    pub fstype: String,
+}
+
 /// State of the container-runtime cross-check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CriInfo {
@@ -440,6 +452,8 @@ pub struct Summary {
     pub duration_ms: u64,
     /// True when `--timeout` stopped the scan before everything was read.
     pub incomplete: bool,
+    /// Mount points not read (listed in the report's `unread_mounts`).
+    pub unread_mounts: u64,
 }
 
 /// A whole scan report: schema `kresidue/report/v1`.
@@ -459,6 +473,8 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Unreadable paths, sorted.
     pub errors: Vec<ScanError>,
+    /// Mount points not read, sorted.
+    pub unread_mounts: Vec<UnreadMount>,
 }
 
 impl Report {
@@ -519,6 +535,7 @@ mod tests {
             summary: Summary::default(),
             findings: vec![],
             errors: vec![],
+            unread_mounts: vec![],
         };
         assert_eq!(r.exit_status(Some(Severity::Low)), ExitStatus::Clean);
     }

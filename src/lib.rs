@@ -121,9 +121,11 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
             baselined,
             duration_ms: started.elapsed().as_millis() as u64,
             incomplete: result.incomplete,
+            unread_mounts: result.unread_mounts.len() as u64,
         },
         findings: result.findings,
         errors: result.errors,
+        unread_mounts: result.unread_mounts,
     };
     match &cfg.output {
         Some(path) => report::write_atomic(path, |w| report::write(&report, cfg.format, w))?,
@@ -473,6 +475,11 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         plan.actions.extend(gone);
     }
     errors.extend(result.errors);
+    // The clean report has no list of its own for mounts the scan did not read.
+    errors.extend(result.unread_mounts.into_iter().map(|m| ScanError {
+        path: m.path,
+        error: format!("not read: a {} filesystem is mounted here", m.fstype),
+    }));
     errors.sort();
     let summary = clean::CleanSummary::of(
         result.findings.len() as u64,

@@ -10,7 +10,7 @@
 
 use crate::finding::{
     rank, Category, ContainerRef, Encoding, Finding, MatchInfo, MatchKind, Material, PodRef,
-    Preview, ScanError, Severity, SiteId, Within,
+    Preview, ScanError, Severity, SiteId, UnreadMount, Within,
 };
 use crate::matcher::{Hit, Matcher};
 use crate::node::containerd::{self, MetaDb, Owner};
@@ -70,6 +70,8 @@ pub struct ScanResult {
     /// Entries not read because they are not regular files, by kind (see
     /// [`WalkItem::Skipped`]).
     pub skipped: BTreeMap<&'static str, u64>,
+    /// Mount points not read, sorted (see [`crate::walk`]).
+    pub unread_mounts: Vec<UnreadMount>,
 }
 
 /// What a scan read at one site.
@@ -134,6 +136,12 @@ pub struct Walking {
 impl Walking {
     /// Starts finding the scopes `layout` names under `root`, and walking them.
     pub fn start(root: RootDir, layout: Layout) -> Walking {
+        Walking::start_with(root, layout, false)
+    }
+
+    /// [`Walking::start`]; `read_csi_volumes`: CSI volumes other than the Secrets Store
+    /// driver's are read too (`--read-csi-volumes`).
+    pub fn start_with(root: RootDir, layout: Layout, read_csi_volumes: bool) -> Walking {
         let (found_tx, found) = std::sync::mpsc::sync_channel(1);
         let (tx, batches) = std::sync::mpsc::sync_channel(WALK_AHEAD);
         let control = std::sync::Arc::new(WalkControl::default());
@@ -155,7 +163,9 @@ impl Walking {
                 }
                 on_time
             };
-            let walk = scopes.into_iter().flat_map(|s| walk::walk_scope(&root, s));
+            // The mount table is read once for the scan, when first needed.
+            let crossings = walk::Crossings::new(root.clone(), read_csi_volumes);
+            let walk = scopes.into_iter().flat_map(|s| walk::walk_scope(&root, s, &crossings));
             let mut batch = Vec::with_capacity(WALK_BATCH);
             for item in walk.take_while(|_| on_time()) {
                 batch.push(item);
@@ -199,6 +209,7 @@ pub fn scan(
         }
     };
     let skipped = Mutex::new(BTreeMap::new());
+    let unread = Mutex::new(Vec::new());
     let findings = Mutex::new(Vec::new());
     let errors = Mutex::new(errors);
     let files = AtomicU64::new(0);
@@ -230,12 +241,16 @@ pub fn scan(
                         WalkItem::Skipped(kind) => {
                             *skipped.lock().expect("lock").entry(kind).or_insert(0) += 1;
                         }
+                        WalkItem::Unread(m) => unread.lock().expect("lock").push(m),
                         // Listed before the deadline or a signal, not yet read: left
                         // alone (what the walk could not list is still reported).
                         WalkItem::File(_) if !in_time() => {}
                         WalkItem::File(job) => {
                             let started = Instant::now();
                             let result = w.scan_file(&job, searchers, &seen);
+                            if let Some(m) = w.unread.take() {
+                                unread.lock().expect("lock").push(m);
+                            }
                             if std::mem::take(&mut w.timed_out) {
                                 late.store(true, Ordering::Relaxed);
                             }
@@ -296,6 +311,9 @@ pub fn scan(
     let walked = walked.iter().map(|s| report::redisplay(s)).collect();
     errors.sort();
     errors.dedup();
+    let mut unread_mounts = unread.into_inner().expect("lock");
+    unread_mounts.sort();
+    unread_mounts.dedup();
     Ok(ScanResult {
         findings,
         errors,
@@ -305,6 +323,7 @@ pub fn scan(
         incomplete: late.into_inner(),
         scopes: walked,
         skipped: skipped.into_inner().expect("lock"),
+        unread_mounts,
     })
 }
 
@@ -370,6 +389,8 @@ struct Worker {
     timed_out: bool,
     /// The names checked last (see [`Worker::check_names`]).
     names: Names,
+    /// Set when the current file is a mount point not read.
+    unread: Option<UnreadMount>,
 }
 
 /// A worker's state for matching names: the directory whose names it checked last, the
@@ -545,7 +566,7 @@ fn name_findings(
         report::withhold::withhold(at(h.offset, h.len as u64));
     }
     let path = report::display_path(std::ffi::OsStr::from_bytes(path));
-    let on_tmpfs = || job.open().is_ok_and(|f| sys::is_tmpfs(&f));
+    let on_tmpfs = || job.open().is_ok_and(|f| sys::is_tmpfs(&f.0));
     let place = place(category(job, on_tmpfs), job.stale, None);
     let in_name = |mut f: Finding, secret: &[u8]| {
         f.path.clone_from(&path);
@@ -586,6 +607,7 @@ impl Worker {
             deadline: settings.deadline,
             timed_out: false,
             names: Names::default(),
+            unread: None,
         }
     }
 
@@ -610,12 +632,19 @@ impl Worker {
     ) -> Result<Option<(u64, Vec<Finding>)>, String> {
         self.rules_incomplete = false;
         self.file_errors.clear();
-        let mut f = job.open().map_err(|e| io_message(&e))?;
+        let (mut f, ino) = match job.open() {
+            Ok(opened) => opened,
+            Err(walk::Unopened::Io(e)) => return Err(io_message(&e)),
+            Err(walk::Unopened::Mount(m)) => {
+                self.unread = Some(m);
+                return Ok(None);
+            }
+        };
         let md = f.metadata().map_err(|e| io_message(&e))?;
         if !md.is_file() {
             return Err("not a regular file (changed during the scan); not read".to_owned());
         }
-        if md.ino() != job.ino {
+        if md.ino() != ino {
             return Err("replaced during the scan; not read".to_owned());
         }
         if !seen.lock().expect("lock").insert(md.dev(), md.ino()) {

@@ -6,16 +6,26 @@
 //! never opened (their type comes from the directory entry, and the open in `scan` checks
 //! again). `scan` runs these iterators on a thread of their own and reads the files they
 //! list with rayon.
+//!
+//! Mount points below a scope are not crossed ([`crate::sys::walk`] refuses the crossing
+//! before the mounted filesystem is asked anything), except where kubelet or a Secret
+//! driver mounts a tmpfs of Secret data: a Secret or projected volume dir, a Secrets Store
+//! CSI volume's `mount` dir (its `vol_data.json` names the driver), a `volume-subpaths`
+//! entry (a bind mount of part of such a tmpfs); and other CSI volumes' `mount` dirs only
+//! with `--read-csi-volumes` (they hold the application's data). A FUSE or network
+//! filesystem is never entered, nor a scope on or below one. What is left is listed as an
+//! [`UnreadMount`].
 
-use crate::finding::{ScanError, SiteId};
+use crate::finding::{ScanError, SiteId, UnreadMount};
 use crate::node::kubelet::{self, AtomicVolume};
 use crate::node::logs::LogOwner;
 use crate::node::{io_message, Ownership, Scope, ScopeKind};
 use crate::report::display_path;
-use crate::sys::walk::{DirFd, Entry};
+use crate::sys::walk::{Cross, DirFd, Entry};
 use crate::sys::RootDir;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -26,8 +36,13 @@ pub struct FileJob {
     pub rel: PathBuf,
     /// Its directory, to open it by name; or the root, when `by_path`.
     dir: Arc<DirFd>,
-    /// Opened by `rel` from the root (the walk's descriptor budget was spent).
+    /// Opened by `rel[base..]` from `dir`, the top of its mount (the walk's descriptor
+    /// budget was spent).
     by_path: bool,
+    /// See `by_path`.
+    base: usize,
+    /// What to do when the file is itself a mount point.
+    mounts: Arc<ScopeMounts>,
     /// Inode number seen by the walk (checked against the opened file).
     pub ino: u64,
     /// The node path of the file's scope, shared by all of its files.
@@ -51,13 +66,39 @@ pub struct FileJob {
 }
 
 impl FileJob {
-    /// Opens the file for reading, beneath its directory's descriptor (or the root's),
-    /// never through a symlink.
-    pub fn open(&self) -> std::io::Result<std::fs::File> {
-        match (self.by_path, self.rel.file_name()) {
-            (true, _) => self.dir.open_file(&self.rel),
-            (false, Some(name)) => self.dir.open_file(Path::new(name)),
-            (false, None) => Err(std::io::Error::other("not a file name")),
+    /// Opens the file for reading, beneath its directory's descriptor (or its mount's
+    /// top), never through a symlink nor across a mount point the scope's policy does not
+    /// let the scan enter (a file bind-mounted from a Secret volume's tmpfs is read). The
+    /// inode the file opened must have: the one listed, or, for a file that is a mount
+    /// point, the mounted file's (checked as it is opened).
+    pub fn open(&self) -> Result<(std::fs::File, u64), Unopened> {
+        let Some(name) = self.rel.file_name() else {
+            return Err(Unopened::Io(std::io::Error::other("not a file name")));
+        };
+        let opened = match self.by_path {
+            true => self.dir.open_file_below(crate::sys::walk::under_base(&self.rel, self.base)),
+            false => self.dir.open_file_below(Path::new(name)),
+        };
+        match opened {
+            Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) && !self.by_path => {
+                match self.mounts.decide(&self.rel, &self.dir) {
+                    Cross::Enter { id, tmpfs } => {
+                        let f =
+                            self.dir.open_mounted_file(name, id, tmpfs).map_err(Unopened::Io)?;
+                        let ino = f.metadata().map_err(Unopened::Io)?.ino();
+                        Ok((f, ino))
+                    }
+                    Cross::Unread(fstype) => {
+                        Err(Unopened::Mount(UnreadMount { path: self.node_path(), fstype }))
+                    }
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {
+                Err(Unopened::Io(std::io::Error::other(
+                    "a filesystem was mounted on its path during the scan; not read",
+                )))
+            }
+            r => r.map(|f| (f, self.ino)).map_err(Unopened::Io),
         }
     }
 
@@ -75,6 +116,118 @@ impl FileJob {
     }
 }
 
+/// Why a [`FileJob`] was not opened.
+#[derive(Debug)]
+pub enum Unopened {
+    /// It could not be.
+    Io(std::io::Error),
+    /// It is a mount point the scan does not enter.
+    Mount(UnreadMount),
+}
+
+/// What the walk knows of the node's mounts for one scan: the root's mount table (read
+/// once for the run, when first needed) and whether other CSI volumes are read.
+#[derive(Debug)]
+pub struct Crossings {
+    root: RootDir,
+    read_csi_volumes: bool,
+}
+
+impl Crossings {
+    /// The mounts of the node beneath `root`; `read_csi_volumes`: CSI volumes other than
+    /// the Secrets Store driver's are entered too (`--read-csi-volumes`).
+    pub fn new(root: RootDir, read_csi_volumes: bool) -> Arc<Crossings> {
+        Arc::new(Crossings { root, read_csi_volumes })
+    }
+}
+
+/// The mount policy of one scope.
+#[derive(Debug)]
+pub struct ScopeMounts {
+    crossings: Arc<Crossings>,
+    /// A kubelet pod dir (where kubelet's tmpfs volumes are).
+    pod: bool,
+    /// The scope's path relative to the root, bytes.
+    base: Vec<u8>,
+    /// The CSI volumes entered only because `--read-csi-volumes` asks (paths relative to
+    /// the root): their files are the application's data, site `other`.
+    app_volumes: std::sync::Mutex<Vec<PathBuf>>,
+}
+
+/// The Secrets Store CSI driver: its volumes are Secret data on a tmpfs it mounts.
+const SECRETS_STORE_DRIVER: &str = "secrets-store.csi.k8s.io";
+
+/// Where in a pod dir a mount point is, for the places a tmpfs of Secret data is mounted.
+#[derive(Debug, PartialEq, Eq)]
+enum MountPlace {
+    /// `volumes/kubernetes.io~secret/<vol>`, `volumes/kubernetes.io~projected/<vol>`.
+    Volume,
+    /// `volumes/kubernetes.io~csi/<vol>/mount`.
+    Csi,
+    /// `volume-subpaths/<vol>/<container>/<index>`.
+    Subpath,
+}
+
+fn mount_place(inner: &Path) -> Option<MountPlace> {
+    let c: Vec<&[u8]> = inner.iter().map(|c| c.as_bytes()).collect();
+    match c.as_slice() {
+        [b"volumes", b"kubernetes.io~secret" | b"kubernetes.io~projected", _] => {
+            Some(MountPlace::Volume)
+        }
+        [b"volumes", b"kubernetes.io~csi", _, b"mount"] => Some(MountPlace::Csi),
+        [b"volume-subpaths", _, _, _] => Some(MountPlace::Subpath),
+        _ => None,
+    }
+}
+
+/// Whether the CSI volume dir `vol` (holding the `mount` dir) is the Secrets Store
+/// driver's, as its `vol_data.json` (kubelet's record of the volume) says.
+fn secrets_store(vol: &DirFd) -> bool {
+    #[derive(serde::Deserialize)]
+    struct VolData {
+        #[serde(rename = "driverName")]
+        driver_name: Option<String>,
+    }
+    vol.read_small(OsStr::new("vol_data.json"), 64 << 10)
+        .and_then(|data| serde_json::from_slice::<VolData>(&data).ok())
+        .is_some_and(|v| v.driver_name.as_deref() == Some(SECRETS_STORE_DRIVER))
+}
+
+impl ScopeMounts {
+    /// Whether `rel` is in a CSI volume entered only because `--read-csi-volumes` asks.
+    fn is_app_volume(&self, rel: &Path) -> bool {
+        let apps = self.app_volumes.lock().expect("lock");
+        apps.iter().any(|v| rel.starts_with(v))
+    }
+
+    /// What to do at the mount point `rel` (relative to the root) in the directory `parent`:
+    /// decided from the mount table, before anything on the mount is touched.
+    fn decide(&self, rel: &Path, parent: &DirFd) -> Cross {
+        let c = &self.crossings;
+        let Some(m) = c.root.mounts().at(&c.root.path().join(rel)) else {
+            return Cross::Unread("unknown".to_owned());
+        };
+        let place = if self.pod { mount_place(under(rel, &self.base)) } else { None };
+        let enter = !m.is_remote()
+            && match place {
+                Some(MountPlace::Volume) => m.is_whole_tmpfs(),
+                // Kubelet bind-mounts the subPath's file or dir from the volume's tmpfs.
+                Some(MountPlace::Subpath) => m.fstype == "tmpfs",
+                Some(MountPlace::Csi) if m.is_whole_tmpfs() && secrets_store(parent) => true,
+                Some(MountPlace::Csi) if c.read_csi_volumes => {
+                    self.app_volumes.lock().expect("lock").push(rel.to_path_buf());
+                    true
+                }
+                Some(MountPlace::Csi) => false,
+                None => false,
+            };
+        match enter {
+            true => Cross::Enter { id: m.id, tmpfs: m.fstype == "tmpfs" },
+            false => Cross::Unread(m.fstype.clone()),
+        }
+    }
+}
+
 /// What the walk yields.
 #[derive(Debug)]
 pub enum WalkItem {
@@ -85,11 +238,19 @@ pub enum WalkItem {
     /// An entry that is not read because it is not a regular file or a directory: what
     /// it is (`symlink`, `FIFO`, `socket`, `char device`, `block device`).
     Skipped(&'static str),
+    /// A mount point not read.
+    Unread(UnreadMount),
 }
 
-/// Walks one scope beneath `root`.
-pub fn walk_scope(root: &RootDir, scope: Scope) -> impl Iterator<Item = WalkItem> + '_ {
+/// Walks one scope beneath `root`, crossing mount points below it as `crossings` allow;
+/// a scope on or below a FUSE or network filesystem is not walked at all.
+pub fn walk_scope<'a>(
+    root: &'a RootDir,
+    scope: Scope,
+    crossings: &Arc<Crossings>,
+) -> impl Iterator<Item = WalkItem> + 'a {
     let Scope { rel, node_path, kind } = scope;
+    let is_pod = matches!(kind, ScopeKind::Pod { .. });
     let mut pod = None;
     let (volumes, fixed, owner) = match kind {
         ScopeKind::Pod { uid, volumes } => {
@@ -100,12 +261,31 @@ pub fn walk_scope(root: &RootDir, scope: Scope) -> impl Iterator<Item = WalkItem
         ScopeKind::Site(site) => (Default::default(), Some(site), None),
         ScopeKind::Owned(owner) => (Default::default(), Some(owner.site), Some(Arc::new(owner))),
     };
-    let scope_path: Arc<Path> = node_path.into();
     let base_bytes = rel.as_os_str().as_bytes().to_vec();
-    root.walk(&rel).map(move |entry| {
-        let (dir, path, ino, by_path) = match entry {
-            Entry::File { dir, rel, ino, by_path } => (dir, rel, ino, by_path),
+    let remote = root.mounts().remote_over(&root.path().join(&rel)).map(|m| {
+        // The mount point as a node path (as is when the root itself is on it).
+        let path = display_path(root.node(&m.point).as_os_str());
+        WalkItem::Unread(UnreadMount { path, fstype: m.fstype.clone() })
+    });
+    let mounts = Arc::new(ScopeMounts {
+        crossings: crossings.clone(),
+        pod: is_pod,
+        base: base_bytes.clone(),
+        app_volumes: Default::default(),
+    });
+    let scope_path: Arc<Path> = node_path.into();
+    let policy = mounts.clone();
+    let walk = remote
+        .is_none()
+        .then(|| root.walk_mounts(&rel, Box::new(move |rel, dir| policy.decide(rel, dir))));
+    remote.into_iter().chain(walk.into_iter().flatten().map(move |entry| {
+        let (dir, path, ino, by_path, base) = match entry {
+            Entry::File { dir, rel, ino, by_path, base } => (dir, rel, ino, by_path, base),
             Entry::Special(kind) => return WalkItem::Skipped(kind),
+            Entry::Unread { rel, fstype } => {
+                let path = display_path(scope_path.join(under(&rel, &base_bytes)).as_os_str());
+                return WalkItem::Unread(UnreadMount { path, fstype });
+            }
             Entry::Error { rel, error } => {
                 let inner = under(&rel, &base_bytes);
                 let path = display_path(scope_path.join(inner).as_os_str());
@@ -120,6 +300,10 @@ pub fn walk_scope(root: &RootDir, scope: Scope) -> impl Iterator<Item = WalkItem
             }
             Some(site) => (site, None, false),
         };
+        let (site, shown, stale) = match site {
+            SiteId::KubeletCsiVolume if mounts.is_app_volume(&path) => (SiteId::Other, None, false),
+            _ => (site, shown, stale),
+        };
         let log = match fixed {
             Some(SiteId::PodLog) => LogOwner::of(inner).map(Arc::new),
             _ => None,
@@ -130,6 +314,8 @@ pub fn walk_scope(root: &RootDir, scope: Scope) -> impl Iterator<Item = WalkItem
             rel: path,
             dir,
             by_path,
+            base,
+            mounts: mounts.clone(),
             ino,
             scope_path: scope_path.clone(),
             shown,
@@ -139,7 +325,7 @@ pub fn walk_scope(root: &RootDir, scope: Scope) -> impl Iterator<Item = WalkItem
             owner: owner.clone(),
             log,
         })
-    })
+    }))
 }
 
 /// The path under `base` (bytes of a path) of a walked path: `base` itself (empty), or
@@ -165,5 +351,35 @@ fn place_in_pod(
             (class.site, vol.join(shown), stale)
         }
         None => (class.site, inner.to_path_buf(), false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_kubelet_secret_places_are_mount_places() {
+        let p = |s: &str| mount_place(Path::new(s));
+        assert_eq!(p("volumes/kubernetes.io~secret/db"), Some(MountPlace::Volume));
+        assert_eq!(
+            p("volumes/kubernetes.io~projected/kube-api-access-1"),
+            Some(MountPlace::Volume)
+        );
+        assert_eq!(p("volumes/kubernetes.io~csi/vault/mount"), Some(MountPlace::Csi));
+        assert_eq!(p("volume-subpaths/db/app/0"), Some(MountPlace::Subpath));
+        for other in [
+            "volumes/kubernetes.io~secret/db/sub",
+            "volumes/kubernetes.io~secret",
+            "volumes/kubernetes.io~csi/vault",
+            "volumes/kubernetes.io~csi/vault/mount/x",
+            "volumes/kubernetes.io~nfs/data",
+            "volumes/kubernetes.io~empty-dir/cache",
+            "volume-subpaths/db/app",
+            "volume-subpaths/db/app/0/x",
+            "containers/app",
+        ] {
+            assert_eq!(p(other), None, "{other}");
+        }
     }
 }

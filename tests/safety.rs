@@ -393,3 +393,42 @@ fn a_file_growing_while_read_does_not_keep_the_scan() {
     let grown = fs::metadata(&host).unwrap().len();
     assert!(read < grown, "read {read} bytes of a file that grew to {grown} during the scan");
 }
+
+/// Node paths are resolved name by name beneath the root: a kubelet dir reached through a
+/// relative symlink and through an absolute one naming a path under the root is scanned
+/// (paths reported under the node path given); one whose symlink leads outside the root is
+/// an error entry and nothing outside is read.
+#[test]
+fn symlinked_node_dirs_resolve_beneath_the_root() {
+    let tree = NodeTree::with_kubelet_dir("/data/kubelet");
+    let v = fake_secret(71);
+    tree.pod(UID).secret_volume("creds").key("api-key", &v);
+    let file = tree.secrets_file("s.json", &[Secret::opaque("ops", "creds", &[("api-key", &v)])]);
+    tree.symlink("/var/lib/kubelet", "../../data/kubelet");
+    tree.symlink("/srv/kubelet", tree.host("/data/kubelet"));
+    fs::create_dir_all(tree.outside().join("kubelet/pods")).unwrap();
+    tree.symlink("/srv/escape", tree.outside().join("kubelet"));
+    for dir in ["/var/lib/kubelet", "/srv/kubelet"] {
+        let out =
+            tree.scan(&["--secrets", path_arg(&file), "--kubelet-dir", dir, "--format", "json"]);
+        out.assert_code(1);
+        let paths: Vec<String> = out.findings().into_iter().map(|f| f.path).collect();
+        let want = format!("{dir}/pods/{UID}/volumes/kubernetes.io~secret/creds/api-key");
+        assert_eq!(paths, vec![want], "{dir}");
+    }
+    let out = tree.scan(&[
+        "--secrets",
+        path_arg(&file),
+        "--kubelet-dir",
+        "/srv/escape",
+        "--format",
+        "json",
+    ]);
+    out.assert_code(0);
+    let errors = out.json()["errors"].as_array().unwrap().clone();
+    assert!(
+        errors.iter().any(|e| e["path"] == "/srv/escape/pods"
+            && e["error"].as_str().unwrap().contains("outside the root")),
+        "{errors:?}"
+    );
+}

@@ -11,7 +11,8 @@
 //! `..`).
 
 use crate::finding::SiteId;
-use crate::sys::{Kind, RootDir};
+use crate::sys::RootDir;
+use nix::dir::Type;
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
@@ -68,25 +69,36 @@ pub struct AtomicVolume {
 }
 
 impl AtomicVolume {
-    /// Reads the `..data` link and the user-visible links of the volume at `rel`
-    /// (relative to the root). Unreadable parts leave the volume looking stale, never
-    /// hide a file.
+    /// Reads what the volume at `rel` (relative to the root) says of itself from its
+    /// listing, reading its links only where the listing cannot tell: reading a symlink
+    /// (or following one) updates its access time. The user-visible names are its
+    /// top-level symlinks (kubelet makes each `<name> → ..data/<name>`); the live
+    /// timestamped dir is the only one, and the `..data` link is read only when there are
+    /// several, or a leftover `..data_tmp` (the superseded copies `scan` reports as
+    /// stale). Unreadable parts leave the volume looking stale, never hide a file.
     pub fn read(root: &RootDir, rel: &Path) -> AtomicVolume {
-        let current = root
-            .read_link(&rel.join("..data"))
-            .ok()
-            .filter(|t| is_writer_dir_name(t) && !t.as_encoded_bytes().contains(&b'/'));
-        let mut vol = AtomicVolume { current, visible: HashSet::new() };
-        let Ok(entries) = root.list(rel) else { return vol };
-        for (name, kind) in entries {
-            if name.as_encoded_bytes().starts_with(b"..") || kind != Kind::Symlink {
-                continue;
-            }
-            let expect = Path::new("..data").join(&name);
-            if root.read_link(&rel.join(&name)).is_ok_and(|t| Path::new(&t) == expect) {
-                vol.visible.insert(name);
+        let mut vol = AtomicVolume::default();
+        let Ok(entries) = root.list_dir(rel) else { return vol };
+        let (mut data, mut data_tmp, mut dirs) = (false, false, Vec::new());
+        for (name, ty) in entries {
+            match (name.as_encoded_bytes(), ty) {
+                (b"..data", Some(Type::Symlink)) => data = true,
+                (b"..data_tmp", Some(Type::Symlink)) => data_tmp = true,
+                (n, Some(Type::Symlink)) if !n.starts_with(b"..") => {
+                    vol.visible.insert(name);
+                }
+                (_, Some(Type::Directory)) if is_writer_dir_name(&name) => dirs.push(name),
+                _ => {}
             }
         }
+        vol.current = match (data, dirs.as_slice(), data_tmp) {
+            (false, _, _) => None,
+            (true, [only], false) => Some(only.clone()),
+            _ => root
+                .read_link(&rel.join("..data"))
+                .ok()
+                .filter(|t| is_writer_dir_name(t) && !t.as_encoded_bytes().contains(&b'/')),
+        };
         vol
     }
 

@@ -353,10 +353,8 @@ fn atomic_volumes(root: &RootDir, pod_rel: &Path) -> HashMap<PathBuf, AtomicVolu
 /// the way (e.g. `/var/lib/kubelet → /data/kubelet`) are followed only while they stay
 /// inside the root.
 pub fn resolve(root: &RootDir, node_path: &Path) -> io::Result<PathBuf> {
-    let abs = std::fs::canonicalize(root.host(node_path))?;
-    abs.strip_prefix(root.path()).map(Path::to_path_buf).map_err(|_| {
-        io::Error::new(io::ErrorKind::PermissionDenied, "resolves outside the root; not followed")
-    })
+    // Name by name through the root's descriptor, never into a FUSE or network mount.
+    root.resolve(node_path)
 }
 
 /// An error entry for a node path. The message is the OS error text only.

@@ -93,6 +93,8 @@ pub fn write(
     writeln!(out, "kresidue_scan_duration_seconds {}", report.summary.duration_ms as f64 / 1000.0)?;
     family(out, "kresidue_errors", "Paths the last scan could not read.")?;
     writeln!(out, "kresidue_errors {}", report.errors.len())?;
+    family(out, "kresidue_unread_mounts", "Mount points the last scan did not read (FUSE, network, or other filesystems below a scanned dir).")?;
+    writeln!(out, "kresidue_unread_mounts {}", report.unread_mounts.len())?;
     family(out, "kresidue_cri_up", "1 when the container runtime answered the last scan, else 0 (status: ok, unreachable, disabled).")?;
     let status = super::plain(&report.cri.status);
     let up = u8::from(report.cri.status == CriStatus::Ok);

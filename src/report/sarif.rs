@@ -177,6 +177,7 @@ pub fn document(report: &Report) -> Value {
                 "node": report.node,
                 "cri": report.cri,
                 "summary": report.summary,
+                "unread_mounts": report.unread_mounts,
             },
         }],
     })

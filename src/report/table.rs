@@ -34,6 +34,14 @@ pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     for e in &report.errors {
         writeln!(out, "error: {}: {}", terminal_safe(&e.path), terminal_safe(&e.error))?;
     }
+    for m in &report.unread_mounts {
+        writeln!(
+            out,
+            "not read: {} ({} mounted)",
+            terminal_safe(&m.path),
+            terminal_safe(&m.fstype)
+        )?;
+    }
     Ok(())
 }
 
@@ -109,8 +117,13 @@ fn summary(r: &Report) -> String {
         r.summary.sites.iter().map(|(site, n)| format!("{} {n}", site.as_str())).collect();
     let sites =
         if sites.is_empty() { String::new() } else { format!("; by site: {}", sites.join(", ")) };
+    let unread = match r.unread_mounts.len() {
+        0 => String::new(),
+        1 => "; 1 mount not read".to_owned(),
+        n => format!("; {n} mounts not read"),
+    };
     format!(
-        "{} finding{}{counts} in {} files, {} bytes, {} ms{sites}; {} error{}; CRI {}",
+        "{} finding{}{counts} in {} files, {} bytes, {} ms{sites}; {} error{}{unread}; CRI {}",
         r.findings.len(),
         if r.findings.len() == 1 { "" } else { "s" },
         r.summary.files,

@@ -29,25 +29,125 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-/// An open descriptor of the scan root, and its canonical path. A clone shares the
-/// descriptor.
+/// An open descriptor of the scan root, its canonical path, and the mount table (read
+/// once, when first needed). A clone shares both.
+///
+/// Nothing on a FUSE or network filesystem is ever opened through it (see
+/// [`mount::Mount::is_remote`]): every open by path is checked against the mount table
+/// first, and [`RootDir::resolve`] stops at such a mount.
 #[derive(Clone, Debug)]
 pub struct RootDir {
     fd: std::sync::Arc<walk::DirFd>,
     path: PathBuf,
+    mounts: std::sync::Arc<mount::Table>,
 }
 
 impl RootDir {
-    /// Opens `path` (which must be a directory) as the root of everything read.
+    /// Opens `path` (which must be a directory) as the root of everything read; refused
+    /// on a FUSE or network filesystem.
     pub fn open(path: &Path) -> io::Result<RootDir> {
+        let mounts = std::sync::Arc::new(mount::Table::default());
+        let remote = |p: &Path| match mounts.remote_over(p) {
+            Some(m) => Err(remote_error(m)),
+            None => Ok(()),
+        };
+        remote(&std::path::absolute(path)?)?;
         let canonical = std::fs::canonicalize(path)?;
+        remote(&canonical)?;
         let fd = fcntl::open(
             &canonical,
             OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
             Mode::empty(),
         )
         .map_err(io::Error::from)?;
-        Ok(RootDir { fd: walk::DirFd::new(fd), path: canonical })
+        Ok(RootDir { fd: walk::DirFd::new(fd), path: canonical, mounts })
+    }
+
+    /// The mount table of this run.
+    pub fn mounts(&self) -> &mount::Table {
+        &self.mounts
+    }
+
+    /// Refuses `rel` (relative to the root, no symlink in it) when it is on or below a FUSE
+    /// or network filesystem.
+    fn refuse_remote(&self, rel: &Path) -> io::Result<()> {
+        let mut host = self.path.clone();
+        for c in rel.components() {
+            match c {
+                // Beneath the root only (the open refuses more).
+                std::path::Component::ParentDir if host != self.path => {
+                    host.pop();
+                }
+                std::path::Component::Normal(n) => host.push(n),
+                _ => {}
+            }
+        }
+        match self.mounts.remote_over(&host) {
+            Some(m) => Err(remote_error(m)),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves the node path `node` to a path relative to the root with no symlink in it,
+    /// one name at a time: symlinks on the way (`/var/lib/kubelet → /data/kubelet`) are
+    /// followed while they stay inside the root (an absolute target is a path of this
+    /// process's view, as the kernel reads it). Nothing on a FUSE or network filesystem is
+    /// looked up: at such a mount the rest of `node` is taken as written (the walk then
+    /// leaves it unread).
+    pub fn resolve(&self, node: &Path) -> io::Result<PathBuf> {
+        use std::path::Component;
+        let mut todo: Vec<OsString> = Vec::new();
+        let push = |todo: &mut Vec<OsString>, p: &Path| {
+            for c in p.components().rev() {
+                match c {
+                    Component::Normal(n) => todo.push(n.to_owned()),
+                    Component::ParentDir => todo.push("..".into()),
+                    _ => {}
+                }
+            }
+        };
+        push(&mut todo, node);
+        let mut rel = PathBuf::new();
+        let mut links = 0;
+        while let Some(name) = todo.pop() {
+            if name == ".." {
+                rel.pop();
+                continue;
+            }
+            let next = rel.join(&name);
+            if self.mounts.remote_over(&self.path.join(&next)).is_some() {
+                rel = next;
+                while let Some(name) = todo.pop() {
+                    rel.push(name);
+                }
+                return Ok(rel);
+            }
+            let fd =
+                self.open_beneath(&next, OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)?;
+            let st = nix::sys::stat::fstat(&fd)?;
+            if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFLNK {
+                rel = next;
+                continue;
+            }
+            links += 1;
+            if links > 40 {
+                return Err(io::Error::from_raw_os_error(nix::libc::ELOOP));
+            }
+            let target = PathBuf::from(self.read_link(&next)?);
+            if target.is_absolute() {
+                let inside = target.strip_prefix(&self.path).map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        "resolves outside the root; not followed",
+                    )
+                })?;
+                rel = PathBuf::new();
+                push(&mut todo, inside);
+            } else {
+                push(&mut todo, &target);
+            }
+        }
+        Ok(rel)
     }
 
     /// The canonical absolute path of the root.
@@ -69,6 +169,7 @@ impl RootDir {
     /// Opens the regular file at `rel` (relative to the root) for reading, never following
     /// a symlink and never leaving the root; atime is not updated where permitted.
     pub fn open_file(&self, rel: &Path) -> io::Result<File> {
+        self.refuse_remote(rel)?;
         walk::open_file_beneath(self.fd.as_fd(), rel)
     }
 
@@ -109,53 +210,28 @@ impl RootDir {
     /// a symlink, never leaving the root), with what each is (`lstat`: a symlink is a
     /// symlink). Every listing of a node dir outside the walk goes through here.
     pub fn list(&self, rel: &Path) -> io::Result<Vec<(OsString, Kind)>> {
-        use std::os::unix::ffi::OsStrExt;
-        let fd = self.open_beneath(
-            rel,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        )?;
-        let mut dir = nix::dir::Dir::from_fd(fd)?;
-        let raw = dir.as_fd().try_clone_to_owned()?;
-        let mut out = Vec::new();
-        for entry in dir.iter() {
-            let entry = entry?;
-            let name = entry.file_name().to_bytes();
-            if name == b"." || name == b".." {
-                continue;
-            }
-            let name = std::ffi::OsStr::from_bytes(name).to_os_string();
-            use nix::dir::Type;
-            let kind = match entry.file_type() {
-                Some(Type::Directory) => Kind::Dir,
-                Some(Type::File) => Kind::File,
-                Some(Type::Symlink) => Kind::Symlink,
-                Some(_) => Kind::Other,
-                // Filesystems that do not say: asked, never following a symlink.
-                None => match nix::sys::stat::fstatat(
-                    raw.as_fd(),
-                    name.as_os_str(),
-                    fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-                ) {
-                    Ok(st) => match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
-                        SFlag::S_IFDIR => Kind::Dir,
-                        SFlag::S_IFREG => Kind::File,
-                        SFlag::S_IFLNK => Kind::Symlink,
-                        _ => Kind::Other,
-                    },
-                    // Gone since listed.
-                    Err(_) => continue,
-                },
-            };
-            out.push((name, kind));
-        }
-        out.sort();
-        Ok(out)
+        use nix::dir::Type;
+        let kind = |t: Option<Type>| match t {
+            Some(Type::Directory) => Kind::Dir,
+            Some(Type::File) => Kind::File,
+            Some(Type::Symlink) => Kind::Symlink,
+            // A device, FIFO or socket; or a mount point, never entered to ask.
+            _ => Kind::Other,
+        };
+        let entries = self.list_dir(rel)?;
+        Ok(entries.into_iter().map(|(name, t)| (name, kind(t))).collect())
     }
 
     /// Walks the tree at `rel` (relative to the root; a directory or a file) by directory
     /// descriptors, never through a symlink (see [`walk`]).
     pub fn walk(&self, rel: &Path) -> walk::Walk {
-        walk::Walk::new(&self.fd, rel)
+        walk::Walk::new(&self.fd, rel, None)
+    }
+
+    /// Walks the tree at `rel` like [`RootDir::walk`], entering the mount points below it
+    /// that `policy` lets it enter (see [`walk`]); the others are left unread.
+    pub fn walk_mounts(&self, rel: &Path, policy: walk::Policy) -> walk::Walk {
+        walk::Walk::new(&self.fd, rel, Some(policy))
     }
 
     /// Reads the target of the symlink at `rel`, resolving its parent beneath the root.
@@ -176,15 +252,24 @@ impl RootDir {
     /// never through a symlink and never leaving the root. Mount points may be crossed
     /// on the way (kubelet's dir is often a filesystem of its own).
     pub fn open_dir(&self, rel: &Path) -> io::Result<tree::Dir> {
-        let fd = self.open_beneath(
-            rel,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        )?;
+        let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+        self.refuse_remote(rel)?;
+        // Listing it leaves its atime alone where permitted.
+        let fd = walk::open_dir_beneath(self.fd.as_fd(), rel)?;
         Ok(tree::Dir::from_fd(fd))
+    }
+
+    /// The entries of the directory at `rel` (relative to the root), sorted by name, with
+    /// their types: as the listing says them, or asked of an `O_PATH` descriptor that
+    /// crosses no mount point (`None` for a mount point, or when it cannot be asked).
+    /// Opened like [`RootDir::open_dir`]: its atime is left alone where permitted.
+    pub fn list_dir(&self, rel: &Path) -> io::Result<Vec<(OsString, Option<nix::dir::Type>)>> {
+        self.open_dir(rel)?.list()
     }
 
     fn open_beneath(&self, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+        self.refuse_remote(rel)?;
         walk::open_beneath(self.fd.as_fd(), rel, flags).map_err(io::Error::from)
     }
 }
@@ -213,6 +298,11 @@ fn kind_name(kind: SFlag) -> &'static str {
         SFlag::S_IFLNK => "symlink",
         _ => "unknown type",
     }
+}
+
+/// The error of an open refused on a FUSE or network filesystem.
+fn remote_error(m: &mount::Mount) -> io::Error {
+    io::Error::other(format!("on a {} filesystem (never read)", m.fstype))
 }
 
 /// Raises this process's soft limit of open descriptors to its hard limit (at most 2^20)

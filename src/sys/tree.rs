@@ -225,24 +225,37 @@ impl Dir {
 
     /// The entries of this directory (name, type when the filesystem says it).
     fn entries(&self, shown: &Path) -> Result<Vec<(OsString, Option<Type>)>, Stop> {
+        self.listed().map_err(|e| io_err(shown, e))
+    }
+
+    fn listed(&self) -> nix::Result<Vec<(OsString, Option<Type>)>> {
         // A fresh open file description: listing must not move another reader's offset.
-        let fd = fcntl::openat(
-            &self.0,
-            ".",
+        // Its atime is left alone where permitted (a survey lists without changing).
+        let fd = super::walk::without_atime(
+            |f| fcntl::openat(&self.0, ".", f, stat::Mode::empty()),
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            stat::Mode::empty(),
-        )
-        .map_err(|e| io_err(shown, e))?;
-        let mut dir = nix::dir::Dir::from_fd(fd).map_err(|e| io_err(shown, e))?;
+        )?;
+        let mut dir = nix::dir::Dir::from_fd(fd)?;
         let mut out = Vec::new();
         for entry in dir.iter() {
-            let entry = entry.map_err(|e| io_err(shown, e))?;
+            let entry = entry?;
             let name = entry.file_name().to_bytes();
             if name == b"." || name == b".." {
                 continue;
             }
             out.push((OsStr::from_bytes(name).to_os_string(), entry.file_type()));
         }
+        Ok(out)
+    }
+
+    /// The entries of this directory, sorted by name, with their types (see
+    /// [`crate::sys::RootDir::list_dir`]).
+    pub fn list(&self) -> io::Result<Vec<(OsString, Option<Type>)>> {
+        let mut out = self.listed()?;
+        for (name, ty) in out.iter_mut().filter(|(_, t)| t.is_none()) {
+            *ty = super::walk::type_below(self.0.as_fd(), name);
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }
 

@@ -7,8 +7,21 @@
 //! Every open is `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` and
 //! `O_NOFOLLOW`, relative to a descriptor that was itself opened that way from the root's:
 //! a symlink anywhere, even one swapped in for a directory after it was listed, makes the
-//! open fail rather than lead out of the root. Mount points are crossed, as the scan
-//! reads kubelet's dir on a filesystem of its own.
+//! open fail rather than lead out of the root.
+//!
+//! Mount points are crossed on the way to the walk's start (kubelet's dir is often a
+//! filesystem of its own), never below it unless the walk's [`Policy`] says so: every
+//! open below the start adds `RESOLVE_NO_XDEV`, so the kernel refuses a crossing with
+//! `EXDEV` before it calls into the mounted filesystem (a FUSE server that never answers
+//! cannot stall the walk: even `fstatat` on a mount point would wait for it, so entries
+//! of unknown type are asked with an `O_PATH` open and `fstat`). The policy then decides
+//! from the mount table whether to enter; what is entered is checked to be the mount the
+//! policy named (its mount id, read from `/proc/self/fdinfo`, and for a tmpfs its type)
+//! and becomes a base of its own: files past the descriptor budget and directories
+//! opened again are opened by their path from the nearest base, never from the root.
+//!
+//! Directories are opened with `O_NOATIME` where permitted (as files are), so listing them
+//! does not change their access times.
 //!
 //! Listings are read with `getdents64(2)` from the same descriptor the directory's entries
 //! are opened by, into buffers reused from one directory to the next.
@@ -46,6 +59,100 @@ fn beneath() -> ResolveFlag {
     ResolveFlag::RESOLVE_BENEATH
         | ResolveFlag::RESOLVE_NO_SYMLINKS
         | ResolveFlag::RESOLVE_NO_MAGICLINKS
+}
+
+/// Opens `path` beneath `dir` with `flags`, crossing no mount point (see the module doc).
+fn open_below<P: ?Sized + nix::NixPath>(
+    dir: BorrowedFd<'_>,
+    path: &P,
+    flags: OFlag,
+) -> nix::Result<OwnedFd> {
+    let how = OpenHow::new().flags(flags).resolve(beneath() | ResolveFlag::RESOLVE_NO_XDEV);
+    fcntl::openat2(dir, path, how)
+}
+
+/// `open` with `flags | O_NOATIME`, or, where that is not permitted (only the owner or
+/// `CAP_FOWNER` may), with `flags`.
+pub(super) fn without_atime(
+    open: impl Fn(OFlag) -> nix::Result<OwnedFd>,
+    flags: OFlag,
+) -> nix::Result<OwnedFd> {
+    match open(flags | OFlag::O_NOATIME) {
+        Err(Errno::EPERM) => open(flags),
+        r => r,
+    }
+}
+
+/// Opens the directory `path` beneath `dir` for listing, crossing no mount point, its
+/// atime left alone where permitted.
+fn open_dir_below<P: ?Sized + nix::NixPath>(dir: BorrowedFd<'_>, path: &P) -> nix::Result<OwnedFd> {
+    without_atime(|f| open_below(dir, path, f), dir_flags())
+}
+
+/// Opens the directory `path` beneath `dir` for listing (mount points on the way
+/// crossed), its atime left alone where permitted.
+pub(super) fn open_dir_beneath<P: ?Sized + nix::NixPath>(
+    dir: BorrowedFd<'_>,
+    path: &P,
+) -> nix::Result<OwnedFd> {
+    without_atime(|f| open_beneath(dir, path, f), dir_flags())
+}
+
+/// The type of the entry `name` of `dir`, asked of an `O_PATH` descriptor that crosses no
+/// mount point (`fstatat` on a mount point would ask the filesystem mounted there):
+/// `None` for a mount point, or when it cannot be asked.
+pub(super) fn type_below(dir: BorrowedFd<'_>, name: &OsStr) -> Option<Type> {
+    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let st = open_below(dir, name, flags).and_then(|fd| stat::fstat(&fd)).ok()?;
+    type_of(st.st_mode)
+}
+
+/// What the walk does at a mount point it meets below its start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cross {
+    /// Walk into it once it is checked to be the mount `id` of the mount table (and, when
+    /// `tmpfs`, a tmpfs).
+    Enter {
+        /// The mount's id.
+        id: u64,
+        /// Whether it must be a tmpfs.
+        tmpfs: bool,
+    },
+    /// Leave it unread: its filesystem type, for the report.
+    Unread(String),
+}
+
+/// Decides what the walk does at a mount point below its start, before anything on that
+/// mount is touched: called with the mount point's path (relative to the root) and the
+/// directory it is in.
+pub type Policy = Box<dyn Fn(&Path, &DirFd) -> Cross>;
+
+/// The mount id of the open descriptor `fd` (`mnt_id` in `/proc/self/fdinfo/N`: read
+/// without calling into the filesystem it is on).
+fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("mnt_id:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("no mount id in /proc/self/fdinfo"))
+}
+
+/// Opens the root of the mount at `name` in `dir` as `O_PATH` (nothing on it is called) and
+/// checks it is the mount `id` (and a tmpfs when `tmpfs`): what was decided on is what is
+/// entered.
+fn mount_root(dir: BorrowedFd<'_>, name: &OsStr, id: u64, tmpfs: bool) -> io::Result<OwnedFd> {
+    let fd = open_beneath(dir, name, OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)?;
+    if mount_id(fd.as_fd())? != id {
+        return Err(io::Error::other("the mount changed during the scan; not read"));
+    }
+    if tmpfs {
+        // The mount is the one the table says is a tmpfs: asking it is safe.
+        let fs = nix::sys::statfs::fstatfs(&fd)?;
+        if fs.filesystem_type() != nix::sys::statfs::TMPFS_MAGIC {
+            return Err(io::Error::other("not the tmpfs the mount table says; not read"));
+        }
+    }
+    Ok(fd)
 }
 
 /// Opens `path` (one name, or several) beneath the directory `dir` with `flags`.
@@ -99,6 +206,41 @@ impl DirFd {
     pub fn open_file(&self, path: &Path) -> io::Result<File> {
         open_file_beneath(self.0.as_fd(), path)
     }
+
+    /// Opens the regular file at `path` beneath this directory like
+    /// [`DirFd::open_file`], but crossing no mount point: a file that is itself a mount
+    /// point (a bind mount of one file) is refused with `EXDEV`.
+    pub fn open_file_below(&self, path: &Path) -> io::Result<File> {
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        without_atime(|f| open_below(self.0.as_fd(), path, f), flags)
+            .map(File::from)
+            .map_err(io::Error::from)
+    }
+
+    /// Opens the regular file `name` of this directory that is itself a mount point,
+    /// once it is checked to be the mount `id` of the mount table (and a tmpfs when
+    /// `tmpfs`); the file opened must be the one checked.
+    pub fn open_mounted_file(&self, name: &OsStr, id: u64, tmpfs: bool) -> io::Result<File> {
+        let checked = mount_root(self.0.as_fd(), name, id, tmpfs)?;
+        let file = open_file_beneath(self.0.as_fd(), name)?;
+        let (a, b) = (stat::fstat(&checked)?, stat::fstat(&file)?);
+        if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino) {
+            return Err(io::Error::other("the mount changed during the scan; not read"));
+        }
+        Ok(file)
+    }
+
+    /// Reads the regular file `name` of this directory whole, at most `cap` bytes
+    /// (crossing no mount point, its atime left alone where permitted); `None` when it
+    /// is missing, not a regular file, larger, or unreadable.
+    pub fn read_small(&self, name: &OsStr, cap: u64) -> Option<Vec<u8>> {
+        use std::io::Read;
+        let f = self.open_file_below(Path::new(name)).ok()?;
+        let md = f.metadata().ok().filter(|m| m.is_file() && m.len() <= cap)?;
+        let mut data = Vec::with_capacity(md.len() as usize);
+        f.take(cap).read_to_end(&mut data).ok()?;
+        Some(data)
+    }
 }
 
 impl Drop for DirFd {
@@ -112,14 +254,8 @@ pub(super) fn open_file_beneath<P: ?Sized + nix::NixPath>(
     dir: BorrowedFd<'_>,
     path: &P,
 ) -> io::Result<File> {
-    let base = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-    match open_beneath(dir, path, base | OFlag::O_NOATIME) {
-        // O_NOATIME is only allowed to the file's owner or with CAP_FOWNER.
-        Err(Errno::EPERM) => open_beneath(dir, path, base),
-        r => r,
-    }
-    .map(File::from)
-    .map_err(io::Error::from)
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    without_atime(|f| open_beneath(dir, path, f), flags).map(File::from).map_err(io::Error::from)
 }
 
 /// What the walk yields. Paths are relative to the root.
@@ -127,14 +263,24 @@ pub(super) fn open_file_beneath<P: ?Sized + nix::NixPath>(
 pub enum Entry {
     /// A regular file.
     File {
-        /// Its directory, to open it by name; or, when `by_path`, the root.
+        /// Its directory, to open it by name; or, when `by_path`, the base of the mount
+        /// it is on (the walk's start, or a mount entered below it).
         dir: Arc<DirFd>,
         /// Its path.
         rel: PathBuf,
         /// Its inode as listed (checked against the file opened).
         ino: u64,
-        /// It is opened by `rel` from the root (past the descriptor budget).
+        /// It is opened by `rel[base..]` from `dir` (past the descriptor budget).
         by_path: bool,
+        /// Where in `rel` (bytes) the path under `dir` starts, when `by_path`.
+        base: usize,
+    },
+    /// A mount point below the start, left unread by the walk's policy.
+    Unread {
+        /// Its path.
+        rel: PathBuf,
+        /// Its filesystem type (`unknown` when not in the mount table).
+        fstype: String,
     },
     /// Not a directory and not a regular file, never opened: what it is (`symlink`,
     /// `FIFO`, `socket`, `char device`, `block device`).
@@ -234,6 +380,10 @@ enum Listing {
 struct Frame {
     /// `None` while closed (see [`MAX_OPEN`]).
     fd: Option<Arc<DirFd>>,
+    /// The directory at the top of the mount this one is on (the walk's start, or a mount
+    /// entered below it), and the length in bytes of its path: what this directory and
+    /// its files are opened again from, by path, crossing no mount point.
+    base: (Arc<DirFd>, usize),
     /// Device and inode, recorded when it was closed, checked when it is opened again.
     ident: Option<(u64, u64)>,
     listing: Listing,
@@ -270,6 +420,12 @@ impl Frame {
     }
 }
 
+/// The part of `rel` below its base, whose path is `rel`'s first `len` bytes.
+pub fn under_base(rel: &Path, len: usize) -> &Path {
+    let rest = rel.as_os_str().as_bytes().get(len..).unwrap_or(b"");
+    Path::new(OsStr::from_bytes(rest.strip_prefix(b"/").unwrap_or(rest)))
+}
+
 /// `dir/name`, allocated once at its length (`Path::join` copies `dir` and then grows the
 /// copy for `name`: two allocations for every entry walked).
 fn joined(dir: &Path, name: &OsStr) -> PathBuf {
@@ -282,8 +438,8 @@ fn joined(dir: &Path, name: &OsStr) -> PathBuf {
 /// Walks the tree at `rel` beneath the root descriptor `root`, without following any
 /// symlink (`rel` itself included). `rel` may name a file; `""` is the root itself.
 pub struct Walk {
-    /// The root: what the walk is beneath, and what files past the budget are opened from.
-    root: Arc<DirFd>,
+    /// What to do at mount points below the start (`None`: leave them all unread).
+    policy: Option<Policy>,
     stack: Vec<Frame>,
     /// The path of the directory on top of `stack`.
     path: PathBuf,
@@ -298,14 +454,19 @@ pub struct Walk {
 }
 
 impl Walk {
-    pub(super) fn new(root: &Arc<DirFd>, rel: &Path) -> Walk {
-        Walk::with_budget(root, rel, BUDGET.load(Ordering::Relaxed))
+    pub(super) fn new(root: &Arc<DirFd>, rel: &Path, policy: Option<Policy>) -> Walk {
+        Walk::with_budget(root, rel, BUDGET.load(Ordering::Relaxed), policy)
     }
 
-    fn with_budget(root_dir: &Arc<DirFd>, rel: &Path, budget: usize) -> Walk {
+    fn with_budget(
+        root_dir: &Arc<DirFd>,
+        rel: &Path,
+        budget: usize,
+        policy: Option<Policy>,
+    ) -> Walk {
         let root = root_dir.as_fd();
         let mut walk = Walk {
-            root: root_dir.clone(),
+            policy,
             stack: Vec::new(),
             path: PathBuf::new(),
             base: 0,
@@ -319,8 +480,8 @@ impl Walk {
             // The root itself, or a path without a last name (`a/..`).
             _ => {
                 let at = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
-                walk.first = match open_beneath(root, at, dir_flags()) {
-                    Ok(fd) => walk.push(rel.to_path_buf(), fd),
+                walk.first = match open_dir_beneath(root, at) {
+                    Ok(fd) => walk.push(rel.to_path_buf(), fd, true),
                     Err(e) => Some(Entry::Error { rel: rel.into(), error: e.into() }),
                 };
                 return walk;
@@ -336,17 +497,21 @@ impl Walk {
         walk
     }
 
-    /// A file listed in `dir`: opened by name from `dir`, or by path from the root when
-    /// files already keep more directory descriptors than the budget.
+    /// A file listed in `dir`: opened by name from `dir`, or by path from the base of its
+    /// mount when files already keep more directory descriptors than the budget.
     fn file(&self, dir: &Arc<DirFd>, rel: PathBuf, ino: u64) -> Entry {
-        if LIVE.load(Ordering::Relaxed) <= self.budget {
-            return Entry::File { dir: dir.clone(), rel, ino, by_path: false };
+        match self.stack.last() {
+            Some(top) if LIVE.load(Ordering::Relaxed) > self.budget => {
+                let (base, len) = &top.base;
+                Entry::File { dir: base.clone(), rel, ino, by_path: true, base: *len }
+            }
+            _ => Entry::File { dir: dir.clone(), rel, ino, by_path: false, base: 0 },
         }
-        Entry::File { dir: self.root.clone(), rel, ino, by_path: true }
     }
 
-    /// Makes the directory `fd`, at `rel`, the top of the walk.
-    fn push(&mut self, rel: PathBuf, fd: OwnedFd) -> Option<Entry> {
+    /// Makes the directory `fd`, at `rel`, the top of the walk; `base`: it is the top of
+    /// its mount (the walk's start, or a mount entered).
+    fn push(&mut self, rel: PathBuf, fd: OwnedFd, base: bool) -> Option<Entry> {
         let open = self.stack.iter().filter(|f| f.fd.is_some()).count();
         let mut failed = None;
         if open >= MAX_OPEN {
@@ -360,10 +525,16 @@ impl Walk {
         if self.stack.is_empty() {
             self.base = rel.components().count();
         }
+        let fd = DirFd::new(fd);
+        let base = match self.stack.last() {
+            Some(top) if !base => top.base.clone(),
+            _ => (fd.clone(), rel.as_os_str().len()),
+        };
         self.path = rel;
         let buf = self.spare.pop().unwrap_or_else(|| vec![0; LISTING_BYTES]);
         let frame = Frame {
-            fd: Some(DirFd::new(fd)),
+            fd: Some(fd),
+            base,
             ident: None,
             listing: Listing::Stream { buf, at: 0, len: 0 },
         };
@@ -397,22 +568,67 @@ impl Walk {
         let gone = |e: Errno| e == Errno::ENOENT && listed.is_some();
         let (kind, ino) = match (listed_type, listed) {
             (Some(t), Some(ino)) => (t, ino),
-            // The filesystem does not say types in its listings, or this is the walk's
-            // start: asked, without following a symlink.
-            _ => match stat::fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            // The walk's start: asked, without following a symlink.
+            (_, None) => match stat::fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
                 Ok(st) => (type_of(st.st_mode)?, st.st_ino),
-                Err(e) if gone(e) => return None,
                 Err(e) => return Some(Entry::Error { rel, error: e.into() }),
             },
+            // The filesystem does not say types in its listings: asked of an `O_PATH`
+            // descriptor opened without crossing a mount point (`fstatat` on a mount
+            // point would ask the filesystem mounted there).
+            (None, Some(_)) => {
+                let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+                match open_below(dir.as_fd(), name, flags).and_then(|fd| stat::fstat(&fd)) {
+                    Ok(st) => (type_of(st.st_mode)?, st.st_ino),
+                    Err(Errno::EXDEV) => return self.cross(dir, rel),
+                    Err(e) if gone(e) => return None,
+                    Err(e) => return Some(Entry::Error { rel, error: e.into() }),
+                }
+            }
         };
         match kind {
             Type::File => Some(self.file(dir, rel, ino)),
-            Type::Directory => match open_beneath(dir.as_fd(), name, dir_flags()) {
-                Ok(fd) => self.push(rel, fd),
+            // The start: mount points on the way to it are crossed.
+            Type::Directory if listed.is_none() => match open_dir_beneath(dir.as_fd(), name) {
+                Ok(fd) => self.push(rel, fd, true),
+                Err(e) => Some(Entry::Error { rel, error: e.into() }),
+            },
+            Type::Directory => match open_dir_below(dir.as_fd(), name) {
+                Ok(fd) => self.push(rel, fd, false),
+                Err(Errno::EXDEV) => self.cross(dir, rel),
                 Err(e) if gone(e) => None,
                 Err(e) => Some(Entry::Error { rel, error: e.into() }),
             },
             t => Some(Entry::Special(special_kind(t))),
+        }
+    }
+
+    /// The mount point at `rel` in `dir`, met below the start: entered, or left unread,
+    /// as the policy says. A mount point that is not a directory (a bind mount of one
+    /// file) is left to its reader (see [`DirFd::open_mounted_file`]).
+    fn cross(&mut self, dir: &Arc<DirFd>, rel: PathBuf) -> Option<Entry> {
+        let decision = match &self.policy {
+            Some(policy) => policy(&rel, dir),
+            None => Cross::Unread("unknown".to_owned()),
+        };
+        let (id, tmpfs) = match decision {
+            Cross::Unread(fstype) => return Some(Entry::Unread { rel, fstype }),
+            Cross::Enter { id, tmpfs } => (id, tmpfs),
+        };
+        let name = rel.file_name().unwrap_or(OsStr::new("."));
+        let entered = mount_root(dir.as_fd(), name, id, tmpfs).and_then(|root| {
+            let st = stat::fstat(&root)?;
+            match type_of(st.st_mode) {
+                Some(Type::Directory) => Ok(Ok(open_dir_below(root.as_fd(), ".")?)),
+                Some(Type::File) => Ok(Err(st.st_ino)),
+                _ => Err(io::Error::other("a mount point that is not a file or a directory")),
+            }
+        });
+        match entered {
+            Ok(Ok(fd)) => self.push(rel, fd, true),
+            // Its reader opens it across the mount again (its inode is the mounted file's).
+            Ok(Err(ino)) => Some(self.file(dir, rel, ino)),
+            Err(error) => Some(Entry::Error { rel, error }),
         }
     }
 }
@@ -462,7 +678,7 @@ impl Iterator for Walk {
             };
             let dir = match &top.fd {
                 Some(fd) => fd.clone(),
-                None => match reopen(self.root.as_fd(), top, &self.path) {
+                None => match reopen(top, &self.path) {
                     Ok(fd) => fd,
                     Err(error) => return Some(Entry::Error { rel: self.pop(), error }),
                 },
@@ -474,10 +690,13 @@ impl Iterator for Walk {
     }
 }
 
-/// Opens a closed directory again by its path from the root: it must be the one listed.
-fn reopen(root: BorrowedFd<'_>, frame: &mut Frame, rel: &Path) -> io::Result<Arc<DirFd>> {
+/// Opens a closed directory again by its path from its base, crossing no mount point: it
+/// must be the one listed.
+fn reopen(frame: &mut Frame, rel: &Path) -> io::Result<Arc<DirFd>> {
+    let (base, len) = &frame.base;
+    let rel = under_base(rel, *len);
     let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
-    let fd = open_beneath(root, rel, dir_flags())?;
+    let fd = open_dir_below(base.as_fd(), rel)?;
     let st = stat::fstat(&fd)?;
     match frame.ident {
         Some(ident) if ident == (st.st_dev, st.st_ino) => {}
@@ -503,23 +722,29 @@ mod tests {
     }
 
     /// Opens a listed file the way a reader does; checks it is the one listed.
-    fn open_listed(dir: &DirFd, rel: &Path, ino: u64, by_path: bool) {
-        let at = if by_path { rel } else { Path::new(rel.file_name().unwrap()) };
-        let f = dir.open_file(at).unwrap();
+    fn open_listed(dir: &DirFd, rel: &Path, ino: u64, base: Option<usize>) {
+        let at = match base {
+            Some(len) => under_base(rel, len),
+            None => Path::new(rel.file_name().unwrap()),
+        };
+        let f = dir.open_file_below(at).unwrap();
         assert_eq!(f.metadata().unwrap().ino(), ino, "{rel:?}");
     }
 
     fn walk(root: &Path, rel: &str) -> (BTreeSet<String>, Vec<&'static str>, Vec<String>) {
         let fd = DirFd::new(File::open(root).unwrap().into());
         let (mut files, mut special, mut errors) = (BTreeSet::new(), vec![], vec![]);
-        for e in Walk::new(&fd, Path::new(rel)) {
+        for e in Walk::new(&fd, Path::new(rel), None) {
             match e {
-                Entry::File { dir, rel, ino, by_path } => {
-                    open_listed(&dir, &rel, ino, by_path);
+                Entry::File { dir, rel, ino, by_path, base } => {
+                    open_listed(&dir, &rel, ino, by_path.then_some(base));
                     files.insert(rel.to_str().unwrap().to_owned());
                 }
                 Entry::Special(kind) => special.push(kind),
                 Entry::Error { rel, error } => errors.push(format!("{}: {error}", rel.display())),
+                Entry::Unread { rel, fstype } => {
+                    errors.push(format!("{}: {fstype}", rel.display()))
+                }
             }
         }
         special.sort();
@@ -569,9 +794,9 @@ mod tests {
         let before = open_fds();
         let fd = DirFd::new(File::open(t.path()).unwrap().into());
         let (mut most, mut got) = (0, BTreeSet::new());
-        for e in Walk::new(&fd, Path::new("d")) {
-            let Entry::File { dir, rel, ino, by_path } = e else { panic!("{e:?}") };
-            open_listed(&dir, &rel, ino, by_path);
+        for e in Walk::new(&fd, Path::new("d"), None) {
+            let Entry::File { dir, rel, ino, by_path, base } = e else { panic!("{e:?}") };
+            open_listed(&dir, &rel, ino, by_path.then_some(base));
             got.insert(rel);
             most = most.max(open_fds());
         }
@@ -591,13 +816,13 @@ mod tests {
         let before = open_fds();
         let fd = DirFd::new(File::open(t.path()).unwrap().into());
         // Every entry kept, as a queue of files waiting for their readers keeps them.
-        let kept: Vec<Entry> = Walk::with_budget(&fd, Path::new(""), 16).collect();
+        let kept: Vec<Entry> = Walk::with_budget(&fd, Path::new(""), 16, None).collect();
         let open = open_fds();
         assert!(open <= before + 16 + 8, "{open} descriptors open with every entry kept");
         assert_eq!(kept.len(), 300);
         for e in &kept {
-            let Entry::File { dir, rel, ino, by_path } = e else { panic!("{e:?}") };
-            open_listed(dir, rel, *ino, *by_path);
+            let Entry::File { dir, rel, ino, by_path, base } = e else { panic!("{e:?}") };
+            open_listed(dir, rel, *ino, by_path.then_some(*base));
         }
         assert!(kept.iter().any(|e| matches!(e, Entry::File { by_path: true, .. })));
     }
@@ -628,18 +853,20 @@ mod tests {
         std::fs::create_dir(r.join("d")).unwrap();
         let root = File::open(r).unwrap();
         let fd = open_beneath(root.as_fd(), Path::new("d"), dir_flags()).unwrap();
+        let base = DirFd::new(File::open(r).unwrap().into());
         let mut frame = Frame {
             fd: Some(DirFd::new(fd)),
+            base: (base, 0),
             ident: None,
             listing: Listing::Memory(Vec::new().into_iter()),
         };
         close(&mut frame, &mut Vec::new()).unwrap();
         assert!(frame.fd.is_none());
-        assert!(reopen(root.as_fd(), &mut frame, Path::new("d")).is_ok());
+        assert!(reopen(&mut frame, Path::new("d")).is_ok());
         frame.fd = None;
         std::fs::rename(r.join("d"), r.join("old")).unwrap();
         std::fs::create_dir(r.join("d")).unwrap();
-        let e = reopen(root.as_fd(), &mut frame, Path::new("d")).unwrap_err();
+        let e = reopen(&mut frame, Path::new("d")).unwrap_err();
         assert!(e.to_string().contains("replaced"), "{e}");
     }
 }

@@ -12,6 +12,7 @@
 //! and `work/` (kubectl JSON, fingerprint files, reports; not part of the digest).
 
 pub mod containerd;
+pub mod fuse;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
