@@ -184,10 +184,10 @@ fn run_once(cli: kresidue::cli::Cli, quiet: bool) -> ExitCode {
     }
 }
 
-/// Whether `e` is a write to a pipe whose reader is gone.
+/// Whether `e` is a write to stdout whose reader is gone. (A write to `-o FILE` carries
+/// the file's name as context: it is reported as any other error, naming it.)
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
+    e.chain().count() == 1
+        && e.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }

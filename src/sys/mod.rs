@@ -186,7 +186,8 @@ pub fn lock(path: &Path) -> Result<Option<Lock>, LockError> {
         return Err(Unsafe(format!("the lock {shown} does not name a file")));
     };
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let dir_flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    // `O_PATH`: a dir this user may enter but not list (mode 0711) holds a lock as well.
+    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let opened = match fcntl::open(dir, dir_flags, Mode::empty()) {
         Err(Errno::ENOENT) => match nix::unistd::mkdir(dir, Mode::S_IRWXU) {
             Ok(()) | Err(Errno::EEXIST) => fcntl::open(dir, dir_flags, Mode::empty()),
