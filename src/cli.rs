@@ -175,9 +175,9 @@ pub struct ScanArgs {
     #[arg(long, value_name = "N", default_value_t = 500)]
     pub secret_series: usize,
 
-    /// Scan again every DURATION (`1h`) until stopped, each report replacing the last
-    /// (with -o): for a DaemonSet. A failure of a later scan is one line on stderr; the
-    /// next scan still runs.
+    /// Scan again every DURATION (`1h`, at least `1s`) until stopped, each report
+    /// replacing the last (with -o): for a DaemonSet. A failure of a later scan is one
+    /// line on stderr; the next scan still runs.
     #[arg(long, value_name = "DURATION")]
     pub every: Option<String>,
 }
@@ -218,11 +218,17 @@ pub struct SearchArgs {
     pub format: ReportFormatArg,
 
     /// Write the report to FILE (atomically: a temporary file renamed into place; a
-    /// symlink's target is replaced, a device or FIFO such as /dev/null written to as is).
+    /// device or FIFO such as /dev/null written to as is, a FIFO once it has a reader).
+    /// A symlink is refused unless --follow-output-symlink.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Worker threads [default: the number of cores, at most 4].
+    /// Write through a symlink at -o FILE to its target (the link kept); never through
+    /// another user's symlink in a sticky world-writable dir such as /tmp.
+    #[arg(long, requires = "output")]
+    pub follow_output_symlink: bool,
+
+    /// Worker threads, at most 256 [default: the number of cores, at most 4].
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
@@ -293,15 +299,14 @@ pub struct SearchArgs {
     pub timeout: Option<String>,
 
     /// The run lock: one kresidue run at a time, so overlapping cron runs exit at once
-    /// (exit 2, one line) instead of piling up; a run that cannot create or open it runs
-    /// without it, except `clean --apply`.
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "KRESIDUE_LOCK",
-        default_value = "/run/lock/kresidue.lock"
-    )]
-    pub lock: PathBuf,
+    /// (exit 2, one line) instead of piling up. Its dir and file must be this user's or
+    /// root's and writable by no one else (a lock in /run/lock or /tmp is refused: another
+    /// user could hold it); the dir is made (mode 0700) if missing. A run that cannot
+    /// create or open it runs without it, except `clean --apply` [default as root:
+    /// /run/kresidue/kresidue.lock; as another user: $XDG_RUNTIME_DIR/kresidue.lock, or
+    /// none].
+    #[arg(long, value_name = "FILE", env = "KRESIDUE_LOCK")]
+    pub lock: Option<PathBuf>,
 
     /// Bytes read per buffer (testing aid).
     #[arg(long, value_name = "BYTES", hide = true)]
@@ -349,9 +354,15 @@ pub struct FingerprintArgs {
     #[arg(long, value_name = "LABEL", default_value = "current")]
     pub label: String,
 
-    /// Write the fingerprint file to FILE (atomically) instead of stdout.
+    /// Write the fingerprint file to FILE (atomically) instead of stdout. A symlink is
+    /// refused unless --follow-output-symlink.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// Write through a symlink at -o FILE to its target (the link kept); never through
+    /// another user's symlink in a sticky world-writable dir such as /tmp.
+    #[arg(long, requires = "output")]
+    pub follow_output_symlink: bool,
 }
 
 /// `--format` values.

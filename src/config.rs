@@ -33,8 +33,9 @@ pub struct ScanConfig {
     pub secrets_stats: Option<BuildStats>,
     /// The built-in rules, compiled (none with `--no-rules`).
     pub rules: Rules,
-    /// The run lock file.
-    pub lock: PathBuf,
+    /// The run lock file (`None`: a run as another user than root with no
+    /// `$XDG_RUNTIME_DIR` and none named has none).
+    pub lock: Option<PathBuf>,
     /// `--timeout`: the scan's deadline is set when it starts.
     pub timeout: Option<Duration>,
     /// `--nice`.
@@ -46,7 +47,7 @@ pub struct ScanConfig {
     /// Report format.
     pub format: Format,
     /// Report file, or stdout.
-    pub output: Option<PathBuf>,
+    pub output: Option<crate::report::Output>,
     /// Which container runtime to ask which pods live.
     pub cri: cri::Choice,
     /// The timeout of each CRI call.
@@ -86,6 +87,7 @@ impl ScanConfig {
         }
         let threads = match args.threads {
             Some(0) => bail!("--threads must be at least 1"),
+            Some(n) if n > MAX_THREADS => bail!("--threads must be at most {MAX_THREADS}"),
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()).min(4),
         };
@@ -188,7 +190,7 @@ impl ScanConfig {
             sets,
             secrets_stats,
             rules,
-            lock: args.lock.clone(),
+            lock: args.lock.clone().or_else(default_lock),
             format: match args.format {
                 ReportFormatArg::Table => Format::Table,
                 ReportFormatArg::Json => Format::Json,
@@ -197,9 +199,41 @@ impl ScanConfig {
                 ReportFormatArg::Prometheus => Format::Prometheus { secret_series: 0 },
                 ReportFormatArg::Npd => Format::Npd { fail_on: None },
             },
-            output: args.output.clone(),
+            output: args.output.clone().map(|path| crate::report::Output {
+                path,
+                follow_symlink: args.follow_output_symlink,
+            }),
         })
     }
+}
+
+/// The most `--threads`: each thread has buffers of its own (a few MiB), and past a few
+/// per core they only wait for each other; thousands of them took longer to start than a
+/// small scan takes.
+pub const MAX_THREADS: usize = 256;
+
+/// The shortest `--every`: a shorter period would scan again and again without pause.
+pub const MIN_EVERY: Duration = Duration::from_secs(1);
+
+/// `--every`: a duration of at least [`MIN_EVERY`]. Errors never repeat the value.
+pub fn parse_every(s: &str) -> Result<Duration> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d >= MIN_EVERY => Ok(d),
+        Ok(_) => bail!("--every must be at least 1s"),
+        Err(_) => bail!("--every: not a duration (like 30m, 1h)"),
+    }
+}
+
+/// The run lock when none is named (`--lock`, `KRESIDUE_LOCK`): [`crate::sys::ROOT_LOCK`]
+/// as root; as another user, `kresidue.lock` in its own `$XDG_RUNTIME_DIR` (the dir only
+/// that user may enter, as systemd makes it), or none: such a run (CI without root) has
+/// no lock to share with root's runs anyway.
+fn default_lock() -> Option<PathBuf> {
+    if crate::sys::is_root() {
+        return Some(PathBuf::from(crate::sys::ROOT_LOCK));
+    }
+    let dir = PathBuf::from(std::env::var_os("XDG_RUNTIME_DIR")?);
+    dir.is_absolute().then(|| dir.join("kresidue.lock"))
 }
 
 /// A size: bytes, or with a `K`, `M`, `G` or `T` suffix (powers of 1024; `KiB`, `MB`,
@@ -216,7 +250,8 @@ pub fn parse_size(s: &str) -> Result<u64> {
         "M" | "MB" | "MIB" => 20,
         "G" | "GB" | "GIB" => 30,
         "T" | "TB" | "TIB" => 40,
-        _ => bail!("unknown unit {unit:?}: K, M, G or T"),
+        // The unit is not repeated: it may be a secret pasted in the wrong place.
+        _ => bail!("not a size: a number, then K, M, G or T"),
     };
     n.checked_mul(1 << shift).ok_or_else(|| anyhow::anyhow!("too large"))
 }

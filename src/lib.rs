@@ -41,17 +41,24 @@ use std::time::Instant;
 #[derive(Debug)]
 pub struct Interrupted(pub i32);
 
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let name = match self.0 {
+impl Interrupted {
+    /// The signal's name: `SIGINT`, `SIGTERM`.
+    pub fn name(&self) -> &'static str {
+        match self.0 {
             2 => "SIGINT",
             15 => "SIGTERM",
             _ => "a signal",
-        };
+        }
+    }
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // A clean --apply finished the action under way: its journal says what was done.
         write!(
             f,
-            "interrupted by {name}: no report was written (what clean --apply did is in its journal)"
+            "interrupted by {}: no report was written (what clean --apply did is in its journal)",
+            self.name()
         )
     }
 }
@@ -157,17 +164,28 @@ fn run_scan(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
 /// A runtime that answered, and its answer.
 type Asked = Option<(cri::Client, cri::Live)>;
 
-/// Takes the run lock, without waiting: one kresidue run at a time. A run that cannot
-/// create or open the lock file runs without it, unless it must hold it (`clean --apply`).
-fn take_lock(path: &Path, required: bool) -> Result<Option<sys::Lock>> {
+/// Takes the run lock, without waiting: one kresidue run at a time. A lock another user
+/// could hold or replace is refused; a run that cannot create or open it, or has none
+/// (not root, no `$XDG_RUNTIME_DIR`), runs without it, unless it must hold it (`clean
+/// --apply`).
+fn take_lock(path: &Option<std::path::PathBuf>, required: bool) -> Result<Option<sys::Lock>> {
+    let Some(path) = path else {
+        if required {
+            bail!("no run lock: give --lock FILE (a run as another user than root takes one in $XDG_RUNTIME_DIR)");
+        }
+        return Ok(None);
+    };
     match sys::lock(path) {
         Ok(Some(lock)) => Ok(Some(lock)),
         Ok(None) => bail!(
             "another kresidue run holds the lock {}: try again when it has finished",
             path.display()
         ),
-        Err(e) if required => bail!("cannot take the lock {}: {e}", path.display()),
-        Err(_) => Ok(None),
+        Err(sys::LockError::Unsafe(why)) => bail!("{why}: refused (see --lock)"),
+        Err(sys::LockError::Unavailable(e)) if required => {
+            bail!("cannot take the lock {}: {e}", path.display())
+        }
+        Err(sys::LockError::Unavailable(_)) => Ok(None),
     }
 }
 
@@ -442,7 +460,8 @@ fn run_clean(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         let mut shown = plan.clone();
         shown.actions.retain(|a| a.status == clean::Status::Planned);
         let file = clean::PlanFile::of(&shown, cfg.root.path(), &kubelet_dir, now, min_age);
-        report::write_atomic(path, |w| {
+        let out = report::Output { path: path.clone(), follow_symlink: false };
+        report::write_atomic(&out, |w| {
             serde_json::to_writer_pretty(&mut *w, &file)?;
             writeln!(w)
         })?;
@@ -616,13 +635,16 @@ fn run_fingerprint(args: &FingerprintArgs, stdout: &mut dyn Write) -> Result<Out
         FingerprintSet::build(&parsed.values, &args.label, fingerprint::random_salt()?);
     let json = set.to_json();
     match &args.output {
-        Some(path) => report::write_atomic(path, |w| w.write_all(&json))?,
+        Some(path) => {
+            let out =
+                report::Output { path: path.clone(), follow_symlink: args.follow_output_symlink };
+            report::write_atomic(&out, |w| w.write_all(&json))?
+        }
         None => stdout.write_all(&json)?,
     }
-    let mut notes = vec![format!(
-        "fingerprinted {} values from {} secrets with label {:?}",
-        stats.values, parsed.secrets, args.label
-    )];
+    // The label is not repeated: it may be a secret pasted in the wrong place.
+    let mut notes =
+        vec![format!("fingerprinted {} values from {} secrets", stats.values, parsed.secrets)];
     notes.extend(skip_note(&stats));
     if parsed.unparsable_docker_configs > 0 {
         notes.push(format!(

@@ -17,21 +17,7 @@ fn main() -> ExitCode {
         Err(e) => {
             // Usage errors: one line, like every other error. A value given to an option
             // is not repeated: it could be a secret pasted in the wrong place.
-            use clap::error::{ContextKind, ErrorKind};
-            let arg = e.get(ContextKind::InvalidArg).map(|a| a.to_string());
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first).to_owned();
-            let first = match (e.kind(), arg) {
-                (ErrorKind::InvalidValue | ErrorKind::ValueValidation, Some(arg)) => {
-                    format!("invalid value for '{arg}'")
-                }
-                (ErrorKind::UnknownArgument, Some(arg)) if !arg.starts_with('-') => {
-                    "unexpected argument".to_owned()
-                }
-                _ => first,
-            };
-            return usage_error(&first);
+            return usage_error(&usage_message(&e));
         }
     };
     if let Err(e) = kresidue::sys::catch_stop_signals() {
@@ -46,11 +32,10 @@ fn main() -> ExitCode {
         kresidue::cli::Command::Scan(a) => a.every.as_deref(),
         _ => None,
     };
-    let every = match every.map(humantime::parse_duration) {
+    let every = match every.map(kresidue::config::parse_every) {
         None => None,
-        Some(Ok(d)) if !d.is_zero() => Some(d),
-        Some(Ok(_)) => return usage_error("--every must be longer than 0s"),
-        Some(Err(_)) => return usage_error("--every: not a duration (like 30m, 1h)"),
+        Some(Ok(d)) => Some(d),
+        Some(Err(e)) => return usage_error(&e.to_string()),
     };
     let mut first = true;
     loop {
@@ -60,13 +45,69 @@ fn main() -> ExitCode {
             return code;
         };
         first = false;
-        // Sleep in steps, so a stop signal ends the loop at once.
+        // Sleep in steps, so a stop signal ends the loop at once; one that came during
+        // the run ends it before any sleep.
         let until = std::time::Instant::now() + every;
-        while std::time::Instant::now() < until {
+        loop {
             if let Some(signal) = kresidue::sys::stop_signal() {
-                return ExitCode::from(128 + signal as u8);
+                let stopped = ExitCode::from(128 + signal as u8);
+                // A run the signal ended has said so (one line).
+                if code != stopped {
+                    eprintln!(
+                        "kresidue: stopped by {} between scans",
+                        kresidue::Interrupted(signal).name()
+                    );
+                }
+                return stopped;
             }
-            std::thread::sleep(std::time::Duration::from_millis(100).min(every));
+            if std::time::Instant::now() >= until {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+/// A usage error in one line, built from what clap knows about it, never from the
+/// arguments as given: a value, a misspelt option or a stray word may be a secret pasted
+/// in the wrong place, so only names of this command's own options and subcommands (and
+/// their value placeholders) appear.
+fn usage_message(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let ctx = |k: ContextKind| match e.get(k) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        Some(ContextValue::Strings(v)) => v.first().cloned(),
+        _ => None,
+    };
+    let arg = ctx(ContextKind::InvalidArg);
+    let suggest =
+        |k: ContextKind| ctx(k).map(|s| format!(" (did you mean '{s}'?)")).unwrap_or_default();
+    match e.kind() {
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation | ErrorKind::InvalidUtf8 => {
+            match arg {
+                Some(arg) => format!("invalid value for '{arg}'"),
+                None => "invalid value".to_owned(),
+            }
+        }
+        ErrorKind::TooManyValues | ErrorKind::TooFewValues | ErrorKind::WrongNumberOfValues => {
+            match arg {
+                Some(arg) => format!("wrong number of values for '{arg}'"),
+                None => "wrong number of values".to_owned(),
+            }
+        }
+        // The InvalidArg of these is the word given: not repeated.
+        ErrorKind::UnknownArgument => {
+            format!("unexpected argument{}", suggest(ContextKind::SuggestedArg))
+        }
+        ErrorKind::InvalidSubcommand => {
+            format!("unrecognized subcommand{}", suggest(ContextKind::SuggestedSubcommand))
+        }
+        ErrorKind::NoEquals => "an option needs its value after '='".to_owned(),
+        // The rest name options and subcommands only (missing, conflicting).
+        _ => {
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            first.strip_prefix("error: ").unwrap_or(first).to_owned()
         }
     }
 }
@@ -118,7 +159,13 @@ fn run_once(cli: kresidue::cli::Cli, quiet: bool) -> ExitCode {
             }
             ExitCode::from(outcome.status.code() as u8)
         }
-        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => {
+            // The reader went away (`| head`): the report is not whole, so the exit code
+            // cannot say what it holds. Nothing more goes to that stdout.
+            eprintln!("kresidue: error: the report could not be fully written: the reader of stdout closed the pipe (broken pipe)");
+            drop(out.into_parts());
+            ExitCode::from(2)
+        }
         Err(e) if e.downcast_ref::<kresidue::Interrupted>().is_some() => {
             let signal = e.downcast_ref::<kresidue::Interrupted>().map_or(2, |i| i.0);
             eprintln!("kresidue: {e}");
@@ -137,9 +184,10 @@ fn run_once(cli: kresidue::cli::Cli, quiet: bool) -> ExitCode {
     }
 }
 
+/// Whether `e` is a write to stdout whose reader is gone. (A write to `-o FILE` carries
+/// the file's name as context: it is reported as any other error, naming it.)
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
+    e.chain().count() == 1
+        && e.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }

@@ -85,6 +85,22 @@ fn manifests_mount_the_node_read_only_and_pass_the_cli_parser() {
             out.starts_with(textfile["mountPath"].as_str().unwrap()),
             "{name}: -o outside the textfile dir"
         );
+        // The run lock in a dir kresidue makes itself (mode 0700) inside a writable
+        // emptyDir: kubelet makes an emptyDir's root world-writable (0777), and a lock
+        // there is refused (another user could hold it).
+        let lock = scan.search.lock.as_deref().expect("--lock");
+        let lock_dir = lock.parent().unwrap();
+        let emptydirs: Vec<&Path> = c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| {
+                volumes.iter().any(|v| v["name"] == m["name"] && v.get("emptyDir").is_some())
+            })
+            .map(|m| Path::new(m["mountPath"].as_str().unwrap()))
+            .collect();
+        assert!(!emptydirs.contains(&lock_dir), "{name}: the lock {lock:?} in an emptyDir's root");
+        assert_eq!(lock_dir.parent().map(|p| emptydirs.contains(&p)), Some(true), "{name}");
     }
 }
 
@@ -188,6 +204,9 @@ fn the_npd_plugin_config_on_the_example_node() {
     let kresidue::cli::Command::Scan(scan) = cli.command else { panic!("not a scan") };
     assert_eq!(scan.search.format, kresidue::cli::ReportFormatArg::Npd);
     assert!(scan.search.output.is_none(), "the monitor reads stdout");
+    // Not in a world-writable dir (`/tmp`, `/run/lock`): a lock there is refused.
+    let lock = scan.search.lock.as_deref().expect("--lock");
+    assert_eq!(lock.parent(), Some(Path::new("/run/kresidue")), "{lock:?}");
     let seconds = |d: &str| humantime::parse_duration(d).unwrap();
     let own = scan.search.timeout.as_deref().expect("--timeout");
     assert!(seconds(own) < seconds(rule["timeout"].as_str().unwrap()));

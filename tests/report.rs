@@ -187,8 +187,8 @@ fn output_file_is_written_atomically() {
 }
 
 /// `-o` naming a FIFO (as `/dev/null` is a device) is written into, not renamed over: a
-/// rename would leave a file in its place. `-o` naming a symlink writes its target and
-/// keeps the link.
+/// rename would leave a file in its place. `-o` naming a symlink, with
+/// `--follow-output-symlink`, writes its target and keeps the link.
 #[test]
 fn output_to_a_fifo_or_through_a_symlink_keeps_them() {
     use std::io::Read;
@@ -218,7 +218,15 @@ fn output_to_a_fifo_or_through_a_symlink_keeps_them() {
     fs::write(&target, b"{\"stale\": true}").unwrap();
     let link = dir.join("latest.json");
     std::os::unix::fs::symlink("report.json", &link).unwrap();
-    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json", "-o", path_arg(&link)]);
+    let out = tree.scan(&[
+        "--secrets",
+        path_arg(&file),
+        "--format",
+        "json",
+        "-o",
+        path_arg(&link),
+        "--follow-output-symlink",
+    ]);
     out.assert_code(1);
     assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced");
     let report: serde_json::Value =

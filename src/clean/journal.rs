@@ -6,9 +6,9 @@
 use super::Action;
 use anyhow::{Context, Result};
 use serde::Serialize;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 /// An open journal.
@@ -29,21 +29,17 @@ struct Line<'a> {
 
 impl Journal {
     /// Opens (creating it, mode 0600, and its dir, mode 0750) the journal at `path` for
-    /// appending; never through a symlink at the file itself. `run` names this run in
-    /// every line.
+    /// appending: a regular file of this user's or root's, never through a symlink at the
+    /// file itself nor another user's on the way ([`crate::sys::open_append`]). `run`
+    /// names this run in every line.
     pub fn open(path: &Path, run: String) -> Result<Journal> {
         let ctx = || format!("journal {}", path.display());
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let new_dir = !dir.exists();
         std::fs::DirBuilder::new().recursive(true).mode(0o750).create(dir).with_context(ctx)?;
         let new_file = !path.exists();
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .open(path)
-            .with_context(ctx)?;
+        // Never through a symlink, never a FIFO (opening one nobody reads would hang).
+        let file = crate::sys::open_append(path).with_context(ctx)?;
         // A new file's (and a new dir's) entry must be on disk too, or a crash could take
         // the whole journal with it.
         if new_file {

@@ -17,11 +17,12 @@ pub mod withhold;
 pub use pods::write as write_pods;
 
 use crate::finding::{Report, Severity};
-use anyhow::{Context, Result};
+use crate::sys;
+use anyhow::{bail, Context, Result};
 use std::ffi::OsStr;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::PathBuf;
 
 /// Output formats of `scan`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,43 +62,61 @@ pub fn write(report: &Report, format: Format, out: &mut dyn Write) -> io::Result
     }
 }
 
+/// Where `-o` writes, and whether a symlink there may be followed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Output {
+    /// The path given.
+    pub path: PathBuf,
+    /// `--follow-output-symlink`: write through a symlink at `path` to its target.
+    pub follow_symlink: bool,
+}
+
 /// Writes a file atomically: the bytes go to a temporary file in the same directory,
-/// which is flushed to disk and renamed over `path`, so a reader never sees half a file.
-/// A symlink is written through: its target is replaced and the link kept. What is not a
-/// regular file (`/dev/null`, a FIFO, a terminal) is written to as it is: renamed over, a
-/// device node would be replaced by a file.
+/// which is flushed to disk and renamed over the file, so a reader never sees half a
+/// file. The path is resolved through directory descriptors ([`sys::resolve_output`]):
+/// a symlink at its end is refused unless `follow_symlink` (then its target is replaced
+/// and the link kept), and a symlink another user planted in a sticky world-writable dir
+/// is never followed. What is not a regular file (`/dev/null`, a FIFO, a terminal) is
+/// written to as it is: renamed over, a device node would be replaced by a file. A FIFO
+/// is waited on until it has a reader, and a stop signal ends the wait
+/// ([`crate::Interrupted`], nothing written).
 pub fn write_atomic(
-    path: &Path,
+    out: &Output,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<()> {
+    let path = &out.path;
     let context = || format!("cannot write {}", path.display());
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-        let file = std::fs::OpenOptions::new().write(true).open(path).with_context(context)?;
-        let mut w = io::BufWriter::new(file);
-        return fill(&mut w).and_then(|()| w.flush()).with_context(context);
-    }
-    let resolved;
-    let path = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        // A dangling link is replaced, as a missing file is created.
-        resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-        &resolved
-    } else {
-        path
+    // An error while a stop signal is pending is the signal's doing (a wait it ended).
+    let fail = |e: io::Error, what: String| match sys::stop_signal() {
+        Some(signal) => anyhow::Error::new(crate::Interrupted(signal)),
+        None => anyhow::Error::new(e).context(what),
     };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
+    let target = match sys::open_output(path, out.follow_symlink) {
+        Ok(t) => t,
+        Err(e) if e.get_ref().is_some_and(|i| i.is::<sys::SymlinkNotFollowed>()) => {
+            bail!(
+                "cannot write {}: it is a symlink, not followed: give --follow-output-symlink \
+                 to write through it",
+                path.display()
+            )
+        }
+        Err(e) => return Err(fail(e, context())),
     };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".kresidue-")
-        .tempfile_in(dir)
-        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+    let place = match target {
+        sys::Output::Special(file) => {
+            let mut w = io::BufWriter::new(sys::Patient(file));
+            return fill(&mut w).and_then(|()| w.flush()).map_err(|e| fail(e, context()));
+        }
+        sys::Output::File(place) => place,
+    };
+    let mut tmp = sys::TempFile::create(&place.dir, ".kresidue-")
+        .map_err(|e| fail(e, format!("cannot create a file beside {}", path.display())))?;
     {
-        let mut w = io::BufWriter::new(tmp.as_file_mut());
-        fill(&mut w).and_then(|()| w.flush()).with_context(context)?;
+        let mut w = io::BufWriter::new(tmp.file());
+        fill(&mut w).and_then(|()| w.flush()).map_err(|e| fail(e, context()))?;
     }
-    tmp.as_file().sync_all().with_context(context)?;
-    tmp.persist(path).with_context(context)?;
+    tmp.file().sync_all().with_context(context)?;
+    tmp.persist(&place.name).with_context(context)?;
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! The one home of system calls (through `nix`): opening files confined beneath the
-//! scanned root, link reading, filesystem type, hole skipping, hostname, the run lock;
+//! scanned root, link reading, filesystem type, hole skipping, hostname, the run lock,
+//! output files resolved without trusting another user's symlinks;
 //! [`walk`] walks the scanned trees by directory descriptors, [`tree`] removes trees
 //! through them and unmounts for `clean`, and [`mount`] reads the mount table. `unsafe`
 //! code lives here (a cache prefetch hint, the SSE2 byte masks, three calls with no safe
@@ -351,21 +352,398 @@ pub fn has_hole(f: &File, size: u64) -> bool {
 #[derive(Debug)]
 pub struct Lock(#[allow(dead_code)] fcntl::Flock<File>);
 
+/// The run lock of a run as root when none is named: in a dir only root can enter, so no
+/// other user can open the file, let alone hold it.
+pub const ROOT_LOCK: &str = "/run/kresidue/kresidue.lock";
+
+/// Why the run lock was not taken.
+#[derive(Debug)]
+pub enum LockError {
+    /// It cannot be made or opened here (its dir's parent is missing, not this user's to
+    /// write, read-only): a run that need not hold it runs without.
+    Unavailable(io::Error),
+    /// It is where another user could hold or replace it (a dir others may write, a
+    /// file of another user's or that others may write, a symlink): refused, whatever
+    /// the run.
+    Unsafe(String),
+}
+
 /// Takes the run lock at `path`, exclusively and without waiting: `Ok(None)` when
-/// another run holds it. The file is created (mode 0644) if missing; it is opened
-/// read-only, never through a symlink and without blocking (a FIFO planted in its place
-/// cannot hang a run), and must be a regular file.
-pub fn lock(path: &Path) -> io::Result<Option<Lock>> {
+/// another run holds it. Anyone who can open a file can `flock` it, so the lock's dir
+/// and file must be owned by this user or root and writable by no one else (a lock in
+/// `/run/lock`, mode 1777, is refused). The dir is created (mode 0700) when missing, its
+/// parent must exist; the file is created with mode 0600, opened read-only, never
+/// through a symlink and without blocking (a FIFO planted in its place cannot hang a
+/// run), and must be a regular file.
+pub fn lock(path: &Path) -> Result<Option<Lock>, LockError> {
+    use LockError::{Unavailable, Unsafe};
+    let shown = path.display();
+    let Some(name) = path.file_name() else {
+        return Err(Unsafe(format!("the lock {shown} does not name a file")));
+    };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    // `O_PATH`: a dir this user may enter but not list (mode 0711) holds a lock as well.
+    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let opened = match fcntl::open(dir, dir_flags, Mode::empty()) {
+        Err(Errno::ENOENT) => match nix::unistd::mkdir(dir, Mode::S_IRWXU) {
+            Ok(()) | Err(Errno::EEXIST) => fcntl::open(dir, dir_flags, Mode::empty()),
+            Err(e) => Err(e),
+        },
+        other => other,
+    };
+    let dir_fd = match opened {
+        Ok(fd) => fd,
+        Err(Errno::ELOOP | Errno::ENOTDIR) => {
+            return Err(Unsafe(format!(
+                "the lock's dir {} is a symlink or not a directory",
+                dir.display()
+            )))
+        }
+        Err(e) => return Err(Unavailable(e.into())),
+    };
+    let st = nix::sys::stat::fstat(&dir_fd).map_err(|e| Unavailable(e.into()))?;
+    if let Some(why) = others_may_write(&st) {
+        return Err(Unsafe(format!(
+            "the lock's dir {} {why}: another user could hold or replace the lock",
+            dir.display()
+        )));
+    }
     let flags =
         OFlag::O_RDONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-    let file = File::from(fcntl::open(path, flags, Mode::from_bits_truncate(0o644))?);
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::other("not a regular file"));
+    let file = match fcntl::openat(&dir_fd, name, flags, Mode::S_IRUSR | Mode::S_IWUSR) {
+        Ok(fd) => File::from(fd),
+        Err(Errno::ELOOP) => return Err(Unsafe(format!("the lock {shown} is a symlink"))),
+        Err(e) => return Err(Unavailable(e.into())),
+    };
+    let st = nix::sys::stat::fstat(&file).map_err(|e| Unavailable(e.into()))?;
+    if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
+        return Err(Unsafe(format!("the lock {shown} is not a regular file")));
+    }
+    if let Some(why) = others_may_write(&st) {
+        return Err(Unsafe(format!("the lock {shown} {why}: another user could hold it")));
     }
     match fcntl::Flock::lock(file, fcntl::FlockArg::LockExclusiveNonblock) {
         Ok(l) => Ok(Some(Lock(l))),
         Err((_, Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(e.into()),
+        Err((_, e)) => Err(Unavailable(e.into())),
+    }
+}
+
+/// Why users other than this one and root could change `st`'s inode (a dir's entries):
+/// its owner, or its mode.
+fn others_may_write(st: &nix::sys::stat::FileStat) -> Option<String> {
+    let euid = nix::unistd::geteuid().as_raw();
+    if st.st_uid != euid && st.st_uid != 0 {
+        return Some(format!("is owned by uid {}", st.st_uid));
+    }
+    (st.st_mode & 0o022 != 0)
+        .then(|| format!("is writable by others (mode {:o})", st.st_mode & 0o7777))
+}
+
+/// An output path resolved by [`resolve_output`]: the directory that holds it, by
+/// descriptor, its name there and what is there now.
+#[derive(Debug)]
+pub struct Place {
+    /// The directory holding it (an `O_PATH` descriptor).
+    pub dir: OwnedFd,
+    /// Its name in `dir`.
+    pub name: std::ffi::OsString,
+    /// What is there now.
+    pub kind: PlaceKind,
+}
+
+/// What an output path names now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlaceKind {
+    /// Nothing: a file is to be created.
+    Missing,
+    /// A regular file.
+    Regular,
+    /// A FIFO.
+    Fifo,
+    /// A device or socket.
+    Other,
+    /// A magic link of /proc (`/dev/stdout` leads to `/proc/self/fd/1`): it names no
+    /// path, the kernel opens what it stands for.
+    Magic,
+}
+
+/// A symlink that [`resolve_output`] was not asked to follow.
+#[derive(Debug)]
+pub struct SymlinkNotFollowed;
+
+impl std::fmt::Display for SymlinkNotFollowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("it is a symlink, not followed")
+    }
+}
+
+impl std::error::Error for SymlinkNotFollowed {}
+
+/// Resolves an output path one component at a time through directory descriptors,
+/// applying the kernel's `protected_symlinks` rule itself (whatever `fs.protected_symlinks`
+/// says, and where the kernel would not: a path read with `readlink` and used later is
+/// never checked): a symlink in a sticky world-writable dir (`/tmp`) is followed only when
+/// it is this user's or the dir's owner's, at any depth. A symlink as the last component
+/// is followed only with `follow` ([`SymlinkNotFollowed`] otherwise). What comes back is
+/// the dir by descriptor, so a dir swapped for a symlink afterwards changes nothing.
+pub fn resolve_output(path: &Path, follow: bool) -> io::Result<Place> {
+    use nix::libc;
+    use std::collections::VecDeque;
+    use std::ffi::OsString;
+    fn parts(p: &Path) -> Vec<OsString> {
+        use std::path::Component;
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_owned()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect()
+    }
+    let start = |absolute: bool| {
+        let at = if absolute { "/" } else { "." };
+        fcntl::open(at, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+    };
+    let euid = nix::unistd::geteuid().as_raw();
+    let mut dir = start(path.has_root())?;
+    let mut todo: VecDeque<OsString> = parts(path).into();
+    let mut links = 0;
+    while let Some(name) = todo.pop_front() {
+        let last = todo.is_empty();
+        let st = match nix::sys::stat::fstatat(
+            &dir,
+            name.as_os_str(),
+            fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        ) {
+            Ok(st) => st,
+            Err(Errno::ENOENT) if last => return Ok(Place { dir, name, kind: PlaceKind::Missing }),
+            Err(e) => return Err(e.into()),
+        };
+        let kind = st.st_mode & libc::S_IFMT;
+        if kind == libc::S_IFLNK {
+            if last && !follow {
+                return Err(io::Error::other(SymlinkNotFollowed));
+            }
+            links += 1;
+            if links > 40 {
+                return Err(Errno::ELOOP.into());
+            }
+            let d = nix::sys::stat::fstat(&dir)?;
+            let sticky_open = libc::S_ISVTX | libc::S_IWOTH;
+            if d.st_mode & sticky_open == sticky_open && st.st_uid != euid && st.st_uid != d.st_uid
+            {
+                return Err(io::Error::other(format!(
+                    "a symlink of uid {} in a sticky world-writable dir: not followed \
+                     (the kernel's protected_symlinks rule)",
+                    st.st_uid
+                )));
+            }
+            let on_proc = nix::sys::statfs::fstatfs(&dir)
+                .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
+            if last && on_proc {
+                return Ok(Place { dir, name, kind: PlaceKind::Magic });
+            }
+            let target = fcntl::readlinkat(&dir, name.as_os_str())?;
+            let target = Path::new(&target);
+            if target.has_root() {
+                dir = start(true)?;
+            }
+            for p in parts(target).into_iter().rev() {
+                todo.push_front(p);
+            }
+            continue;
+        }
+        if !last {
+            let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            dir = fcntl::openat(&dir, name.as_os_str(), flags, Mode::empty())?;
+            continue;
+        }
+        let kind = match kind {
+            libc::S_IFREG => PlaceKind::Regular,
+            libc::S_IFDIR => return Err(Errno::EISDIR.into()),
+            libc::S_IFIFO => PlaceKind::Fifo,
+            _ => PlaceKind::Other,
+        };
+        return Ok(Place { dir, name, kind });
+    }
+    // The path ends in `/`, `.` or `..`, or a link to one: a directory.
+    Err(Errno::EISDIR.into())
+}
+
+/// An output opened by [`open_output`].
+#[derive(Debug)]
+pub enum Output {
+    /// A regular file, or none yet: replaced by a [`TempFile`] renamed over it.
+    File(Place),
+    /// What is not a regular file (`/dev/null`, a FIFO with its reader, a terminal),
+    /// opened for writing as it is, non-blocking: write it through [`Patient`].
+    Special(File),
+}
+
+/// Resolves `path` ([`resolve_output`]) and opens what is not a regular file for writing.
+/// A FIFO is opened without blocking: while it has no reader the open is tried again
+/// every 50 ms, as long as no stop signal came ([`Stopped`] then).
+pub fn open_output(path: &Path, follow: bool) -> io::Result<Output> {
+    let place = resolve_output(path, follow)?;
+    if matches!(place.kind, PlaceKind::Missing | PlaceKind::Regular) {
+        return Ok(Output::File(place));
+    }
+    let mut flags = OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+    if place.kind != PlaceKind::Magic {
+        flags |= OFlag::O_NOFOLLOW;
+    }
+    loop {
+        match fcntl::openat(&place.dir, place.name.as_os_str(), flags, Mode::empty()) {
+            Ok(fd) => {
+                let f = File::from(fd);
+                // Swapped for a regular file since it was looked at: not written in place.
+                if f.metadata()?.is_file() && place.kind != PlaceKind::Magic {
+                    return Err(io::Error::other("it changed while it was opened"));
+                }
+                return Ok(Output::Special(f));
+            }
+            // A FIFO without a reader yet (a magic link may lead to one).
+            Err(Errno::ENXIO) if matches!(place.kind, PlaceKind::Fifo | PlaceKind::Magic) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if stop_signal().is_some() {
+            return Err(io::Error::other(Stopped));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Opens `path` for appending (a journal), creating it with mode 0600: resolved as
+/// [`resolve_output`] does, never through a symlink, and only a regular file of this
+/// user's or root's (a FIFO is refused at once, never waited on).
+pub fn open_append(path: &Path) -> io::Result<File> {
+    let place = resolve_output(path, false)?;
+    if !matches!(place.kind, PlaceKind::Missing | PlaceKind::Regular) {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let flags = OFlag::O_WRONLY
+        | OFlag::O_APPEND
+        | OFlag::O_CREAT
+        | OFlag::O_NOFOLLOW
+        | OFlag::O_NONBLOCK
+        | OFlag::O_NOCTTY
+        | OFlag::O_CLOEXEC;
+    let file = match fcntl::openat(
+        &place.dir,
+        place.name.as_os_str(),
+        flags,
+        Mode::S_IRUSR | Mode::S_IWUSR,
+    ) {
+        Ok(fd) => File::from(fd),
+        // Swapped for a FIFO meanwhile.
+        Err(Errno::ENXIO) => return Err(io::Error::other("not a regular file")),
+        Err(e) => return Err(e.into()),
+    };
+    let st = nix::sys::stat::fstat(&file)?;
+    if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
+        return Err(io::Error::other("not a regular file"));
+    }
+    if let Some(why) = others_may_write(&st) {
+        return Err(io::Error::other(format!("it {why}")));
+    }
+    Ok(file)
+}
+
+/// A wait for an output that a stop signal ended ([`stop_signal`] says which).
+#[derive(Debug)]
+pub struct Stopped;
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stopped by a signal")
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// A writer to a non-blocking descriptor (a FIFO or device from [`open_output`]): while
+/// it is full (a slow reader) it waits, a few milliseconds at a time, until a stop signal
+/// comes ([`Stopped`]; not `Interrupted`, which `write_all` would retry for ever).
+#[derive(Debug)]
+pub struct Patient(pub File);
+
+impl io::Write for Patient {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.0.write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if stop_signal().is_some() {
+                        return Err(io::Error::other(Stopped));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// A new file (mode 0600, a random name with a prefix) in a directory given by
+/// descriptor, removed when dropped unless [`TempFile::persist`]ed: a report cut short
+/// (an error, a stop signal, a panic unwinding) leaves nothing behind.
+#[derive(Debug)]
+pub struct TempFile<'a> {
+    dir: &'a OwnedFd,
+    name: std::ffi::OsString,
+    file: File,
+    persisted: bool,
+}
+
+impl<'a> TempFile<'a> {
+    /// Creates it in `dir`: `O_EXCL`, never through a symlink.
+    pub fn create(dir: &'a OwnedFd, prefix: &str) -> io::Result<TempFile<'a>> {
+        use std::hash::{BuildHasher, Hasher};
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        for _ in 0..64 {
+            // Each RandomState is seeded anew: a random name per try.
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(std::process::id());
+            let name = std::ffi::OsString::from(format!("{prefix}{:016x}", h.finish()));
+            match fcntl::openat(dir, name.as_os_str(), flags, Mode::S_IRUSR | Mode::S_IWUSR) {
+                Ok(fd) => {
+                    return Ok(TempFile { dir, name, file: File::from(fd), persisted: false })
+                }
+                Err(Errno::EEXIST) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Errno::EEXIST.into())
+    }
+
+    /// The open file.
+    pub fn file(&mut self) -> &mut File {
+        &mut self.file
+    }
+
+    /// Renames it over `name` in the same dir (whatever is there is replaced, a symlink
+    /// as a link: rename never follows one).
+    pub fn persist(mut self, name: &std::ffi::OsStr) -> io::Result<()> {
+        fcntl::renameat(self.dir, self.name.as_os_str(), self.dir, name)?;
+        self.persisted = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempFile<'_> {
+    fn drop(&mut self) {
+        if !self.persisted {
+            let _ = nix::unistd::unlinkat(
+                self.dir,
+                self.name.as_os_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
     }
 }
 
