@@ -135,7 +135,7 @@ fn read_meta(page: &[u8]) -> Option<Meta> {
 }
 
 /// An opened bbolt file: its bytes, its current meta, and what is left of the budget of
-/// elements to read (shared by every bucket of it, see [`REREADS`]).
+/// elements to read (shared by every bucket of it, see `REREADS`).
 #[derive(Clone, Debug)]
 pub struct Db<'a> {
     data: &'a [u8],
