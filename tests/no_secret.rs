@@ -92,7 +92,15 @@ fn no_value_in_any_output_or_written_file() {
     }
     let journal = o("clean.jsonl");
     let clean_json = o("clean.json");
-    add("clean", format!("{asked} --secrets {sf} --min-age 0s --apply --journal {journal} -o {clean_json} --format json"));
+    // The API server's witness: the fake runtime's pods run on node-1.
+    crate::clean::backdate_pods(&tree);
+    let pods = o("pods.json");
+    let listed = [
+        crate::clean::ApiPod::running(crate::cri::READY_UID, "node-1"),
+        crate::clean::ApiPod::running(crate::cri::NOTREADY_UID, "node-1"),
+    ];
+    std::fs::write(&pods, crate::clean::pods_json(&listed)).unwrap();
+    add("clean", format!("{asked} --secrets {sf} --pods {pods} --min-age 0s --apply --journal {journal} -o {clean_json} --format json"));
     add("pods", format!("--cri {ep}"));
     add("pods", format!("--cri {ep} --format json"));
     add("rules", "--format json".to_owned());
