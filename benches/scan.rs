@@ -40,9 +40,9 @@ use kresidue::finding::{Encoding, Finding, MatchKind};
 use kresidue::fingerprint::{self, FingerprintSet};
 use kresidue::kubectl::SecretValue;
 use kresidue::matcher::Matcher;
-use kresidue::node::{Layout, DEFAULT_KUBELET_DIR};
 use kresidue::rules::Rules;
 use kresidue::scan::{self, ScanResult, ScanSettings, Searchers, DEFAULT_CHUNK};
+use kresidue::sites::{kubelet::DEFAULT_KUBELET_DIR, Layout};
 use kresidue::sys::RootDir;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hint::black_box;
@@ -1439,10 +1439,10 @@ fn run() -> anyhow::Result<bool> {
     let layout = Layout {
         kubelet_dir: PathBuf::from(DEFAULT_KUBELET_DIR),
         kubelet_dir_explicit: false,
-        containerd_root: PathBuf::from(kresidue::node::containerd::DEFAULT_ROOT),
+        containerd_root: PathBuf::from(kresidue::sites::containerd::DEFAULT_ROOT),
         containerd_root_explicit: false,
         etcd: Vec::new(),
-        containerd_state: PathBuf::from(kresidue::node::containerd::DEFAULT_STATE),
+        containerd_state: PathBuf::from(kresidue::sites::containerd::DEFAULT_STATE),
         pod_logs: PathBuf::from(POD_LOGS),
         extra: Vec::new(),
         max_file_size: None,

@@ -6,10 +6,11 @@ use crate::cri;
 use crate::finding::Severity;
 use crate::fingerprint::{self, BuildStats, FingerprintSet};
 use crate::kubectl;
-use crate::node::{containerd, Layout, DEFAULT_KUBELET_DIR};
 use crate::report::Format;
 use crate::rules::Rules;
 use crate::scan::{ScanSettings, Walking, DEFAULT_CHUNK};
+use crate::sites::kubelet::DEFAULT_KUBELET_DIR;
+use crate::sites::{containerd, logs, Layout};
 use crate::sys::RootDir;
 use anyhow::{bail, Context, Result};
 use std::collections::HashSet;
@@ -124,7 +125,7 @@ impl ScanConfig {
             containerd_root,
             etcd: args.etcd.iter().map(|p| node_path(p)).collect(),
             pod_logs: node_path(
-                args.pod_log_dir.as_deref().unwrap_or(Path::new(crate::node::logs::DEFAULT_DIR)),
+                args.pod_log_dir.as_deref().unwrap_or(Path::new(logs::DEFAULT_DIR)),
             ),
             containerd_root_explicit,
             extra: args.paths.iter().map(|p| node_path(p)).collect(),

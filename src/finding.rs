@@ -51,7 +51,7 @@ impl fmt::Display for Severity {
 /// What kind of residue a finding is (the `category` field of report v1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
-#[allow(missing_docs)] // the names are the contract of PRODUCT.md
+#[allow(missing_docs)] // the names are the contract of docs/CONTRACT.md
 pub enum Category {
     OrphanedVolume,
     DeadContainer,
@@ -65,59 +65,45 @@ pub enum Category {
     Other,
 }
 
-/// Where a finding was made (the `site` field of report v1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-#[allow(missing_docs)] // the names are the contract of PRODUCT.md
-pub enum SiteId {
-    KubeletSecretVolume,
-    KubeletProjectedVolume,
-    KubeletCsiVolume,
-    KubeletSubpath,
-    ContainerdSnapshot,
-    ContainerdMetadata,
-    OciBundle,
-    PodLog,
-    Etcd,
-    CrioStorage,
-    DockerStorage,
-    Other,
+/// Declares [`SiteId`] from one list of variants and report names, so that
+/// [`SiteId::ALL`] and [`SiteId::as_str`] cannot miss a variant.
+macro_rules! site_ids {
+    ($($variant:ident => $name:literal,)*) => {
+        /// Where a finding was made (the `site` field of report v1; the names are the
+        /// contract of `docs/CONTRACT.md`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+        #[allow(missing_docs)]
+        pub enum SiteId {
+            $(#[serde(rename = $name)] $variant,)*
+        }
+
+        impl SiteId {
+            /// Every site, in report order.
+            pub const ALL: &'static [SiteId] = &[$(SiteId::$variant,)*];
+
+            /// The id as written in reports.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(SiteId::$variant => $name,)*
+                }
+            }
+        }
+    };
 }
 
-impl SiteId {
-    /// Every site, in report order.
-    pub const ALL: [SiteId; 12] = [
-        SiteId::KubeletSecretVolume,
-        SiteId::KubeletProjectedVolume,
-        SiteId::KubeletCsiVolume,
-        SiteId::KubeletSubpath,
-        SiteId::ContainerdSnapshot,
-        SiteId::ContainerdMetadata,
-        SiteId::OciBundle,
-        SiteId::PodLog,
-        SiteId::Etcd,
-        SiteId::CrioStorage,
-        SiteId::DockerStorage,
-        SiteId::Other,
-    ];
-
-    /// The id as written in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SiteId::KubeletSecretVolume => "kubelet-secret-volume",
-            SiteId::KubeletProjectedVolume => "kubelet-projected-volume",
-            SiteId::KubeletCsiVolume => "kubelet-csi-volume",
-            SiteId::KubeletSubpath => "kubelet-subpath",
-            SiteId::ContainerdSnapshot => "containerd-snapshot",
-            SiteId::ContainerdMetadata => "containerd-metadata",
-            SiteId::OciBundle => "oci-bundle",
-            SiteId::PodLog => "pod-log",
-            SiteId::Etcd => "etcd",
-            SiteId::CrioStorage => "crio-storage",
-            SiteId::DockerStorage => "docker-storage",
-            SiteId::Other => "other",
-        }
-    }
+site_ids! {
+    KubeletSecretVolume => "kubelet-secret-volume",
+    KubeletProjectedVolume => "kubelet-projected-volume",
+    KubeletCsiVolume => "kubelet-csi-volume",
+    KubeletSubpath => "kubelet-subpath",
+    ContainerdSnapshot => "containerd-snapshot",
+    ContainerdMetadata => "containerd-metadata",
+    OciBundle => "oci-bundle",
+    PodLog => "pod-log",
+    Etcd => "etcd",
+    CrioStorage => "crio-storage",
+    DockerStorage => "docker-storage",
+    Other => "other",
 }
 
 /// The form in which a known value was found.
@@ -391,6 +377,41 @@ pub fn rank(place: Severity, material: Severity, revoked: bool) -> Severity {
     Severity::ALL[level.clamp(0, 4) as usize]
 }
 
+#[cfg(test)]
+impl Finding {
+    /// A fingerprint finding of `shop/db` key `password` at `path`, owned by nothing, for
+    /// unit tests to adjust.
+    pub(crate) fn sample(site: SiteId, category: Category, path: &str) -> Finding {
+        Finding {
+            id: String::new(),
+            severity: Severity::High,
+            category,
+            site,
+            path: path.to_owned(),
+            offset: 0,
+            length: 20,
+            count: 1,
+            stale: false,
+            pod: None,
+            container: None,
+            images: Vec::new(),
+            within: Within::Content,
+            matched: MatchInfo {
+                kind: MatchKind::Fingerprint,
+                secret: Some("shop/db".into()),
+                key: Some("password".into()),
+                label: None,
+                rule: None,
+                encoding: Encoding::Raw,
+            },
+            preview: Preview::redact(b"xxxxxxxxxxxxxxxx"),
+            note: None,
+            token: None,
+            material: Material::default(),
+        }
+    }
+}
+
 /// A path the scan could not read, and why (never containing a value).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct ScanError {
@@ -515,6 +536,22 @@ impl ExitStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `SiteId::ALL` is the enum: every variant once, in declaration order (the
+    /// discriminants are 0..n), each report name unique and the one serde writes.
+    #[test]
+    fn site_id_all_is_the_enum() {
+        for (i, id) in SiteId::ALL.iter().enumerate() {
+            assert_eq!(*id as usize, i, "{id:?} out of place in SiteId::ALL");
+            let json = serde_json::to_value(id).unwrap();
+            assert_eq!(json, id.as_str(), "{id:?}");
+            assert_eq!(SiteId::ALL.iter().filter(|o| o.as_str() == id.as_str()).count(), 1);
+        }
+        // One past the last is not a variant: the list is complete up to its end.
+        let last = *SiteId::ALL.last().unwrap();
+        assert_eq!(last as usize + 1, SiteId::ALL.len());
+        assert_eq!(std::mem::size_of::<SiteId>(), 1);
+    }
 
     #[test]
     fn preview_never_shows_more_than_a_quarter_or_four_chars() {

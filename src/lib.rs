@@ -25,6 +25,8 @@ pub mod progress;
 pub mod report;
 pub mod rules;
 pub mod scan;
+pub mod severity;
+pub mod sites;
 pub mod sys;
 pub mod walk;
 
@@ -581,7 +583,7 @@ fn cross_check(
     Ok(match asked {
         Ok(None) => (CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None }, None),
         Ok(Some((client, live))) => {
-            scan::judge(&mut result.findings, &live);
+            severity::judge(&mut result.findings, &live);
             let info = CriInfo {
                 status: CriStatus::Ok,
                 endpoint: Some(client.endpoint().to_string()),

@@ -13,11 +13,12 @@ use crate::finding::{
     Preview, ScanError, Severity, SiteId, UnreadMount, Within,
 };
 use crate::matcher::{Hit, Matcher};
-use crate::node::containerd::{self, MetaDb, Owner};
+use crate::node::io_message;
 use crate::node::logs::{Extractor, HEAD_MAX};
-use crate::node::{self, io_message, Layout};
 use crate::report;
 use crate::rules::{KeyMarks, RuleHit, Rules};
+use crate::severity::place;
+use crate::sites::{self, Layout, Reading};
 use crate::sys::{self, RootDir};
 use crate::walk::{self, FileJob, WalkItem};
 use rayon::prelude::*;
@@ -148,7 +149,7 @@ impl Walking {
         let c = control.clone();
         let thread = std::thread::spawn(move || {
             let mut errors = Vec::new();
-            let scopes = node::discover(&root, &layout, &mut errors);
+            let scopes = sites::discover(&root, &layout, &mut errors);
             let walked =
                 scopes.iter().map(|s| report::display_path(s.node_path.as_os_str())).collect();
             if found_tx.send((walked, errors)).is_err() {
@@ -665,11 +666,14 @@ impl Worker {
         // asked where their data is (two `lseek`s a file otherwise; some filesystems
         // allocate fewer blocks than they hold bytes, compressed or inline, and are asked).
         let sparse = md.blocks().saturating_mul(512) < size;
-        if job.site == SiteId::PodLog && !(sparse && sys::has_hole(&f, size)) {
-            return self.scan_log(&mut f, size, job, searchers, place).map(Some);
-        }
-        if whole_file_cap(job.site).is_some_and(|cap| size <= cap) {
-            return self.scan_whole(&mut f, size, job, searchers, place).map(Some);
+        match sites::site(job.site).reading(job.site) {
+            Reading::LogContent if !(sparse && sys::has_hole(&f, size)) => {
+                return self.scan_log(&mut f, size, job, searchers, place).map(Some);
+            }
+            Reading::Whole { cap } if size <= cap => {
+                return self.scan_whole(&mut f, size, job, searchers, place).map(Some);
+            }
+            _ => {}
         }
         let mut findings = Vec::new();
         let mut carry = 0usize;
@@ -740,23 +744,9 @@ impl Worker {
     }
 }
 
-/// Sites whose files are read whole, searched, then attributed by what the file says
-/// about itself, and the largest such file (a larger one is streamed like any file, its
-/// matches unattributed): containerd's `meta.db` (megabytes) and bundle specs (kilobytes).
-fn whole_file_cap(site: SiteId) -> Option<u64> {
-    match site {
-        SiteId::ContainerdMetadata => Some(1 << 30),
-        SiteId::OciBundle => Some(16 << 20),
-        _ => None,
-    }
-}
-
 impl Worker {
-    /// Reads a file of at most `cap` bytes whole, searches it, and attributes its matches:
-    /// in containerd's `meta.db` by offset, to the container whose record holds it, or to
-    /// a freed page (a removed container's data, marked stale); in a bundle's
-    /// `config.json` to the pod and container its CRI annotations name (the container id
-    /// is the bundle dir's).
+    /// Reads a file of at most its site's cap whole, searches it, and has its site
+    /// attribute the matches ([`crate::sites::Site::attribute_whole`]).
     fn scan_whole(
         &mut self,
         f: &mut std::fs::File,
@@ -772,31 +762,7 @@ impl Worker {
             self.note_shrunk(f, size);
         }
         let (data, mut raw) = self.search_bytes(data, job, searchers, place);
-        match job.site {
-            SiteId::ContainerdMetadata => match MetaDb::read(&data) {
-                Ok((db, errors)) => {
-                    for e in errors {
-                        self.file_errors.push(format!("containerd metadata: {e}"));
-                    }
-                    for f in &mut raw {
-                        attribute(f, db.owner(f.offset..f.offset + f.length));
-                    }
-                }
-                Err(e) => self.file_errors.push(format!(
-                    "containerd metadata: {e}; its matches are not attributed to containers"
-                )),
-            },
-            SiteId::OciBundle => {
-                let owner = containerd::spec_owner(&data);
-                for f in &mut raw {
-                    if let Some(c) = &mut f.container {
-                        c.name.clone_from(&owner.name);
-                    }
-                    f.pod = owner.pod();
-                }
-            }
-            _ => {}
-        }
+        self.file_errors.extend(sites::site(job.site).attribute_whole(job.site, &data, &mut raw));
         Ok((n as u64, aggregate(raw)))
     }
 }
@@ -995,28 +961,10 @@ const SEQUENTIAL_FROM: u64 = 256 << 10;
 /// whole, streamed). kubelet rotates logs at 10 MiB by default.
 const MAX_GZ_LOG: u64 = 64 << 20;
 
-/// Sets the owner of a match in `meta.db`.
-fn attribute(f: &mut Finding, owner: Owner<'_>) {
-    let part = match owner {
-        Owner::Container(c) => {
-            f.container =
-                Some(ContainerRef { id: Some(c.id.clone()), name: c.name.clone(), live: None });
-            f.pod = c.pod();
-            format!("container={}/{}", c.namespace, c.id)
-        }
-        Owner::Freed => {
-            f.stale = true;
-            f.note = Some(FREED_PAGE);
-            "freed".to_owned()
-        }
-        Owner::Other => "other".to_owned(),
-    };
-    f.id = Finding::refine_id(&f.id, &part);
+/// The category of `job`'s place before liveness, as its site says.
+fn category(job: &FileJob, mut on_tmpfs: impl FnMut() -> bool) -> Category {
+    sites::site(job.site).category(job.site, job.owner.as_deref(), &mut on_tmpfs)
 }
-
-/// What a match in a freed page of a database is.
-const FREED_PAGE: &str = "in a freed page of the database: data of a removed container (or \
-    other record) that the database has not overwritten yet";
 
 /// Where a buffer sits in its file: `buf[..len]` holds the file from `pos - carry`; the
 /// first `carry` bytes were searched with the previous buffer (all of them, in a last
@@ -1234,135 +1182,6 @@ fn finding(
         token: None,
         material,
     }
-}
-
-/// The category of a file's place, before liveness is known. A secret volume's data on
-/// disk instead of tmpfs outlives the pod and a reboot; on tmpfs it is an orphaned mount
-/// unless its pod lives; subPath copies are pinned at container start and go stale.
-/// `on_tmpfs` is asked only for a volume's file: only its category depends on it.
-fn category(job: &FileJob, on_tmpfs: impl FnOnce() -> bool) -> Category {
-    match job.site {
-        SiteId::KubeletSecretVolume | SiteId::KubeletProjectedVolume | SiteId::KubeletCsiVolume => {
-            if on_tmpfs() {
-                Category::OrphanedVolume
-            } else {
-                Category::NonTmpfsVolume
-            }
-        }
-        SiteId::KubeletSubpath => Category::StaleSubpath,
-        SiteId::ContainerdMetadata | SiteId::OciBundle => Category::EnvPersisted,
-        SiteId::PodLog => Category::PodLog,
-        SiteId::Etcd => Category::EtcdPlaintext,
-        // Layers and containers' files: as the runtime's records say.
-        SiteId::ContainerdSnapshot | SiteId::CrioStorage | SiteId::DockerStorage => {
-            job.owner.as_ref().map_or(Category::Other, |o| o.category)
-        }
-        _ => Category::Other,
-    }
-}
-
-/// Rates `findings` again with what the runtime said: each pod is live when a sandbox
-/// with its uid exists (in any state), each container when it is running or created (by
-/// id; by name within its pod where only the name is known, as for pod logs). A place
-/// owned by a container (its env at rest, its writable layer) takes the container's
-/// liveness, falling back to its pod's; every other place takes its pod's.
-///
-/// A live pod's subPath copy holding what its volume holds now (the same fingerprinted
-/// value, not labelled revoked) is expected (`info`); any other subPath copy of a live pod
-/// holds a stale value and stays `stale-subpath`.
-pub fn judge(findings: &mut [Finding], live: &crate::cri::Live) {
-    // What each pod's volumes hold now: (pod uid, volume, fingerprinted value).
-    let current: std::collections::BTreeSet<(String, String, MatchInfo)> = findings
-        .iter()
-        .filter(|f| f.matched.kind == MatchKind::Fingerprint && f.site != SiteId::KubeletSubpath)
-        .filter_map(|f| {
-            let uid = f.pod.as_ref()?.uid.as_str();
-            let vol = pod_volume(f.site, &f.path, uid)?;
-            Some((uid.to_owned(), vol.to_owned(), f.matched.clone()))
-        })
-        .collect();
-    for f in findings {
-        let pod = f.pod.as_mut().map(|p| {
-            p.live = Some(live.pod_live(&p.uid));
-            p.uid.clone()
-        });
-        if let Some(c) = f.container.as_mut() {
-            c.live = match (&c.id, &c.name, &pod) {
-                (Some(id), _, _) => Some(live.container_live(id)),
-                (None, Some(name), Some(uid)) => Some(live.container_live_in(uid, name)),
-                _ => None,
-            };
-        }
-        let pod_live = f.pod.as_ref().and_then(|p| p.live);
-        let owner_live = match f.category {
-            Category::EnvPersisted | Category::ContainerLayer => {
-                f.container.as_ref().and_then(|c| c.live).or(pod_live)
-            }
-            _ => pod_live,
-        };
-        let (category, mut place) = place(f.category, f.stale, owner_live);
-        if category == Category::StaleSubpath && owner_live == Some(true) && !f.material.revoked {
-            let uid = f.pod.as_ref().map_or("", |p| p.uid.as_str());
-            let vol = pod_volume(f.site, &f.path, uid).unwrap_or_default();
-            if current.contains(&(uid.to_owned(), vol.to_owned(), f.matched.clone())) {
-                place = Severity::Info;
-            }
-        }
-        f.category = category;
-        f.severity = rank(place, f.material.severity, f.material.revoked);
-    }
-}
-
-/// The volume name a kubelet volume or subPath finding of pod `uid` is in, from its path:
-/// `…/pods/<uid>/volumes/<plugin>/<vol>/…` or `…/pods/<uid>/volume-subpaths/<vol>/…`.
-fn pod_volume<'a>(site: SiteId, path: &'a str, uid: &str) -> Option<&'a str> {
-    let (_, rest) = path.split_once(&format!("/pods/{uid}/"))?;
-    let rest = match site {
-        SiteId::KubeletSubpath => rest.strip_prefix("volume-subpaths/")?,
-        SiteId::KubeletSecretVolume | SiteId::KubeletProjectedVolume | SiteId::KubeletCsiVolume => {
-            rest.strip_prefix("volumes/")?.split_once('/')?.1
-        }
-        _ => return None,
-    };
-    rest.split('/').next()
-}
-
-/// Category and place severity (the README's severity model) of a place of `category`:
-/// `live` is whether its owner is alive (`None`: unknown), `stale` a superseded copy (one
-/// step less severe than its place). A container's env or writable layer whose container
-/// is gone is a `dead-container`.
-pub fn place(category: Category, stale: bool, live: Option<bool>) -> (Category, Severity) {
-    use Severity::{Critical, High, Info, Medium};
-    let (category, [unknown, dead, alive]) = match category {
-        // A volume of a pod that has no sandbox is orphaned, on tmpfs or not.
-        Category::NonTmpfsVolume if live == Some(false) => {
-            (Category::OrphanedVolume, [Critical, Critical, Critical])
-        }
-        Category::NonTmpfsVolume => (category, [Critical, Critical, High]),
-        Category::OrphanedVolume => (category, [High, Critical, Info]),
-        Category::StaleSubpath => (category, [Medium, High, Medium]),
-        // A container's env at rest, or what an app wrote into its writable layer:
-        // expected while the container lives, residue once it is gone.
-        Category::EnvPersisted | Category::ContainerLayer if live == Some(false) => {
-            (Category::DeadContainer, [High, High, High])
-        }
-        Category::EnvPersisted | Category::ContainerLayer => (category, [High, High, Medium]),
-        // Baked into an image: on every node that pulls it, whoever runs it.
-        Category::ImageLayer => (category, [High, High, High]),
-        // Printed by an app: in the log until it rotates out, and shipped wherever logs go.
-        Category::PodLog => (category, [High, High, High]),
-        // Every Secret of the cluster in plaintext: encryption at rest is off.
-        Category::EtcdPlaintext => (category, [Critical, Critical, Critical]),
-        Category::DeadContainer => (category, [High, High, High]),
-        Category::Other => (category, [High, High, Medium]),
-    };
-    let severity = match live {
-        None => unknown,
-        Some(false) => dead,
-        Some(true) => alive,
-    };
-    let severity = if stale { rank(severity, Medium, false) } else { severity };
-    (category, severity)
 }
 
 #[cfg(test)]

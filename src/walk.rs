@@ -17,10 +17,12 @@
 //! [`UnreadMount`].
 
 use crate::finding::{ScanError, SiteId, UnreadMount};
+use crate::node::io_message;
 use crate::node::kubelet::{self, AtomicVolume};
 use crate::node::logs::LogOwner;
-use crate::node::{io_message, Ownership, Scope, ScopeKind};
 use crate::report::display_path;
+use crate::sites::kubelet::{mount_place, secrets_store, MountPlace};
+use crate::sites::{Ownership, Scope, ScopeKind};
 use crate::sys::walk::{Cross, DirFd, Entry};
 use crate::sys::RootDir;
 use std::ffi::OsStr;
@@ -154,45 +156,6 @@ pub struct ScopeMounts {
     app_volumes: std::sync::Mutex<Vec<PathBuf>>,
 }
 
-/// The Secrets Store CSI driver: its volumes are Secret data on a tmpfs it mounts.
-const SECRETS_STORE_DRIVER: &str = "secrets-store.csi.k8s.io";
-
-/// Where in a pod dir a mount point is, for the places a tmpfs of Secret data is mounted.
-#[derive(Debug, PartialEq, Eq)]
-enum MountPlace {
-    /// `volumes/kubernetes.io~secret/<vol>`, `volumes/kubernetes.io~projected/<vol>`.
-    Volume,
-    /// `volumes/kubernetes.io~csi/<vol>/mount`.
-    Csi,
-    /// `volume-subpaths/<vol>/<container>/<index>`.
-    Subpath,
-}
-
-fn mount_place(inner: &Path) -> Option<MountPlace> {
-    let c: Vec<&[u8]> = inner.iter().map(|c| c.as_bytes()).collect();
-    match c.as_slice() {
-        [b"volumes", b"kubernetes.io~secret" | b"kubernetes.io~projected", _] => {
-            Some(MountPlace::Volume)
-        }
-        [b"volumes", b"kubernetes.io~csi", _, b"mount"] => Some(MountPlace::Csi),
-        [b"volume-subpaths", _, _, _] => Some(MountPlace::Subpath),
-        _ => None,
-    }
-}
-
-/// Whether the CSI volume dir `vol` (holding the `mount` dir) is the Secrets Store
-/// driver's, as its `vol_data.json` (kubelet's record of the volume) says.
-fn secrets_store(vol: &DirFd) -> bool {
-    #[derive(serde::Deserialize)]
-    struct VolData {
-        #[serde(rename = "driverName")]
-        driver_name: Option<String>,
-    }
-    vol.read_small(OsStr::new("vol_data.json"), 64 << 10)
-        .and_then(|data| serde_json::from_slice::<VolData>(&data).ok())
-        .is_some_and(|v| v.driver_name.as_deref() == Some(SECRETS_STORE_DRIVER))
-}
-
 impl ScopeMounts {
     /// Whether `rel` is in a CSI volume entered only because `--read-csi-volumes` asks.
     fn is_app_volume(&self, rel: &Path) -> bool {
@@ -257,7 +220,6 @@ pub fn walk_scope<'a>(
             pod = Some(Arc::<str>::from(uid));
             (volumes, None, None)
         }
-        ScopeKind::Extra => (Default::default(), Some(SiteId::Other), None),
         ScopeKind::Site(site) => (Default::default(), Some(site), None),
         ScopeKind::Owned(owner) => (Default::default(), Some(owner.site), Some(Arc::new(owner))),
     };
@@ -351,35 +313,5 @@ fn place_in_pod(
             (class.site, vol.join(shown), stale)
         }
         None => (class.site, inner.to_path_buf(), false),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_kubelet_secret_places_are_mount_places() {
-        let p = |s: &str| mount_place(Path::new(s));
-        assert_eq!(p("volumes/kubernetes.io~secret/db"), Some(MountPlace::Volume));
-        assert_eq!(
-            p("volumes/kubernetes.io~projected/kube-api-access-1"),
-            Some(MountPlace::Volume)
-        );
-        assert_eq!(p("volumes/kubernetes.io~csi/vault/mount"), Some(MountPlace::Csi));
-        assert_eq!(p("volume-subpaths/db/app/0"), Some(MountPlace::Subpath));
-        for other in [
-            "volumes/kubernetes.io~secret/db/sub",
-            "volumes/kubernetes.io~secret",
-            "volumes/kubernetes.io~csi/vault",
-            "volumes/kubernetes.io~csi/vault/mount/x",
-            "volumes/kubernetes.io~nfs/data",
-            "volumes/kubernetes.io~empty-dir/cache",
-            "volume-subpaths/db/app",
-            "volume-subpaths/db/app/0/x",
-            "containers/app",
-        ] {
-            assert_eq!(p(other), None, "{other}");
-        }
     }
 }

@@ -269,7 +269,7 @@ fn symlinked_volume_dir_lists_nothing_outside() {
     // What discovery learned of the pod's volumes (the map its files are named by) holds
     // nothing listed outside.
     let root = kresidue::sys::RootDir::open(std::path::Path::new(tree.root_arg())).unwrap();
-    let layout = kresidue::node::Layout {
+    let layout = kresidue::sites::Layout {
         kubelet_dir: "/var/lib/kubelet".into(),
         kubelet_dir_explicit: false,
         containerd_root: "/var/lib/containerd".into(),
@@ -280,8 +280,8 @@ fn symlinked_volume_dir_lists_nothing_outside() {
         extra: Vec::new(),
         max_file_size: None,
     };
-    for scope in kresidue::node::discover(&root, &layout, &mut Vec::new()) {
-        if let kresidue::node::ScopeKind::Pod { volumes, .. } = scope.kind {
+    for scope in kresidue::sites::discover(&root, &layout, &mut Vec::new()) {
+        if let kresidue::sites::ScopeKind::Pod { volumes, .. } = scope.kind {
             assert!(volumes.is_empty(), "volumes listed outside the root: {volumes:?}");
         }
     }

@@ -82,7 +82,7 @@ fn has_sandbox(client: &mut Client, uid: &str) -> Result<bool, String> {
 }
 
 fn apply_pod(uid: &str, actions: &mut [Action], cx: &mut Context<'_>) -> std::io::Result<()> {
-    let pods_node = cx.kubelet_dir.join("pods");
+    let pods_node = cx.kubelet_dir.join(crate::node::kubelet::PODS);
     let pod_node = pods_node.join(uid);
     let pods = match cx.root.open_dir(pods_node.strip_prefix("/").unwrap_or(&pods_node)) {
         Ok(d) => d,

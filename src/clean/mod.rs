@@ -21,7 +21,9 @@ pub mod witness;
 
 use crate::cri::Live;
 use crate::finding::{Category, Finding, Severity, SiteId};
+use crate::node::kubelet;
 use crate::report::display_path;
+use crate::sites::{self, Advice};
 use crate::sys::tree::Ident;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -383,9 +385,13 @@ impl PlanFile {
 pub fn bookkeeping(rel: &Path) -> bool {
     let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
     match parts.as_slice() {
-        [f] => *f == "etc-hosts",
-        [d, ..] if *d == "containers" || *d == "plugins" => true,
-        [v, csi, _, f] => *v == "volumes" && *csi == "kubernetes.io~csi" && *f == "vol_data.json",
+        [f] => *f == kubelet::BOOKKEEPING[0],
+        [d, ..] if kubelet::BOOKKEEPING[1..].iter().any(|b| d == b) => true,
+        [v, plugin, _, f] => {
+            *v == kubelet::VOLUMES
+                && *f == kubelet::CSI_VOL_DATA
+                && kubelet::VOLUME_PLUGINS.iter().any(|p| p.data.is_some() && *plugin == p.dir)
+        }
         _ => false,
     }
 }
@@ -560,7 +566,7 @@ pub fn plan(
     }
     if let (true, Some(live)) = (opts.remove_exited, live) {
         let mut by_container: BTreeMap<&str, u64> = BTreeMap::new();
-        for f in findings.iter().filter(|f| container_owned(f.site)) {
+        for f in findings.iter().filter(|f| sites::site(f.site).container_owned(f.site)) {
             let Some(id) = f.container.as_ref().and_then(|c| c.id.as_deref()) else { continue };
             if live.containers.get(id).is_some_and(|c| c.state == "exited") {
                 *by_container.entry(id).or_default() += f.count;
@@ -594,11 +600,6 @@ pub fn plan(
     Plan { actions, left }
 }
 
-/// Sites whose residue belongs to one container and goes when the runtime removes it.
-fn container_owned(site: SiteId) -> bool {
-    matches!(site, SiteId::ContainerdSnapshot | SiteId::ContainerdMetadata | SiteId::OciBundle)
-}
-
 /// Findings no action covers, grouped by path, with why and what to do.
 fn leftovers(
     findings: &[Finding],
@@ -610,7 +611,7 @@ fn leftovers(
         actions.iter().any(|a| match (&a.path, &a.container) {
             (Some(p), _) => within(&f.path, p),
             (None, Some(c)) => {
-                container_owned(f.site)
+                sites::site(f.site).container_owned(f.site)
                     && f.container.as_ref().and_then(|fc| fc.id.as_deref()) == Some(c.id.as_str())
             }
             _ => false,
@@ -626,7 +627,8 @@ fn leftovers(
             let worst = fs.iter().max_by_key(|f| f.severity).expect("one finding at least");
             let pod_block =
                 blocked.iter().find(|(dir, _)| within(path, dir)).map(|(_, why)| why.clone());
-            let (reason, manual) = advice(worst, pod_block, live);
+            let cx = Advice { pod_block: pod_block.as_deref(), live };
+            let (reason, manual) = sites::site(worst.site).advice(worst, cx);
             Left {
                 path: path.to_owned(),
                 site: worst.site,
@@ -640,77 +642,6 @@ fn leftovers(
             }
         })
         .collect()
-}
-
-/// Why a finding is left, and the manual step.
-fn advice(f: &Finding, pod_block: Option<String>, live: Option<&Live>) -> (String, String) {
-    let s = |a: &str, b: &str| (a.to_owned(), b.to_owned());
-    let pod_live = f.pod.as_ref().and_then(|p| p.live);
-    let container = f.container.as_ref();
-    let kubelet = matches!(
-        f.site,
-        SiteId::KubeletSecretVolume
-            | SiteId::KubeletProjectedVolume
-            | SiteId::KubeletCsiVolume
-            | SiteId::KubeletSubpath
-    );
-    if let (true, Some(why)) = (kubelet || f.site == SiteId::Other, pod_block.clone()) {
-        let manual = if live.is_none() {
-            "run `kresidue clean` where the container runtime can be asked"
-        } else if pod_live == Some(true) {
-            match f.category {
-                Category::StaleSubpath => "restart the pod: kubelet makes a fresh subPath copy",
-                Category::NonTmpfsVolume => {
-                    "the volume is on disk, not tmpfs: find why kubelet could not mount a tmpfs, then restart the pod"
-                }
-                _ => "nothing: the pod uses it",
-            }
-        } else {
-            "check what is mounted or kept there, then remove it by hand, or wait for --min-age"
-        };
-        return (why, manual.to_owned());
-    }
-    match f.site {
-        SiteId::Etcd => s(
-            "etcd holds Secrets unencrypted; kresidue never touches etcd",
-            "enable encryption at rest (EncryptionConfiguration), then rewrite every Secret: kubectl get secrets -A -o json | kubectl replace -f -",
-        ),
-        SiteId::PodLog => s(
-            "logs are never removed by kresidue",
-            "rotate the secret (it was printed), then delete or truncate the log file",
-        ),
-        _ if f.category == Category::ImageLayer => s(
-            "images are never removed by kresidue",
-            "rebuild the image without the secret, rotate it, then remove the image (crictl rmi)",
-        ),
-        SiteId::ContainerdSnapshot | SiteId::ContainerdMetadata | SiteId::OciBundle | SiteId::CrioStorage | SiteId::DockerStorage => {
-            let id = container.and_then(|c| c.id.as_deref());
-            let state = id.and_then(|id| live?.containers.get(id)).map(|c| c.state);
-            match (id, state) {
-                (Some(id), Some("exited")) => (
-                    "the container has exited".to_owned(),
-                    format!("remove it: crictl rm {id} (or kresidue clean --remove-exited-containers)"),
-                ),
-                (Some(_), Some(_)) => s(
-                    "the container is live",
-                    "move the secret into a Secret volume and restart the pod",
-                ),
-                (Some(_), None) if live.is_some() => s(
-                    "the runtime no longer knows the container",
-                    "the runtime's garbage collection removes what no container references; if it stays, remove it with the runtime's tools (ctr)",
-                ),
-                _ if f.site == SiteId::ContainerdMetadata => s(
-                    "the runtime's metadata database is never edited by kresidue",
-                    "remove the containers it names through the runtime; freed pages are overwritten as the database grows",
-                ),
-                _ => s(
-                    "runtime storage is only removed through the runtime",
-                    "remove the owning container through the runtime (crictl rm), if it is not needed",
-                ),
-            }
-        }
-        _ => s("kresidue only removes kubelet pod volumes and exited containers", "review and remove by hand"),
-    }
 }
 
 #[cfg(test)]

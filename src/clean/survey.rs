@@ -5,7 +5,8 @@
 //! Read-only and by path (`lstat`, never following a symlink): a survey only informs the
 //! plan. [`super::apply`] checks every action again through descriptors before acting.
 
-use crate::finding::ScanError;
+use crate::finding::{ScanError, SiteId};
+use crate::node::kubelet::{PODS, SUBPATHS, VOLUMES, VOLUME_PLUGINS};
 use crate::report::display_path;
 use crate::sys::mount::Mount;
 use crate::sys::tree::Ident;
@@ -67,11 +68,23 @@ pub struct PodDir {
     pub mounts: Vec<(PathBuf, String, bool)>,
 }
 
-const PLUGINS: [(&str, TargetKind); 3] = [
-    ("kubernetes.io~secret", TargetKind::SecretVolume),
-    ("kubernetes.io~projected", TargetKind::ProjectedVolume),
-    ("kubernetes.io~csi", TargetKind::CsiVolume),
-];
+/// The target kind of a kubelet site's dirs; none for the other sites.
+fn target_kind(site: SiteId) -> Option<TargetKind> {
+    match site {
+        SiteId::KubeletSecretVolume => Some(TargetKind::SecretVolume),
+        SiteId::KubeletProjectedVolume => Some(TargetKind::ProjectedVolume),
+        SiteId::KubeletCsiVolume => Some(TargetKind::CsiVolume),
+        SiteId::KubeletSubpath => Some(TargetKind::Subpath),
+        SiteId::ContainerdSnapshot
+        | SiteId::ContainerdMetadata
+        | SiteId::OciBundle
+        | SiteId::PodLog
+        | SiteId::CrioStorage
+        | SiteId::DockerStorage
+        | SiteId::Etcd
+        | SiteId::Other => None,
+    }
+}
 
 /// Surveys every pod dir under `<kubelet_dir>/pods` (a node path) of the root, with the
 /// process's mount table. Pods for which `live(uid)` holds get only their identity, age
@@ -84,7 +97,7 @@ pub fn survey(
     mounts: &[Mount],
     live: &dyn Fn(&str) -> bool,
 ) -> (Vec<PodDir>, Vec<ScanError>) {
-    let node_pods = kubelet_dir.join("pods");
+    let node_pods = kubelet_dir.join(PODS);
     let host = |node: &Path| root.host(node);
     let mut errors = Vec::new();
     let mut err = |p: &Path, e: std::io::Error| {
@@ -132,16 +145,20 @@ pub fn survey(
             pods.push(pod);
             continue;
         }
-        for (plugin, kind) in PLUGINS {
-            for vol in children(root, &rel(&node.join("volumes").join(plugin))) {
-                let path = node.join("volumes").join(plugin).join(&vol);
-                let path = if kind == TargetKind::CsiVolume { path.join("mount") } else { path };
+        for plugin in VOLUME_PLUGINS {
+            let Some(kind) = target_kind(plugin.site) else { continue };
+            for vol in children(root, &rel(&node.join(VOLUMES).join(plugin.dir))) {
+                let path = node.join(VOLUMES).join(plugin.dir).join(&vol);
+                let path = match plugin.data {
+                    Some(data) => path.join(data),
+                    None => path,
+                };
                 pod.targets.extend(target(&host(&path), path, kind, &pod.mounts, &fences));
             }
         }
-        for vol in children(root, &rel(&node.join("volume-subpaths"))) {
-            for ctr in children(root, &rel(&node.join("volume-subpaths").join(&vol))) {
-                let dir = node.join("volume-subpaths").join(&vol).join(&ctr);
+        for vol in children(root, &rel(&node.join(SUBPATHS))) {
+            for ctr in children(root, &rel(&node.join(SUBPATHS).join(&vol))) {
+                let dir = node.join(SUBPATHS).join(&vol).join(&ctr);
                 for index in children(root, &rel(&dir)) {
                     let path = dir.join(index);
                     pod.targets.extend(target(

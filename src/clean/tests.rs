@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::cri::{Container, Live, Pod};
-use crate::finding::{ContainerRef, Encoding, MatchInfo, MatchKind, Material, PodRef, Preview};
+use crate::finding::{ContainerRef, PodRef};
 
 const NOW: i64 = 1_800_000_000;
 const HOUR: i64 = 3600;
@@ -18,42 +18,17 @@ fn finding(
     uid: Option<&str>,
     container: Option<&str>,
 ) -> Finding {
-    Finding {
-        id: String::new(),
-        severity: Severity::High,
-        category,
-        site,
-        path: path.to_owned(),
-        offset: 0,
-        length: 20,
-        count: 1,
-        stale: false,
-        pod: uid.map(|u| PodRef {
-            uid: u.into(),
-            namespace: Some("shop".into()),
-            name: Some("web".into()),
-            live: Some(false),
-        }),
-        container: container.map(|c| ContainerRef {
-            id: Some(c.into()),
-            name: None,
-            live: Some(false),
-        }),
-        images: Vec::new(),
-        within: Default::default(),
-        matched: MatchInfo {
-            kind: MatchKind::Fingerprint,
-            secret: Some("shop/db".into()),
-            key: Some("password".into()),
-            label: Some("current".into()),
-            rule: None,
-            encoding: Encoding::Raw,
-        },
-        preview: Preview::redact(b"xxxxxxxxxxxxxxxx"),
-        note: None,
-        token: None,
-        material: Material::default(),
-    }
+    let mut f = Finding::sample(site, category, path);
+    f.pod = uid.map(|u| PodRef {
+        uid: u.into(),
+        namespace: Some("shop".into()),
+        name: Some("web".into()),
+        live: Some(false),
+    });
+    f.container =
+        container.map(|c| ContainerRef { id: Some(c.into()), name: None, live: Some(false) });
+    f.matched.label = Some("current".into());
+    f
 }
 
 fn id(n: u64) -> Ident {

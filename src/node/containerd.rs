@@ -16,26 +16,6 @@ use crate::bbolt::{Bucket, Db, Error, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
-/// The default containerd root (`root` in `config.toml`).
-pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
-/// The metadata database, relative to the containerd root.
-pub const META_DB: &str = "io.containerd.metadata.v1.bolt/meta.db";
-/// The default containerd state dir (`state` in `config.toml`, a tmpfs).
-pub const DEFAULT_STATE: &str = "/run/containerd";
-/// The runtime v2 task bundles, relative to the state dir: `<namespace>/<id>/config.json`
-/// (`runtime/v2/bundle.go`; a crashed delete leaves `<namespace>/.<id>`).
-pub const TASKS: &str = "io.containerd.runtime.v2.task";
-
-/// The snapshotters whose layers are scanned: the name `meta.db` knows them by, their dir
-/// relative to the containerd root (`metadata.db` and `snapshots/<id>`), and where a
-/// snapshot's files are inside `snapshots/<id>`: overlayfs keeps them in `fs` (the upper
-/// dir of an active one), native in the dir itself, as a full copy
-/// (`snapshots/overlay/overlay.go`, `snapshots/native/native.go`).
-pub const SNAPSHOTTERS: [(&str, &str, &str); 2] = [
-    ("overlayfs", "io.containerd.snapshotter.v1.overlayfs", "fs"),
-    ("native", "io.containerd.snapshotter.v1.native", ""),
-];
-
 /// What a snapshot is (`snapshots/snapshotter.go`, `Kind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SnapshotKind {

@@ -1,7 +1,7 @@
 //! Kubelet's on-disk layout: which pod-dir paths are which site, and how an atomic-writer
 //! volume maps real files to the names a person sees.
 //!
-//! Facts from NODE-LAYOUT.md §1–§2 (kubelet `pkg/kubelet/config/defaults.go`,
+//! Facts in `docs/NODE-LAYOUT.md` (kubelet `pkg/kubelet/config/defaults.go`,
 //! `pkg/volume/util/atomic_writer.go`, `pkg/volume/util/subpath/subpath_linux.go`):
 //! `<kubelet>/pods/<uid>/volumes/<plugin with / escaped as ~>/<vol>/`, CSI data one level
 //! deeper at `<vol>/mount/`, subPath bind targets at `volume-subpaths/<vol>/<ctr>/<idx>`.
@@ -27,6 +27,19 @@ pub struct PodFile {
     pub volume: Option<(PathBuf, PathBuf)>,
 }
 
+/// The pod dirs, relative to kubelet's root dir: `pods/<uid>`.
+pub const PODS: &str = "pods";
+/// A pod's volume dirs, relative to its pod dir: `volumes/<plugin>/<vol>`.
+pub const VOLUMES: &str = "volumes";
+/// A pod's subPath copies, relative to its pod dir: `volume-subpaths/<vol>/<container>/<index>`
+/// (`pkg/volume/util/subpath`).
+pub const SUBPATHS: &str = "volume-subpaths";
+/// kubelet's own records in a pod dir: the `etc-hosts` file, and the `containers` and
+/// `plugins` dirs.
+pub const BOOKKEEPING: [&str; 3] = ["etc-hosts", "containers", "plugins"];
+/// The CSI record of a volume, in its volume dir (`pkg/volume/csi`).
+pub const CSI_VOL_DATA: &str = "vol_data.json";
+
 /// Classifies a path relative to a pod directory.
 pub fn classify(rel: &Path) -> PodFile {
     let c: Vec<&OsStr> = rel
@@ -42,22 +55,42 @@ pub fn classify(rel: &Path) -> PodFile {
         let rest: PathBuf = c[depth..].iter().collect();
         Some((vol, rest))
     };
-    match (s(0), s(1)) {
-        (Some("volumes"), Some("kubernetes.io~secret")) if c.len() > 3 => {
-            PodFile { site: SiteId::KubeletSecretVolume, volume: split(3) }
-        }
-        (Some("volumes"), Some("kubernetes.io~projected")) if c.len() > 3 => {
-            PodFile { site: SiteId::KubeletProjectedVolume, volume: split(3) }
-        }
-        (Some("volumes"), Some("kubernetes.io~csi")) if c.len() > 4 && s(3) == Some("mount") => {
-            PodFile { site: SiteId::KubeletCsiVolume, volume: split(4) }
-        }
-        (Some("volume-subpaths"), _) if c.len() >= 4 => {
-            PodFile { site: SiteId::KubeletSubpath, volume: None }
+    if s(0) == Some(SUBPATHS) && c.len() >= 4 {
+        return PodFile { site: SiteId::KubeletSubpath, volume: None };
+    }
+    let plugin = VOLUME_PLUGINS.iter().find(|p| s(0) == Some(VOLUMES) && s(1) == Some(p.dir));
+    match plugin {
+        Some(p) if p.data.is_none() && c.len() > 3 => PodFile { site: p.site, volume: split(3) },
+        Some(p) if p.data.is_some() && c.len() > 4 && s(3) == p.data => {
+            PodFile { site: p.site, volume: split(4) }
         }
         _ => PodFile { site: SiteId::Other, volume: None },
     }
 }
+
+/// A kubelet volume plugin whose volumes hold Secret data written by the atomic writer.
+#[derive(Debug)]
+pub struct VolumePlugin {
+    /// Its dir under a pod's `volumes/` (the plugin name, `/` escaped as `~`).
+    pub dir: &'static str,
+    /// The site of its volumes' files.
+    pub site: SiteId,
+    /// The dir within a volume dir where the data is (CSI's `mount`), if not the
+    /// volume dir itself.
+    pub data: Option<&'static str>,
+}
+
+/// The volume plugins of Secret data: `secret`, `projected`, and `csi` (the Secrets Store
+/// driver uses the same writer, in the volume's `mount` dir).
+pub const VOLUME_PLUGINS: [VolumePlugin; 3] = [
+    VolumePlugin { dir: "kubernetes.io~secret", site: SiteId::KubeletSecretVolume, data: None },
+    VolumePlugin {
+        dir: "kubernetes.io~projected",
+        site: SiteId::KubeletProjectedVolume,
+        data: None,
+    },
+    VolumePlugin { dir: "kubernetes.io~csi", site: SiteId::KubeletCsiVolume, data: Some("mount") },
+];
 
 /// What an atomic-writer volume dir says about its own contents.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

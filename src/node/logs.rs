@@ -12,9 +12,6 @@
 
 use std::path::{Component, Path};
 
-/// The default pod log dir (kubelet's `podLogsRootDirectory`).
-pub const DEFAULT_DIR: &str = "/var/log/pods";
-
 /// The pod and container a log file belongs to, from its path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogOwner {

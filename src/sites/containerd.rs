@@ -1,0 +1,267 @@
+//! containerd: its metadata database (`meta.db`), the task bundles' OCI specs, and the
+//! overlayfs and native snapshotters' layers. Facts in `docs/NODE-LAYOUT.md`
+//! (containerd); the record formats are read by [`crate::node::containerd`].
+
+use super::{Advice, Discovery, Ownership, Reading, ScopeKind, Site};
+use crate::finding::{Category, ContainerRef, Finding, ScanError, SiteId};
+use crate::node::containerd::{self, MetaDb, Owner, SnapshotKind};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// The default containerd root (`root` in `config.toml`).
+pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
+/// The metadata database, relative to the containerd root.
+pub const META_DB: &str = "io.containerd.metadata.v1.bolt/meta.db";
+/// The default containerd state dir (`state` in `config.toml`, a tmpfs).
+pub const DEFAULT_STATE: &str = "/run/containerd";
+/// The runtime v2 task bundles, relative to the state dir: `<namespace>/<id>/config.json`
+/// (`runtime/v2/bundle.go`; a crashed delete leaves `<namespace>/.<id>`).
+pub const TASKS: &str = "io.containerd.runtime.v2.task";
+
+/// The snapshotters whose layers are scanned: the name `meta.db` knows them by, their dir
+/// relative to the containerd root (`metadata.db` and `snapshots/<id>`), and where a
+/// snapshot's files are inside `snapshots/<id>`: overlayfs keeps them in `fs` (the upper
+/// dir of an active one), native in the dir itself, as a full copy
+/// (`snapshots/overlay/overlay.go`, `snapshots/native/native.go`).
+pub const SNAPSHOTTERS: [(&str, &str, &str); 2] = [
+    ("overlayfs", "io.containerd.snapshotter.v1.overlayfs", "fs"),
+    ("native", "io.containerd.snapshotter.v1.native", ""),
+];
+
+/// The largest database discovery reads whole (`meta.db`, a snapshotter's `metadata.db`),
+/// as the scan's own cap on a whole `meta.db`.
+pub const MAX_DB: u64 = 1 << 30;
+
+/// The largest bundle spec read whole to attribute its matches.
+const MAX_SPEC: u64 = 16 << 20;
+
+/// What an orphaned snapshot dir is.
+const ORPHAN: &str = "a snapshot dir the snapshotter's database does not know (an orphan \
+    left by an interrupted removal)";
+
+/// What a match in a freed page of a database is.
+const FREED_PAGE: &str = "in a freed page of the database: data of a removed container (or \
+    other record) that the database has not overwritten yet";
+
+/// containerd's root and state dirs.
+pub struct Containerd;
+
+impl Site for Containerd {
+    fn ids(&self) -> &'static [SiteId] {
+        &[SiteId::ContainerdSnapshot, SiteId::ContainerdMetadata, SiteId::OciBundle]
+    }
+
+    fn discover(&self, cx: &mut Discovery<'_>) {
+        let root = &cx.layout.containerd_root;
+        match super::resolve(cx.root, root) {
+            Ok(_) => {
+                let kind = ScopeKind::Site(SiteId::ContainerdMetadata);
+                cx.push(&root.join(META_DB), kind, super::Unresolved::UnlessMissing);
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && !cx.layout.containerd_root_explicit => {}
+            Err(e) => cx.errors.push(super::error_at(root, &e)),
+        }
+        bundles(cx, &cx.layout.containerd_state.join(TASKS));
+        snapshots(cx);
+    }
+
+    /// `meta.db` (megabytes) and bundle specs (kilobytes) are read whole and attributed by
+    /// what the file says about itself.
+    fn reading(&self, id: SiteId) -> Reading {
+        match id {
+            SiteId::ContainerdMetadata => Reading::Whole { cap: MAX_DB },
+            SiteId::OciBundle => Reading::Whole { cap: MAX_SPEC },
+            _ => Reading::Stream,
+        }
+    }
+
+    /// In `meta.db` by offset, to the container whose record holds a match, or to a freed
+    /// page (a removed container's data, marked stale); in a bundle's `config.json` to the
+    /// pod and container its CRI annotations name (the container id is the bundle dir's).
+    fn attribute_whole(&self, id: SiteId, data: &[u8], found: &mut [Finding]) -> Vec<String> {
+        let mut errors = Vec::new();
+        match id {
+            SiteId::ContainerdMetadata => match MetaDb::read(data) {
+                Ok((db, errs)) => {
+                    errors.extend(errs.iter().map(|e| format!("containerd metadata: {e}")));
+                    for f in found {
+                        attribute(f, db.owner(f.offset..f.offset + f.length));
+                    }
+                }
+                Err(e) => errors.push(format!(
+                    "containerd metadata: {e}; its matches are not attributed to containers"
+                )),
+            },
+            SiteId::OciBundle => {
+                let owner = containerd::spec_owner(data);
+                for f in found {
+                    if let Some(c) = &mut f.container {
+                        c.name.clone_from(&owner.name);
+                    }
+                    f.pod = owner.pod();
+                }
+            }
+            // Layers are streamed; only the two above are read whole.
+            _ => {}
+        }
+        errors
+    }
+
+    /// A container's env at rest in its spec or the database; a layer as the records say.
+    fn category(
+        &self,
+        id: SiteId,
+        owner: Option<&Ownership>,
+        _on_tmpfs: &mut dyn FnMut() -> bool,
+    ) -> Category {
+        match id {
+            SiteId::ContainerdSnapshot => owner.map_or(Category::Other, |o| o.category),
+            _ => Category::EnvPersisted,
+        }
+    }
+
+    fn container_owned(&self, _id: SiteId) -> bool {
+        true
+    }
+
+    fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
+        super::runtime_advice(f, cx.live)
+    }
+}
+
+/// Sets the owner of a match in `meta.db`.
+fn attribute(f: &mut Finding, owner: Owner<'_>) {
+    let part = match owner {
+        Owner::Container(c) => {
+            f.container =
+                Some(ContainerRef { id: Some(c.id.clone()), name: c.name.clone(), live: None });
+            f.pod = c.pod();
+            format!("container={}/{}", c.namespace, c.id)
+        }
+        Owner::Freed => {
+            f.stale = true;
+            f.note = Some(FREED_PAGE);
+            "freed".to_owned()
+        }
+        Owner::Other => "other".to_owned(),
+    };
+    f.id = Finding::refine_id(&f.id, &part);
+}
+
+/// The `config.json` of every task bundle under `tasks` (`<namespace>/<id>/`), live or
+/// left behind by a crashed delete (`<namespace>/.<id>/`). The bundle's `rootfs` (the
+/// container's mounted filesystem) is not walked.
+fn bundles(cx: &mut Discovery<'_>, tasks: &Path) {
+    let tasks_rel = match super::resolve(cx.root, tasks) {
+        Ok(rel) => rel,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => return cx.errors.push(super::error_at(tasks, &e)),
+    };
+    for ns in super::subdirs(cx.root, &tasks_rel) {
+        for id in super::subdirs(cx.root, &tasks_rel.join(&ns)) {
+            let bundle = tasks_rel.join(&ns).join(&id);
+            let listed = cx.root.list(&bundle).unwrap_or_default();
+            if !listed.iter().any(|(n, k)| n == "config.json" && *k == crate::sys::Kind::File) {
+                continue;
+            }
+            let name = id.to_string_lossy();
+            cx.scopes.push(super::Scope {
+                node_path: tasks.join(&ns).join(&id).join("config.json"),
+                kind: ScopeKind::Owned(Ownership::new(
+                    SiteId::OciBundle,
+                    Category::EnvPersisted,
+                    Some(name.strip_prefix('.').unwrap_or(&name).to_owned()),
+                    None,
+                )),
+                rel: bundle.join("config.json"),
+            });
+        }
+    }
+}
+
+/// The files of every snapshot of the overlayfs and native snapshotters, with what each
+/// is: a snapshot the snapshotter records as active, whose key is a container's snapshot
+/// key in `meta.db`, is that container's writable layer; a committed one is an image layer
+/// (scanned once however many containers share it), named after the images whose chains
+/// hold it; one no record names is an orphan.
+fn snapshots(cx: &mut Discovery<'_>) {
+    let ctrd = cx.layout.containerd_root.clone();
+    let present: Vec<_> = SNAPSHOTTERS
+        .iter()
+        .filter_map(|&(name, dir, files)| {
+            let base = ctrd.join(dir);
+            let rel = super::resolve(cx.root, &base.join("snapshots")).ok()?;
+            Some((name, base, rel, files))
+        })
+        .collect();
+    if present.is_empty() {
+        return;
+    }
+    // Errors of meta.db are its own scope's to report.
+    let meta = read_quietly(cx, &ctrd.join(META_DB))
+        .and_then(|data| MetaDb::read(&data).ok())
+        .map(|(db, _)| db)
+        .unwrap_or_default();
+    let mut owners: HashMap<(&str, &str), (&str, Option<&str>)> = HashMap::new();
+    for c in &meta.containers {
+        if let Some((snapshotter, key)) = &c.snapshot {
+            owners.insert((snapshotter, key), (&c.id, c.pod_uid.as_deref()));
+        }
+    }
+    for (snapshotter, base, rel, files) in present {
+        let db_path = base.join("metadata.db");
+        let mut records = BTreeMap::new();
+        if let Some(data) = cx.read(&db_path, MAX_DB) {
+            match containerd::read_snapshots(&data) {
+                Ok((r, errs)) => {
+                    records = r;
+                    cx.errors.extend(errs.iter().map(|e| bolt_error(&db_path, e)));
+                }
+                Err(e) => cx.errors.push(bolt_error(&db_path, &e)),
+            }
+        }
+        let images = containerd::layer_images(snapshotter, &records, &meta.images);
+        let mut ids: Vec<(u64, std::ffi::OsString)> = super::subdirs(cx.root, &rel)
+            .into_iter()
+            .filter_map(|name| Some((name.to_str()?.parse().ok()?, name)))
+            .collect();
+        ids.sort();
+        for (id, name) in ids {
+            let mut own =
+                Ownership::new(SiteId::ContainerdSnapshot, Category::ContainerLayer, None, None);
+            match records.get(&id) {
+                Some(s) if s.kind == SnapshotKind::Committed => {
+                    own.category = Category::ImageLayer;
+                    own.images = images.get(&id).into_iter().flatten().cloned().collect();
+                }
+                Some(s) => {
+                    if let Some((c, pod)) = owners.get(&(snapshotter, s.key.as_str())) {
+                        own.container = Some(c.to_string());
+                        own.pod_uid = pod.map(str::to_owned);
+                    }
+                }
+                None => own.note = Some(ORPHAN),
+            }
+            // `join("")` would add a trailing slash.
+            let within = |p: PathBuf| if files.is_empty() { p } else { p.join(files) };
+            cx.scopes.push(super::Scope {
+                rel: within(rel.join(&name)),
+                node_path: within(base.join("snapshots").join(&name)),
+                kind: ScopeKind::Owned(own),
+            });
+        }
+    }
+}
+
+/// The bytes of `meta.db` for the snapshots' owners, its errors left to its own scope.
+fn read_quietly(cx: &Discovery<'_>, node: &Path) -> Option<Vec<u8>> {
+    let rel = super::resolve(cx.root, node).ok()?;
+    cx.root.read_file(&rel, cx.layout.cap(MAX_DB)).ok()
+}
+
+/// An error entry for a damaged database at `node_path`.
+fn bolt_error(node_path: &Path, e: &crate::bbolt::Error) -> ScanError {
+    ScanError { path: crate::report::display_path(node_path.as_os_str()), error: e.to_string() }
+}

@@ -1,0 +1,64 @@
+//! CRI-O's containers-storage (`/var/lib/containers/storage`): `overlay/<layer>/diff` is a
+//! container's writable layer when `overlay-containers/containers.json` names the layer
+//! as a container's `layer`, else an image layer; `overlay-containers/<id>/userdata/
+//! config.json` is the OCI spec (with the env) CRI-O keeps on disk. The pod comes from
+//! the record's `metadata` (a JSON string CRI-O writes, with the pod `uid`). Facts in
+//! `docs/NODE-LAYOUT.md` (CRI-O); the records are parsed by
+//! [`crate::node::other_runtimes`].
+
+use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
+use crate::finding::{Category, Finding, SiteId};
+use crate::node::other_runtimes::{crio_layers, MAX_RECORD};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// CRI-O's default graph root.
+pub const CRIO_ROOT: &str = "/var/lib/containers/storage";
+
+/// CRI-O's containers-storage.
+pub struct Crio;
+
+impl Site for Crio {
+    fn ids(&self) -> &'static [SiteId] {
+        &[SiteId::CrioStorage]
+    }
+
+    fn discover(&self, cx: &mut Discovery<'_>) {
+        let graph = Path::new(CRIO_ROOT);
+        let site = SiteId::CrioStorage;
+        let records = graph.join("overlay-containers/containers.json");
+        let owners = cx.parse(&records, MAX_RECORD, crio_layers).unwrap_or_default();
+        let by_container: HashMap<&str, Option<&String>> =
+            owners.values().map(|(id, uid)| (id.as_str(), uid.as_ref())).collect();
+        for name in cx.dirs(&graph.join("overlay")) {
+            let Some(id) = name.to_str().filter(|n| *n != "l") else { continue };
+            let (category, container, pod_uid) = match owners.get(id) {
+                Some((c, uid)) => (Category::ContainerLayer, Some(c.clone()), uid.clone()),
+                None => (Category::ImageLayer, None, None),
+            };
+            let layer = ScopeKind::Owned(Ownership::new(site, category, container, pod_uid));
+            cx.push(&graph.join("overlay").join(&name).join("diff"), layer, Unresolved::Quiet);
+        }
+        for name in cx.dirs(&graph.join("overlay-containers")) {
+            let Some(id) = name.to_str() else { continue };
+            let pod_uid = by_container.get(id).copied().flatten().cloned();
+            let spec = Ownership::new(site, Category::EnvPersisted, Some(id.to_owned()), pod_uid);
+            let config = graph.join("overlay-containers").join(&name).join("userdata/config.json");
+            cx.push(&config, ScopeKind::Owned(spec), Unresolved::Quiet);
+        }
+    }
+
+    /// As the records say: a container's layer or spec, or an image layer.
+    fn category(
+        &self,
+        _id: SiteId,
+        owner: Option<&Ownership>,
+        _on_tmpfs: &mut dyn FnMut() -> bool,
+    ) -> Category {
+        owner.map_or(Category::Other, |o| o.category)
+    }
+
+    fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
+        super::runtime_advice(f, cx.live)
+    }
+}

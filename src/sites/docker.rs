@@ -1,0 +1,74 @@
+//! Docker's data root (`/var/lib/docker`): `overlay2/<id>/diff` is a container's writable
+//! layer when `image/overlay2/layerdb/mounts/<container>/mount-id` names it, else an
+//! image layer; `containers/<id>/config.v2.json` holds the container's `Config` with its
+//! `Env` and `Labels` (the pod from kubelet's `io.kubernetes.pod.uid` label). Facts in
+//! `docs/NODE-LAYOUT.md` (Docker); the records are parsed by
+//! [`crate::node::other_runtimes`].
+
+use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
+use crate::finding::{Category, Finding, SiteId};
+use crate::node::other_runtimes::{docker_pod_uid, MAX_RECORD};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Docker's default data root.
+pub const DOCKER_ROOT: &str = "/var/lib/docker";
+
+/// Largest `mount-id` read (a layer id: 64 hex digits).
+const MAX_MOUNT_ID: u64 = 4096;
+
+/// Docker's data root.
+pub struct Docker;
+
+impl Site for Docker {
+    fn ids(&self) -> &'static [SiteId] {
+        &[SiteId::DockerStorage]
+    }
+
+    fn discover(&self, cx: &mut Discovery<'_>) {
+        let data = Path::new(DOCKER_ROOT);
+        let site = SiteId::DockerStorage;
+        let mut configs: HashMap<String, Option<String>> = HashMap::new();
+        for name in cx.dirs(&data.join("containers")) {
+            let Some(id) = name.to_str() else { continue };
+            let config = data.join("containers").join(&name).join("config.v2.json");
+            let uid = cx.parse(&config, MAX_RECORD, docker_pod_uid);
+            configs.insert(id.to_owned(), uid.clone());
+            let spec = Ownership::new(site, Category::EnvPersisted, Some(id.to_owned()), uid);
+            cx.push(&config, ScopeKind::Owned(spec), Unresolved::Quiet);
+        }
+        // Writable layer id → container.
+        let mounts = data.join("image/overlay2/layerdb/mounts");
+        let mut owners: HashMap<String, String> = HashMap::new();
+        for name in cx.dirs(&mounts) {
+            if let Some(id) = cx.read(&mounts.join(&name).join("mount-id"), MAX_MOUNT_ID) {
+                let id = String::from_utf8_lossy(&id).trim().to_owned();
+                owners.insert(id, name.to_string_lossy().into_owned());
+            }
+        }
+        for name in cx.dirs(&data.join("overlay2")) {
+            let Some(id) = name.to_str().filter(|n| *n != "l") else { continue };
+            let (category, container) = match owners.get(id) {
+                Some(c) => (Category::ContainerLayer, Some(c.clone())),
+                None => (Category::ImageLayer, None),
+            };
+            let pod_uid = container.as_ref().and_then(|c| configs.get(c).cloned().flatten());
+            let layer = ScopeKind::Owned(Ownership::new(site, category, container, pod_uid));
+            cx.push(&data.join("overlay2").join(&name).join("diff"), layer, Unresolved::Quiet);
+        }
+    }
+
+    /// As the records say: a container's layer or config, or an image layer.
+    fn category(
+        &self,
+        _id: SiteId,
+        owner: Option<&Ownership>,
+        _on_tmpfs: &mut dyn FnMut() -> bool,
+    ) -> Category {
+        owner.map_or(Category::Other, |o| o.category)
+    }
+
+    fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
+        super::runtime_advice(f, cx.live)
+    }
+}

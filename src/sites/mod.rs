@@ -1,0 +1,393 @@
+//! One home per site: what kresidue knows of each place on a node where Secret residue is
+//! found. Each family of sites (kubelet's pod dirs, containerd, CRI-O's containers-storage,
+//! Docker, pod logs, etcd, extra paths) is one module implementing [`Site`]: it discovers
+//! its scopes from the [`Layout`] (parsing the runtime's records once), says how its files
+//! are read, attributes what a whole file says about its matches, gives the category of a
+//! place before liveness, and the cleanup advice for what no action removes.
+//!
+//! The scan engine, the severity model and `clean` ask [`site`] for a [`SiteId`]'s family;
+//! that match has no catch-all arm, so a new `SiteId` without a site does not compile, and
+//! [`REGISTRY`] is checked against [`SiteId::ALL`] by a test. Node facts behind the code
+//! are in `docs/NODE-LAYOUT.md`.
+
+pub mod containerd;
+pub mod crio;
+pub mod docker;
+pub mod etcd;
+pub mod extra;
+pub mod kubelet;
+pub mod logs;
+
+use crate::cri::Live;
+use crate::finding::{Category, Finding, ScanError, SiteId};
+use crate::node::kubelet::AtomicVolume;
+use crate::sys::{Kind, RootDir};
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A subtree to walk, and what it is.
+#[derive(Debug)]
+pub struct Scope {
+    /// Where it is, relative to the root, with no symlink in it.
+    pub rel: PathBuf,
+    /// The node path shown in reports for `rel`.
+    pub node_path: PathBuf,
+    /// What kind of subtree.
+    pub kind: ScopeKind,
+}
+
+/// The kinds of subtrees.
+#[derive(Debug)]
+pub enum ScopeKind {
+    /// A kubelet pod dir.
+    Pod {
+        /// The pod UID (directory name).
+        uid: String,
+        /// Atomic-writer volumes of the pod, by volume dir relative to the pod dir.
+        volumes: HashMap<PathBuf, AtomicVolume>,
+    },
+    /// A file or dir whose files all belong to one site (containerd's `meta.db`, an
+    /// extra `--path`).
+    Site(SiteId),
+    /// A layer dir or a container's file, whose owner the runtime's records name.
+    Owned(Ownership),
+}
+
+/// What a layer dir (a snapshot's `fs`, a `diff`) or a container's file (an OCI bundle's
+/// `config.json`, a stored spec) is, from the runtime's records.
+#[derive(Debug)]
+pub struct Ownership {
+    /// The site.
+    pub site: SiteId,
+    /// `container-layer`, `image-layer` or `env-persisted`.
+    pub category: Category,
+    /// The container whose layer or file it is.
+    pub container: Option<String>,
+    /// That container's pod.
+    pub pod_uid: Option<String>,
+    /// Said of an orphan (a dir no snapshot record names).
+    pub note: Option<&'static str>,
+    /// The images an image layer belongs to, as far as the runtime's records tell.
+    pub images: Vec<String>,
+}
+
+impl Ownership {
+    /// A place of `site` and `category` owned by `container` of the pod `pod_uid`.
+    pub fn new(
+        site: SiteId,
+        category: Category,
+        container: Option<String>,
+        pod_uid: Option<String>,
+    ) -> Ownership {
+        Ownership { site, category, container, pod_uid, note: None, images: Vec::new() }
+    }
+}
+
+/// Where to look on the node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Kubelet root dir, a node path (`/var/lib/kubelet`).
+    pub kubelet_dir: PathBuf,
+    /// Whether `kubelet_dir` was given by the user (missing is then an error).
+    pub kubelet_dir_explicit: bool,
+    /// containerd root dir, a node path (`/var/lib/containerd`).
+    pub containerd_root: PathBuf,
+    /// containerd state dir, a node path (`/run/containerd`).
+    pub containerd_state: PathBuf,
+    /// The pod log dir, a node path (`/var/log/pods`).
+    pub pod_logs: PathBuf,
+    /// etcd data dirs and backups given by the user; none means `/var/lib/etcd` when it
+    /// exists.
+    pub etcd: Vec<PathBuf>,
+    /// Whether `containerd_root` was given by the user (missing is then an error).
+    pub containerd_root_explicit: bool,
+    /// Extra node paths scanned as site `other`.
+    pub extra: Vec<PathBuf>,
+    /// `--max-file-size`: no record or database larger than this is read during
+    /// discovery either.
+    pub max_file_size: Option<u64>,
+}
+
+impl Layout {
+    /// The most bytes discovery reads of one file whose own cap is `cap`.
+    pub fn cap(&self, cap: u64) -> u64 {
+        self.max_file_size.map_or(cap, |m| m.min(cap))
+    }
+}
+
+/// How the engine reads a site's files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// Streamed in chunks (holes of a sparse file skipped).
+    Stream,
+    /// Read whole when at most `cap` bytes, searched, then given to
+    /// [`Site::attribute_whole`]; a larger file is streamed, its matches unattributed.
+    Whole {
+        /// The largest file read whole.
+        cap: u64,
+    },
+    /// A CRI log: its content searched (partial lines joined, `.gz` inflated), offsets
+    /// mapped back to the file; a sparse log is streamed raw.
+    LogContent,
+}
+
+/// What `clean` knows when it advises on a finding no action covers.
+#[derive(Clone, Copy, Debug)]
+pub struct Advice<'a> {
+    /// Why the finding's pod dir is not removed, when a pod dir holds it.
+    pub pod_block: Option<&'a str>,
+    /// What the runtime said, when it could be asked.
+    pub live: Option<&'a Live>,
+}
+
+/// A family of sites: what kresidue knows of one kind of place on a node.
+pub trait Site: Sync {
+    /// The report ids of the family's sites.
+    fn ids(&self) -> &'static [SiteId];
+
+    /// Adds the family's scopes that exist on the node.
+    fn discover(&self, cx: &mut Discovery<'_>);
+
+    /// How a file of site `id` is read.
+    fn reading(&self, _id: SiteId) -> Reading {
+        Reading::Stream
+    }
+
+    /// After a file of site `id` read whole ([`Reading::Whole`]) was searched: attributes
+    /// its (not yet aggregated) findings from what `data` says about itself; problems
+    /// are messages for the file's error entry.
+    fn attribute_whole(&self, _id: SiteId, _data: &[u8], _found: &mut [Finding]) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The category of a file's place, before liveness is known: `owner` is what the
+    /// runtime's records say of its layer or container; `on_tmpfs` is asked only where
+    /// the category depends on it.
+    fn category(
+        &self,
+        id: SiteId,
+        owner: Option<&Ownership>,
+        on_tmpfs: &mut dyn FnMut() -> bool,
+    ) -> Category;
+
+    /// The volume a finding of pod `uid` at `path` is in, for sites of a pod's volumes.
+    fn volume<'a>(&self, _id: SiteId, _path: &'a str, _uid: &str) -> Option<&'a str> {
+        None
+    }
+
+    /// Whether residue of site `id` belongs to one container and goes when the runtime
+    /// removes it.
+    fn container_owned(&self, _id: SiteId) -> bool {
+        false
+    }
+
+    /// Why `f` is left by `clean`, and the manual step.
+    fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String);
+}
+
+/// Every family, in discovery order.
+pub const REGISTRY: [&dyn Site; 7] = [
+    &kubelet::Kubelet,
+    &containerd::Containerd,
+    &logs::PodLogs,
+    &crio::Crio,
+    &docker::Docker,
+    &etcd::Etcd,
+    &extra::Extra,
+];
+
+/// The family of `id`. No catch-all arm: a new [`SiteId`] must be given its family.
+pub fn site(id: SiteId) -> &'static dyn Site {
+    match id {
+        SiteId::KubeletSecretVolume
+        | SiteId::KubeletProjectedVolume
+        | SiteId::KubeletCsiVolume
+        | SiteId::KubeletSubpath => &kubelet::Kubelet,
+        SiteId::ContainerdSnapshot | SiteId::ContainerdMetadata | SiteId::OciBundle => {
+            &containerd::Containerd
+        }
+        SiteId::PodLog => &logs::PodLogs,
+        SiteId::CrioStorage => &crio::Crio,
+        SiteId::DockerStorage => &docker::Docker,
+        SiteId::Etcd => &etcd::Etcd,
+        SiteId::Other => &extra::Extra,
+    }
+}
+
+/// What discovery works with: the root, the layout, and what it found.
+pub struct Discovery<'a> {
+    /// The node's root.
+    pub root: &'a RootDir,
+    /// Where to look.
+    pub layout: &'a Layout,
+    /// The scopes found so far.
+    pub scopes: Vec<Scope>,
+    /// Problems met; nothing in discovery is fatal.
+    pub errors: &'a mut Vec<ScanError>,
+}
+
+/// What discovery says of a node path it looks for and cannot resolve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unresolved {
+    /// Nothing: the place is optional and its absence or state is not news (a default
+    /// path, a runtime's record dir).
+    Quiet,
+    /// An error entry, unless it does not exist.
+    UnlessMissing,
+    /// An error entry, whatever the cause (a path the user gave).
+    Always,
+}
+
+impl Discovery<'_> {
+    /// A scope of `kind` for the node path `node` when it resolves; whether it did.
+    /// `unresolved` says what to report otherwise.
+    pub fn push(&mut self, node: &Path, kind: ScopeKind, unresolved: Unresolved) -> bool {
+        match resolve(self.root, node) {
+            Ok(rel) => {
+                self.scopes.push(Scope { rel, node_path: node.to_path_buf(), kind });
+                true
+            }
+            Err(e) => {
+                let report = match unresolved {
+                    Unresolved::Quiet => false,
+                    Unresolved::UnlessMissing => e.kind() != io::ErrorKind::NotFound,
+                    Unresolved::Always => true,
+                };
+                if report {
+                    self.errors.push(error_at(node, &e));
+                }
+                false
+            }
+        }
+    }
+
+    /// The sorted names of the dirs (not symlinks to dirs) at the node path `node`;
+    /// none when it does not exist or cannot be listed.
+    pub fn dirs(&self, node: &Path) -> Vec<std::ffi::OsString> {
+        resolve(self.root, node).map(|rel| subdirs(self.root, &rel)).unwrap_or_default()
+    }
+
+    /// The bytes of a record or database file at the node path `node` (a regular file
+    /// of at most `cap` bytes, and at most `--max-file-size`); none when absent, or with
+    /// an error entry when unreadable.
+    pub fn read(&mut self, node: &Path, cap: u64) -> Option<Vec<u8>> {
+        let rel = resolve(self.root, node).ok()?;
+        let cap = self.layout.cap(cap);
+        self.root.read_file(&rel, cap).map_err(|e| self.errors.push(error_at(node, &e))).ok()
+    }
+
+    /// A record file at the node path `node`, opened as a regular file of at most `cap`
+    /// bytes (and `--max-file-size`) and parsed by `parse` while read; `None` when absent
+    /// or unreadable (an error entry), or not what `parse` takes.
+    pub fn parse<T>(
+        &mut self,
+        node: &Path,
+        cap: u64,
+        parse: fn(&mut dyn std::io::Read) -> Option<T>,
+    ) -> Option<T> {
+        use std::io::Read;
+        let rel = resolve(self.root, node).ok()?;
+        let opened = self.root.open_regular(&rel, self.layout.cap(cap));
+        let (f, size) = opened.map_err(|e| self.errors.push(error_at(node, &e))).ok()?;
+        parse(&mut std::io::BufReader::new(f.take(size)))
+    }
+}
+
+/// Lists every subtree to walk, family by family ([`REGISTRY`]). Problems go to
+/// `errors`; nothing here is fatal.
+pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) -> Vec<Scope> {
+    let mut cx = Discovery { root, layout, scopes: Vec::new(), errors };
+    for family in REGISTRY {
+        family.discover(&mut cx);
+    }
+    cx.scopes
+}
+
+/// The sorted names of the dirs (not symlinks to dirs) in `rel`, relative to the root,
+/// listed through the root's descriptors; none when it cannot be listed.
+pub(crate) fn subdirs(root: &RootDir, rel: &Path) -> Vec<std::ffi::OsString> {
+    let entries = root.list(rel).unwrap_or_default();
+    entries.into_iter().filter(|(_, k)| *k == Kind::Dir).map(|(name, _)| name).collect()
+}
+
+/// Resolves a node path to a path relative to the root with no symlink in it. Symlinks on
+/// the way (e.g. `/var/lib/kubelet → /data/kubelet`) are followed only while they stay
+/// inside the root.
+pub fn resolve(root: &RootDir, node_path: &Path) -> io::Result<PathBuf> {
+    // Name by name through the root's descriptor, never into a FUSE or network mount.
+    root.resolve(node_path)
+}
+
+/// An error entry for a node path. The message is the OS error text only.
+pub fn error_at(node_path: &Path, e: &io::Error) -> ScanError {
+    ScanError {
+        path: crate::report::display_path(node_path.as_os_str()),
+        error: crate::node::io_message(e),
+    }
+}
+
+/// The advice on what no site's rule covers: review it.
+fn by_hand() -> (String, String) {
+    (
+        "kresidue only removes kubelet pod volumes and exited containers".to_owned(),
+        "review and remove by hand".to_owned(),
+    )
+}
+
+/// The advice on residue in a container runtime's storage (containerd, CRI-O, Docker):
+/// images are never removed; a container's residue goes with the container.
+fn runtime_advice(f: &Finding, live: Option<&Live>) -> (String, String) {
+    let s = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+    if f.category == Category::ImageLayer {
+        return s(
+            "images are never removed by kresidue",
+            "rebuild the image without the secret, rotate it, then remove the image (crictl rmi)",
+        );
+    }
+    let id = f.container.as_ref().and_then(|c| c.id.as_deref());
+    let state = id.and_then(|id| live?.containers.get(id)).map(|c| c.state);
+    match (id, state) {
+        (Some(id), Some("exited")) => (
+            "the container has exited".to_owned(),
+            format!("remove it: crictl rm {id} (or kresidue clean --remove-exited-containers)"),
+        ),
+        (Some(_), Some(_)) => {
+            s("the container is live", "move the secret into a Secret volume and restart the pod")
+        }
+        (Some(_), None) if live.is_some() => s(
+            "the runtime no longer knows the container",
+            "the runtime's garbage collection removes what no container references; if it stays, remove it with the runtime's tools (ctr)",
+        ),
+        _ if f.site == SiteId::ContainerdMetadata => s(
+            "the runtime's metadata database is never edited by kresidue",
+            "remove the containers it names through the runtime; freed pages are overwritten as the database grows",
+        ),
+        _ => s(
+            "runtime storage is only removed through the runtime",
+            "remove the owning container through the runtime (crictl rm), if it is not needed",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `SiteId` is in `SiteId::ALL` once, belongs to exactly one family of the
+    /// registry, and that family is the one [`site`] names.
+    #[test]
+    fn every_site_id_has_one_family() {
+        let all = SiteId::ALL;
+        for (i, id) in all.iter().enumerate() {
+            assert!(!all[i + 1..].contains(id), "{id:?} twice in SiteId::ALL");
+            let owners: Vec<_> = REGISTRY.iter().filter(|f| f.ids().contains(id)).collect();
+            assert_eq!(owners.len(), 1, "{id:?} in {} families", owners.len());
+            assert!(std::ptr::addr_eq(*owners[0], site(*id)), "{id:?}: site() names another");
+        }
+        // Every id a family claims is in ALL (the enum's count, through the match in
+        // `site`, which names every variant).
+        let claimed: usize = REGISTRY.iter().map(|f| f.ids().len()).sum();
+        assert_eq!(claimed, all.len());
+    }
+}
