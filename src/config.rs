@@ -1,14 +1,13 @@
 //! Validated settings: turns raw command-line arguments into what a run needs, failing
-//! fast (exit 2) before any file under the root is read.
+//! fast (exit 2) before any file under the root is read. Pure data: nothing here starts
+//! a thread, reads a fingerprint file or compiles a rule (those are steps of the run, in
+//! [`crate::app`]).
 
 use crate::cli::{CriArgs, FailOn, ReportFormatArg, SearchArgs};
 use crate::cri;
 use crate::finding::Severity;
-use crate::fingerprint::{self, BuildStats, FingerprintSet};
-use crate::kubectl;
 use crate::report::Format;
-use crate::rules::Rules;
-use crate::scan::{ScanSettings, Walking, DEFAULT_CHUNK};
+use crate::scan::DEFAULT_CHUNK;
 use crate::sites::kubelet::DEFAULT_KUBELET_DIR;
 use crate::sites::{containerd, logs, Layout};
 use crate::sys::RootDir;
@@ -18,22 +17,29 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Everything `scan` needs, checked.
+/// Everything `scan` and `clean` need, checked.
 pub struct ScanConfig {
-    /// The walk started when the arguments were read (see [`ScanConfig::walking`]).
-    pub early: Option<EarlyWalk>,
     /// The opened root.
     pub root: RootDir,
     /// The root as given.
     pub root_arg: PathBuf,
-    /// Walk and read settings.
-    pub settings: ScanSettings,
-    /// The fingerprint sets to search for.
-    pub sets: Vec<FingerprintSet>,
-    /// What `--secrets` left out.
-    pub secrets_stats: Option<BuildStats>,
-    /// The built-in rules, compiled (none with `--no-rules`).
-    pub rules: Rules,
+    /// Where to look on the node (kubelet's dir may still be learned from the runtime
+    /// when not given: see [`Layout::kubelet_dir_explicit`]).
+    pub layout: Layout,
+    /// Worker threads.
+    pub threads: usize,
+    /// New bytes per read buffer.
+    pub chunk: usize,
+    /// `--max-file-size`.
+    pub max_file_size: Option<u64>,
+    /// `--fingerprints`: the fingerprint files to search for.
+    pub fingerprints: Vec<PathBuf>,
+    /// `--secrets`: kubectl JSON (a file, or `-` for stdin) to fingerprint in memory.
+    pub secrets: Option<PathBuf>,
+    /// `--label`: the label of the values read with `--secrets`.
+    pub label: String,
+    /// Whether the built-in rules run (not with `--no-rules`).
+    pub rules: bool,
     /// The run lock file (`None`: a run as another user than root with no
     /// `$XDG_RUNTIME_DIR` and none named has none).
     pub lock: Option<PathBuf>,
@@ -53,34 +59,27 @@ pub struct ScanConfig {
     pub cri: cri::Choice,
     /// The timeout of each CRI call.
     pub cri_timeout: Duration,
-    /// Whether a runtime that cannot be asked fails the scan.
+    /// Whether a runtime that cannot be asked fails the run.
     pub require_cri: bool,
     /// Whether CSI volumes other than the Secrets Store driver's are read.
     pub read_csi_volumes: bool,
 }
 
-/// A walk started early, for the layout it was given.
-#[derive(Debug)]
-pub struct EarlyWalk {
-    layout: Layout,
-    walking: Walking,
+/// What a subcommand asks of its search beyond the [`SearchArgs`] it shares.
+#[derive(Clone, Copy, Debug)]
+pub struct Needs {
+    /// The report format, whole (see [`format()`]).
+    pub format: Format,
+    /// kubelet's dir is `--kubelet-dir` or the default, never learned from the runtime
+    /// (`clean`: a missing one is then an error).
+    pub fixed_kubelet_dir: bool,
+    /// The runtime must answer, as with `--require-cri` (`clean --apply`).
+    pub require_cri: bool,
 }
 
 impl ScanConfig {
-    /// The walk of the node: the early one when it started for the layout now in force
-    /// (the runtime may have named another kubelet dir; `clean` asks for the one it
-    /// names), else one started now.
-    pub fn walking(&mut self) -> Walking {
-        match self.early.take() {
-            Some(e) if e.layout == self.settings.layout => return e.walking,
-            Some(e) => e.walking.cancel(),
-            None => {}
-        }
-        Walking::start_with(self.root.clone(), self.settings.layout.clone(), self.read_csi_volumes)
-    }
-
-    /// Validates `args`: opens the root, reads fingerprint files and kubectl JSON.
-    pub fn from_args(args: &SearchArgs) -> Result<ScanConfig> {
+    /// Validates `args`: opens the root and checks every option; reads no other file.
+    pub fn from_args(args: &SearchArgs, needs: Needs) -> Result<ScanConfig> {
         let root =
             RootDir::open(&args.root).with_context(|| format!("root {}", args.root.display()))?;
         if !root.path().is_dir() {
@@ -108,103 +107,68 @@ impl ScanConfig {
                 None => None,
             };
         let (cri, cri_timeout) = cri_choice(&args.cri, args.no_cri, &root)?;
-        let kubelet_dir_explicit = args.kubelet_dir.is_some();
-        let kubelet_dir =
-            node_path(args.kubelet_dir.as_deref().unwrap_or(Path::new(DEFAULT_KUBELET_DIR)));
-        let containerd_root_explicit = args.containerd_root.is_some();
-        let containerd_root = node_path(
-            args.containerd_root.as_deref().unwrap_or(Path::new(containerd::DEFAULT_ROOT)),
-        );
-        let containerd_state = node_path(
-            args.containerd_state.as_deref().unwrap_or(Path::new(containerd::DEFAULT_STATE)),
-        );
-        let layout = Layout {
-            kubelet_dir,
-            kubelet_dir_explicit,
-            containerd_state,
-            containerd_root,
-            etcd: args.etcd.iter().map(|p| node_path(p)).collect(),
-            pod_logs: node_path(
-                args.pod_log_dir.as_deref().unwrap_or(Path::new(logs::DEFAULT_DIR)),
-            ),
-            containerd_root_explicit,
-            extra: args.paths.iter().map(|p| node_path(p)).collect(),
-            max_file_size,
-        };
-        // The node's scopes (pod dirs, volumes, the runtime's records) are found and
-        // walked on a thread of their own while the fingerprints load and the matcher is
-        // built: the readers then start with files listed. Not under --nice: every thread
-        // must start after the priority is lowered.
-        // The walk keeps directory descriptors open for files waiting to be read.
-        crate::sys::raise_open_files_limit();
-        let early = match args.nice {
-            false => Some(EarlyWalk {
-                layout: layout.clone(),
-                walking: Walking::start_with(root.clone(), layout.clone(), args.read_csi_volumes),
-            }),
-            true => None,
-        };
-        // The rules compile (tens of milliseconds) on another thread while the fingerprint
-        // files load.
-        let (mut sets, rules) = std::thread::scope(|s| -> Result<_> {
-            let rules = (!args.no_rules).then(|| s.spawn(|| Rules::builtin(crate::unix_now())));
-            let mut sets = Vec::new();
-            for f in &args.fingerprints {
-                sets.push(
-                    FingerprintSet::from_file(f, threads)
-                        .with_context(|| format!("fingerprint file {}", f.display()))?,
-                );
-            }
-            let rules = match rules {
-                Some(build) => {
-                    build.join().map_err(|_| anyhow::anyhow!("the rules did not compile"))?
-                }
-                None => Rules::none(),
-            };
-            Ok((sets, rules))
-        })?;
-        let mut secrets_stats = None;
-        if let Some(src) = &args.secrets {
-            let parsed = kubectl::parse(&read_input(src)?)
-                .with_context(|| format!("--secrets {}", src.display()))?;
-            let (set, stats) =
-                FingerprintSet::build(&parsed.values, &args.label, fingerprint::random_salt()?);
-            sets.push(set);
-            secrets_stats = Some(stats);
-        }
-        if sets.is_empty() && args.no_rules {
+        let layout = layout(args, needs.fixed_kubelet_dir, max_file_size);
+        // Each fingerprint file and --secrets make one set: none of either leaves nothing
+        // to search for without the rules.
+        if args.fingerprints.is_empty() && args.secrets.is_none() && args.no_rules {
             bail!("nothing to look for: --no-rules without --fingerprints FILE or --secrets FILE");
         }
         Ok(ScanConfig {
-            early,
             cri,
             cri_timeout,
-            require_cri: args.require_cri,
+            require_cri: args.require_cri || needs.require_cri,
             read_csi_volumes: args.read_csi_volumes,
             root,
             root_arg: args.root.clone(),
-            settings: ScanSettings { layout, threads, chunk, max_file_size, deadline: None },
+            layout,
+            threads,
+            chunk,
+            max_file_size,
+            fingerprints: args.fingerprints.clone(),
+            secrets: args.secrets.clone(),
+            label: args.label.clone(),
+            rules: !args.no_rules,
             timeout,
             nice: args.nice,
             verbose: args.verbose,
             quiet: args.quiet,
-            sets,
-            secrets_stats,
-            rules,
             lock: args.lock.clone().or_else(default_lock),
-            format: match args.format {
-                ReportFormatArg::Table => Format::Table,
-                ReportFormatArg::Json => Format::Json,
-                ReportFormatArg::Sarif => Format::Sarif,
-                // `--secret-series` and `--fail-on` are scan's: set by the caller.
-                ReportFormatArg::Prometheus => Format::Prometheus { secret_series: 0 },
-                ReportFormatArg::Npd => Format::Npd { fail_on: None },
-            },
+            format: needs.format,
             output: args.output.clone().map(|path| crate::report::Output {
                 path,
                 follow_symlink: args.follow_output_symlink,
             }),
         })
+    }
+}
+
+/// Where to look on the node: the given node paths, else the defaults.
+fn layout(args: &SearchArgs, fixed_kubelet_dir: bool, max_file_size: Option<u64>) -> Layout {
+    let or = |given: &Option<PathBuf>, default: &str| {
+        node_path(given.as_deref().unwrap_or(Path::new(default)))
+    };
+    Layout {
+        kubelet_dir: or(&args.kubelet_dir, DEFAULT_KUBELET_DIR),
+        kubelet_dir_explicit: args.kubelet_dir.is_some() || fixed_kubelet_dir,
+        containerd_state: or(&args.containerd_state, containerd::DEFAULT_STATE),
+        containerd_root: or(&args.containerd_root, containerd::DEFAULT_ROOT),
+        etcd: args.etcd.iter().map(|p| node_path(p)).collect(),
+        pod_logs: or(&args.pod_log_dir, logs::DEFAULT_DIR),
+        containerd_root_explicit: args.containerd_root.is_some(),
+        extra: args.paths.iter().map(|p| node_path(p)).collect(),
+        max_file_size,
+    }
+}
+
+/// The report format of `--format`, with what `scan`'s `--fail-on` (the findings an
+/// `npd` line counts) and `--secret-series` (Prometheus) add.
+pub fn format(arg: ReportFormatArg, fail_on: Option<Severity>, secret_series: usize) -> Format {
+    match arg {
+        ReportFormatArg::Table => Format::Table,
+        ReportFormatArg::Json => Format::Json,
+        ReportFormatArg::Sarif => Format::Sarif,
+        ReportFormatArg::Prometheus => Format::Prometheus { secret_series },
+        ReportFormatArg::Npd => Format::Npd { fail_on },
     }
 }
 

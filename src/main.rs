@@ -23,11 +23,6 @@ fn main() -> ExitCode {
     if let Err(e) = kresidue::sys::catch_stop_signals() {
         return usage_error(&format!("cannot catch SIGINT/SIGTERM: {e}"));
     }
-    let quiet = match &cli.command {
-        kresidue::cli::Command::Scan(a) => a.search.quiet,
-        kresidue::cli::Command::Clean(a) => a.search.quiet,
-        _ => false,
-    };
     let every = match &cli.command {
         kresidue::cli::Command::Scan(a) => a.every.as_deref(),
         _ => None,
@@ -39,7 +34,7 @@ fn main() -> ExitCode {
     };
     let mut first = true;
     loop {
-        let code = run_once(cli.clone(), quiet);
+        let code = run_once(cli.clone());
         // A first failure is the configuration's: stop. Later ones are the node's moment.
         let Some(every) = every.filter(|_| !(first && code == ExitCode::from(2))) else {
             return code;
@@ -138,10 +133,10 @@ fn println_npd(msg: &str) {
     let _ = out.flush();
 }
 
-/// Runs the command once: prints its notes (unless quiet) or its error (one line); the
-/// exit code.
+/// Runs the command once: prints its notes (the printer left none with `--quiet`) or its
+/// error (one line); the exit code.
 #[allow(clippy::print_stderr)] // the one place errors and notes reach the terminal
-fn run_once(cli: kresidue::cli::Cli, quiet: bool) -> ExitCode {
+fn run_once(cli: kresidue::cli::Cli) -> ExitCode {
     // node-problem-detector reads stdout only: a scan that cannot be done says why there
     // too, in its one line.
     let npd = matches!(&cli.command, kresidue::cli::Command::Scan(a)
@@ -152,10 +147,8 @@ fn run_once(cli: kresidue::cli::Cli, quiet: bool) -> ExitCode {
         kresidue::run(cli, &mut out).and_then(|o| out.flush().map(|()| o).map_err(Into::into));
     match result {
         Ok(outcome) => {
-            if !quiet {
-                for n in &outcome.notes {
-                    eprintln!("kresidue: {n}");
-                }
+            for n in &outcome.notes {
+                eprintln!("kresidue: {n}");
             }
             ExitCode::from(outcome.status.code() as u8)
         }

@@ -1,7 +1,8 @@
 //! The progress of a scan on a terminal: a spinner on stderr with the elapsed time, the
 //! files and bytes read so far and the site being read, redrawn ten times a second and
 //! cleared when the scan ends. Shown only when stderr is a terminal and the report does
-//! not go to a pipe, never with `--quiet` (see `lib::run_scan`).
+//! not go to a pipe, never with `--quiet` (the printer decides:
+//! [`crate::app::printer::Printer::with_progress`]).
 
 use crate::finding::SiteId;
 use crate::report::human_size;

@@ -1,10 +1,18 @@
 //! `kresidue pods`: what the container runtime reports, as a table or JSON.
 
 use super::terminal_safe;
-use crate::cli::FormatArg;
 use crate::cri::Live;
 use serde_json::json;
 use std::io::{self, Write};
+
+/// How `kresidue pods` prints what the runtime reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodsFormat {
+    /// One row per sandbox and container, for a person.
+    Table,
+    /// `kresidue/pods/v1`.
+    Json,
+}
 
 /// Writes every sandbox (by pod) with its containers, then containers of no listed
 /// sandbox.
@@ -12,7 +20,7 @@ pub fn write(
     live: &Live,
     endpoint: &str,
     runtime: &str,
-    format: FormatArg,
+    format: PodsFormat,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let sandboxes = live.pods.values().flatten();
@@ -24,7 +32,7 @@ pub fn write(
     let ids: std::collections::HashSet<&str> = sandboxes.clone().map(|p| p.id.as_str()).collect();
     let orphans = containers.iter().filter(|c| !ids.contains(c.sandbox.as_str()));
     match format {
-        FormatArg::Json => {
+        PodsFormat::Json => {
             let container = |c: &crate::cri::Container| {
                 json!({"id": c.id, "name": c.name, "state": c.state, "live": c.live(),
                        "sandbox": c.sandbox})
@@ -42,7 +50,7 @@ pub fn write(
             serde_json::to_writer_pretty(&mut *out, &doc)?;
             writeln!(out)
         }
-        FormatArg::Table => {
+        PodsFormat::Table => {
             writeln!(out, "{}", terminal_safe(&format!("runtime: {runtime} at {endpoint}")))?;
             let mut rows =
                 vec![["POD", "UID", "SANDBOX/CONTAINER", "STATE", "ID"].map(String::from)];

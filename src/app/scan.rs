@@ -1,0 +1,395 @@
+//! `kresidue scan`: the node searched, the runtime asked, the report written; and the
+//! search itself, which `clean` plans from (`Searching`, `search`).
+
+use super::printer::{Printer, TRACE, VERBOSE};
+use super::{node_name, skip_note, take_lock, unix_now, Interrupted, Outcome};
+use crate::cli::{ReportFormatArg, ScanArgs};
+use crate::config::{self, Needs, ScanConfig};
+use crate::finding::{CriInfo, CriStatus, Report, ScanError, Summary};
+use crate::fingerprint::{self, BuildStats, FingerprintSet};
+use crate::matcher::Matcher;
+use crate::rules::Rules;
+use crate::scan::{ScanResult, ScanSettings, Searchers, Walking};
+use crate::sites::Layout;
+use crate::{cri, kubectl, node, report, scan, sys};
+use anyhow::{bail, Context, Result};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Scans the node and writes the report; the exit status says what it found.
+pub fn run(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
+    let started = Instant::now();
+    let fail_on = config::fail_on(args.fail_on);
+    // A usage error: said before the fingerprints load.
+    if args.search.format == ReportFormatArg::Npd && fail_on.is_none() {
+        bail!("--format npd reports findings at or above --fail-on: give a severity, not never");
+    }
+    let format = config::format(args.search.format, fail_on, args.secret_series);
+    let needs = Needs { format, fixed_kubelet_dir: false, require_cri: false };
+    let cfg = ScanConfig::from_args(&args.search, needs)?;
+    let mut searching = Searching::start(&cfg)?;
+    let baseline = match &args.baseline {
+        Some(path) => config::read_baseline(path)?,
+        None => Default::default(),
+    };
+    let _lock = take_lock(&cfg.lock, false)?;
+    let mut printer = Printer::new(cfg.quiet, cfg.verbose, cfg.output.is_some());
+    let secrets_stats = searching.secrets_stats.take();
+    let Scanned { mut result, cri, .. } = search(&cfg, searching, &mut printer, false)?;
+    let before = result.findings.len();
+    result.findings.retain(|f| !baseline.contains(&f.id));
+    let baselined = (before - result.findings.len()) as u64;
+    let report = report_of(&cfg, result, cri, baselined, started);
+    match &cfg.output {
+        Some(path) => report::write_atomic(path, |w| report::write(&report, cfg.format, w))?,
+        None => report::write(&report, cfg.format, stdout)?,
+    }
+    let eacces = std::io::Error::from_raw_os_error(nix::errno::Errno::EACCES as i32);
+    let eacces = node::io_message(&eacces);
+    let denied = report.errors.iter().filter(|e| e.error == eacces).count();
+    if !sys::is_root() && denied > 0 {
+        printer.note(format!(
+            "not running as root: {denied} paths could not be read (permission denied: see the report's errors); run with sudo for a whole scan"
+        ));
+    }
+    if let Some(stats) = &secrets_stats {
+        printer.notes(skip_note(stats));
+    }
+    let status = match cfg.format {
+        // node-problem-detector's "unknown": a scan cut short that found nothing to count.
+        report::Format::Npd { fail_on } if report::npd::unknown(&report, fail_on) => {
+            crate::finding::ExitStatus::Error
+        }
+        _ => report.exit_status(fail_on),
+    };
+    Ok(Outcome { status, notes: printer.finish() })
+}
+
+/// The report of a scan that started at `started`, `baselined` findings left out.
+fn report_of(
+    cfg: &ScanConfig,
+    result: ScanResult,
+    cri: CriInfo,
+    baselined: u64,
+    started: Instant,
+) -> Report {
+    Report {
+        schema: Report::SCHEMA,
+        root: report::display_path(cfg.root_arg.as_os_str()),
+        node: node_name(&cfg.root),
+        cri,
+        summary: Summary {
+            files: result.files,
+            bytes: result.bytes,
+            findings: result.findings.len() as u64,
+            sites: result.findings.iter().fold(Default::default(), |mut m, f| {
+                *m.entry(f.site).or_default() += 1;
+                m
+            }),
+            baselined,
+            duration_ms: started.elapsed().as_millis() as u64,
+            incomplete: result.incomplete,
+            unread_mounts: result.unread_mounts.len() as u64,
+        },
+        findings: result.findings,
+        errors: result.errors,
+        unread_mounts: result.unread_mounts,
+    }
+}
+
+/// What a search searches with, made as the run's first steps: the node's walk started,
+/// the fingerprints loaded, the rules compiled.
+pub(crate) struct Searching {
+    early: Option<EarlyWalk>,
+    sets: Vec<FingerprintSet>,
+    /// What `--secrets` left out.
+    pub(crate) secrets_stats: Option<BuildStats>,
+    rules: Rules,
+}
+
+/// A walk started early, for the layout it was given.
+struct EarlyWalk {
+    layout: Layout,
+    walking: Walking,
+}
+
+impl Searching {
+    /// Starts the walk of the node and loads what to search for.
+    pub(crate) fn start(cfg: &ScanConfig) -> Result<Searching> {
+        // The node's scopes (pod dirs, volumes, the runtime's records) are found and
+        // walked on a thread of their own while the fingerprints load and the matcher is
+        // built: the readers then start with files listed. Not under --nice: every thread
+        // must start after the priority is lowered.
+        // The walk keeps directory descriptors open for files waiting to be read.
+        sys::raise_open_files_limit();
+        let early = (!cfg.nice).then(|| EarlyWalk {
+            layout: cfg.layout.clone(),
+            walking: Walking::start_with(
+                cfg.root.clone(),
+                cfg.layout.clone(),
+                cfg.read_csi_volumes,
+            ),
+        });
+        // The rules compile (tens of milliseconds) on another thread while the fingerprint
+        // files load.
+        let (mut sets, rules) = std::thread::scope(|s| -> Result<_> {
+            let rules = cfg.rules.then(|| s.spawn(|| Rules::builtin(unix_now())));
+            let mut sets = Vec::new();
+            for f in &cfg.fingerprints {
+                sets.push(
+                    FingerprintSet::from_file(f, cfg.threads)
+                        .with_context(|| format!("fingerprint file {}", f.display()))?,
+                );
+            }
+            let rules = match rules {
+                Some(build) => {
+                    build.join().map_err(|_| anyhow::anyhow!("the rules did not compile"))?
+                }
+                None => Rules::none(),
+            };
+            Ok((sets, rules))
+        })?;
+        let mut secrets_stats = None;
+        if let Some(src) = &cfg.secrets {
+            let parsed = kubectl::parse(&config::read_input(src)?)
+                .with_context(|| format!("--secrets {}", src.display()))?;
+            let (set, stats) =
+                FingerprintSet::build(&parsed.values, &cfg.label, fingerprint::random_salt()?);
+            sets.push(set);
+            secrets_stats = Some(stats);
+        }
+        Ok(Searching { early, sets, secrets_stats, rules })
+    }
+}
+
+/// The walk of the node: the early one when it started for `layout` (the runtime may
+/// have named another kubelet dir), else one started now.
+fn walking(early: Option<EarlyWalk>, cfg: &ScanConfig, layout: &Layout) -> Walking {
+    match early {
+        Some(e) if e.layout == *layout => return e.walking,
+        Some(e) => e.walking.cancel(),
+        None => {}
+    }
+    Walking::start_with(cfg.root.clone(), layout.clone(), cfg.read_csi_volumes)
+}
+
+/// A runtime that answered, and its answer.
+pub(crate) type Asked = Option<(cri::Client, cri::Live)>;
+
+/// A search with the runtime asked.
+pub(crate) struct Scanned {
+    /// What the scan found, judged by what lives.
+    pub(crate) result: ScanResult,
+    /// The report's `cri` block.
+    pub(crate) cri: CriInfo,
+    /// The runtime, when it answered.
+    pub(crate) asked: Asked,
+    /// kubelet's dir as the runtime's running containers mount their volumes from, when
+    /// it was learned.
+    pub(crate) kubelet_dir_seen: Option<PathBuf>,
+}
+
+/// The search of `cfg`, with the runtime asked: connected (and the version asked) before
+/// the scan, so that `--require-cri` fails fast, and the pods listed after it, so that a
+/// pod started meanwhile counts as live. kubelet's root dir, when not given, is learned
+/// from where the runtime's containers mount volumes from.
+/// `learn_kubelet_dir`: ask where containers mount from even when kubelet's dir is given
+/// (for `clean` to compare).
+pub(crate) fn search(
+    cfg: &ScanConfig,
+    searching: Searching,
+    printer: &mut Printer,
+    learn_kubelet_dir: bool,
+) -> Result<Scanned> {
+    let Searching { early, sets, rules, .. } = searching;
+    if cfg.nice {
+        lower_priority(printer);
+    }
+    let mut connected = match cri::connect(&cfg.cri, cfg.cri_timeout) {
+        Err(u) if cfg.require_cri => bail!("{u}"),
+        other => other,
+    };
+    let mut layout = cfg.layout.clone();
+    let kubelet_dir_seen = learn(&mut connected, &mut layout, learn_kubelet_dir, printer);
+    let matcher = Matcher::new(sets);
+    printer.detail(TRACE, || [searching_line(&matcher, &rules, cfg)]);
+    let searchers = Searchers { matcher: &matcher, rules: &rules };
+    let walking = walking(early, cfg, &layout);
+    let settings = ScanSettings {
+        layout,
+        threads: cfg.threads,
+        chunk: cfg.chunk,
+        max_file_size: cfg.max_file_size,
+        deadline: cfg.timeout.map(|t| Instant::now() + t),
+    };
+    let mut result = printer.with_progress(|p| scan::scan(&settings, walking, &searchers, p))?;
+    Interrupted::check()?;
+    if result.incomplete {
+        result.errors.push(ScanError {
+            path: report::display_path(cfg.root_arg.as_os_str()),
+            error: format!(
+                "the scan stopped at --timeout {}: files not read by then are not in this report",
+                humantime::format_duration(cfg.timeout.unwrap_or_default())
+            ),
+        });
+        result.errors.sort();
+    }
+    tell_scan(&result, printer);
+    let (cri, asked) = ask(connected, &mut result, cfg.require_cri, printer)?;
+    Ok(Scanned { result, cri, asked, kubelet_dir_seen })
+}
+
+/// Lowers the run's CPU and I/O priority (`--nice`), before any thread of the scan starts:
+/// they inherit it.
+fn lower_priority(printer: &mut Printer) {
+    match sys::be_nice() {
+        Ok((nice, class)) => printer.detail(VERBOSE, || {
+            let class = if class == 3 { "idle".to_owned() } else { format!("class {class}") };
+            [format!("priority: nice {nice}, I/O {class}")]
+        }),
+        Err(e) => printer.scan_note(format!("--nice: {e}")),
+    }
+}
+
+/// kubelet's dir as the runtime's containers mount volumes from, asked when `layout`
+/// leaves it to be learned or `always` (for `clean` to compare); `layout` takes it when
+/// it was not given.
+fn learn(
+    connected: &mut Result<Option<cri::Client>, cri::Unreachable>,
+    layout: &mut Layout,
+    always: bool,
+    printer: &mut Printer,
+) -> Option<PathBuf> {
+    let mut seen = None;
+    match connected {
+        Ok(Some(client)) => {
+            let explicit = layout.kubelet_dir_explicit;
+            if !explicit || always {
+                seen = cri::kubelet_dir(client).ok().flatten();
+            }
+            if let (false, Some(dir)) = (explicit, &seen) {
+                layout.kubelet_dir = dir.clone();
+            }
+            printer.detail(TRACE, || client.take_trace().into_iter().map(cri_note));
+        }
+        Err(u) => printer.detail(TRACE, || std::mem::take(&mut u.trace).into_iter().map(cri_note)),
+        Ok(None) => {}
+    }
+    seen
+}
+
+/// A line of the runtime's calls (`-vv`).
+fn cri_note(call: String) -> String {
+    format!("cri: {call}")
+}
+
+/// What is searched for and how (`-vv`).
+fn searching_line(matcher: &Matcher, rules: &Rules, cfg: &ScanConfig) -> String {
+    let m = matcher.stats();
+    format!(
+        "searching for {} values ({} encoded forms, {} windows, {} fingerprint sets, \
+         prefilter {}, {} sampler) and {} rules (key search: {}{}), with {} threads \
+         reading {} at a time",
+        m.values,
+        m.forms,
+        m.windows,
+        m.sets,
+        report::human_size(m.filter_bytes as u64),
+        m.kernel,
+        rules.specs().count(),
+        rules.key_search(),
+        if rules.key_scan().is_some() && matcher.reads_every_block() {
+            ", in the fingerprint pass"
+        } else {
+            ""
+        },
+        cfg.threads,
+        report::human_size(cfg.chunk as u64),
+    )
+}
+
+/// What the scan walked (`-vv`) and read a site (`-v`).
+fn tell_scan(result: &ScanResult, printer: &mut Printer) {
+    printer.detail(TRACE, || {
+        let mut lines = vec![format!("{} scopes to walk:", result.scopes.len())];
+        lines.extend(result.scopes.iter().map(|s| format!("  scope {}", report::terminal_safe(s))));
+        if !result.skipped.is_empty() {
+            let kinds: Vec<String> =
+                result.skipped.iter().map(|(kind, n)| format!("{kind}: {n}")).collect();
+            lines.push(format!("not read, not regular files: {}", kinds.join(", ")));
+        }
+        lines
+    });
+    printer.detail(VERBOSE, || {
+        result.sites.iter().map(|(site, s)| {
+            format!(
+                "site {}: {} files, {}, {} ms",
+                site.as_str(),
+                s.files,
+                report::human_size(s.bytes),
+                s.busy.as_millis()
+            )
+        })
+    });
+}
+
+/// Asks the runtime what runs now and rates the findings by it; the report's `cri` block,
+/// and the client with its answer. A runtime that cannot be asked leaves liveness unknown
+/// and says why in `errors` (or fails the scan with `--require-cri`); with `-vv`, the
+/// calls it made.
+fn ask(
+    connected: Result<Option<cri::Client>, cri::Unreachable>,
+    result: &mut ScanResult,
+    require: bool,
+    printer: &mut Printer,
+) -> Result<(CriInfo, Asked)> {
+    let asked = connected.and_then(|client| match client {
+        None => Ok(None),
+        Some(mut client) => client.live().map(|live| Some((client, live))),
+    });
+    let (info, mut asked, calls) = match asked {
+        Ok(None) => {
+            (CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None }, None, vec![])
+        }
+        Ok(Some((client, live))) => {
+            crate::severity::judge(&mut result.findings, &live);
+            let info = CriInfo {
+                status: CriStatus::Ok,
+                endpoint: Some(client.endpoint().to_string()),
+                runtime: Some(client.runtime().to_owned()),
+            };
+            (info, Some((client, live)), vec![])
+        }
+        Err(u) if require => bail!("{u}"),
+        Err(mut u) => {
+            let calls = std::mem::take(&mut u.trace);
+            result
+                .errors
+                .push(ScanError { path: u.endpoint.clone(), error: format!("CRI: {}", u.error) });
+            result.errors.sort();
+            let info = CriInfo {
+                status: CriStatus::Unreachable,
+                endpoint: Some(u.endpoint),
+                runtime: None,
+            };
+            (info, None, calls)
+        }
+    };
+    let calls = match &mut asked {
+        Some((client, _)) => client.take_trace(),
+        None => calls,
+    };
+    printer.detail(TRACE, || calls.into_iter().map(cri_note));
+    if let Some((_, live)) = &asked {
+        printer.detail(TRACE, || {
+            [format!(
+                "cri: {} pods ({} sandboxes), {} containers",
+                live.pods.len(),
+                live.pods.values().map(Vec::len).sum::<usize>(),
+                live.containers.len()
+            )]
+        });
+    }
+    Ok((info, asked))
+}
