@@ -281,6 +281,10 @@ pub struct Finding {
     /// once its owner's liveness is known.
     #[serde(skip)]
     pub material: Material,
+    /// The volume of a pod's Secret volume or subPath copy the finding is in (raw, never
+    /// written: what the severity model pairs a subPath copy with its volume by).
+    #[serde(skip)]
+    pub volume: Option<std::sync::Arc<str>>,
 }
 
 /// The material part of a finding's severity: the rule's severity (`high` for a
@@ -408,6 +412,7 @@ impl Finding {
             note: None,
             token: None,
             material: Material::default(),
+            volume: None,
         }
     }
 }

@@ -5,7 +5,6 @@
 
 use crate::cri::Live;
 use crate::finding::{rank, Category, Finding, MatchInfo, MatchKind, Severity, SiteId};
-use crate::sites::site;
 
 /// Rates `findings` again with what the runtime said: each pod is live when a sandbox
 /// with its uid exists (in any state), each container when it is running or created (by
@@ -23,7 +22,7 @@ pub fn judge(findings: &mut [Finding], live: &Live) {
         .filter(|f| f.matched.kind == MatchKind::Fingerprint && f.site != SiteId::KubeletSubpath)
         .filter_map(|f| {
             let uid = f.pod.as_ref()?.uid.as_str();
-            let vol = site(f.site).volume(f.site, &f.path, uid)?;
+            let vol = f.volume.as_deref()?;
             Some((uid.to_owned(), vol.to_owned(), f.matched.clone()))
         })
         .collect();
@@ -49,7 +48,7 @@ pub fn judge(findings: &mut [Finding], live: &Live) {
         let (category, mut place) = place(f.category, f.stale, owner_live);
         if category == Category::StaleSubpath && owner_live == Some(true) && !f.material.revoked {
             let uid = f.pod.as_ref().map_or("", |p| p.uid.as_str());
-            let vol = site(f.site).volume(f.site, &f.path, uid).unwrap_or_default();
+            let vol = f.volume.as_deref().unwrap_or_default();
             if current.contains(&(uid.to_owned(), vol.to_owned(), f.matched.clone())) {
                 place = Severity::Info;
             }
@@ -102,7 +101,7 @@ mod tests {
     use super::*;
     use crate::cri::{Container, Pod};
     use crate::finding::{ContainerRef, PodRef};
-    use crate::sites::Ownership;
+    use crate::sites::{site, Ownership};
     use Category as C;
     use Severity::{Critical as Cr, High as H, Info as I, Medium as M};
 
@@ -253,6 +252,9 @@ mod tests {
             finding(SiteId::KubeletSubpath, C::StaleSubpath, sub, None),
             finding(SiteId::KubeletSubpath, C::StaleSubpath, other, None),
         ];
+        for (f, v) in fs.iter_mut().zip(["db", "db", "cfg"]) {
+            f.volume = Some(v.into());
+        }
         judge(&mut fs, &live(true, None));
         let got: Vec<_> = fs.iter().map(|f| (f.category, f.severity)).collect();
         assert_eq!(got, [(C::OrphanedVolume, I), (C::StaleSubpath, I), (C::StaleSubpath, M)]);

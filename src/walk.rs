@@ -18,11 +18,9 @@
 
 use crate::finding::{ScanError, SiteId, UnreadMount};
 use crate::node::io_message;
-use crate::node::kubelet::{self, AtomicVolume};
-use crate::node::logs::LogOwner;
 use crate::report::display_path;
 use crate::sites::kubelet::{mount_place, secrets_store, MountPlace};
-use crate::sites::{Ownership, Scope, ScopeKind};
+use crate::sites::{Owner, Owners, Scope};
 use crate::sys::walk::{Cross, DirFd, Entry};
 use crate::sys::RootDir;
 use std::ffi::OsStr;
@@ -54,17 +52,8 @@ pub struct FileJob {
     shown: Option<PathBuf>,
     /// Where in `rel` the path under the scope starts.
     inner_at: usize,
-    /// Which site it belongs to.
-    pub site: SiteId,
-    /// The pod UID, for files under a pod dir.
-    pub pod: Option<Arc<str>>,
-    /// True for a superseded atomic-writer copy.
-    pub stale: bool,
-    /// What the runtime's records say of the file's layer or container (an OCI bundle, a
-    /// writable or image layer): category, container, pod, images, a note.
-    pub owner: Option<Arc<Ownership>>,
-    /// The pod and container of a pod log, from its path.
-    pub log: Option<Arc<LogOwner>>,
+    /// Who it belongs to.
+    pub owner: Owner,
 }
 
 impl FileJob {
@@ -213,16 +202,7 @@ pub fn walk_scope<'a>(
     crossings: &Arc<Crossings>,
 ) -> impl Iterator<Item = WalkItem> + 'a {
     let Scope { rel, node_path, kind } = scope;
-    let is_pod = matches!(kind, ScopeKind::Pod { .. });
-    let mut pod = None;
-    let (volumes, fixed, owner) = match kind {
-        ScopeKind::Pod { uid, volumes } => {
-            pod = Some(Arc::<str>::from(uid));
-            (volumes, None, None)
-        }
-        ScopeKind::Site(site) => (Default::default(), Some(site), None),
-        ScopeKind::Owned(owner) => (Default::default(), Some(owner.site), Some(Arc::new(owner))),
-    };
+    let owners = Owners::new(kind);
     let base_bytes = rel.as_os_str().as_bytes().to_vec();
     let remote = root.mounts().remote_over(&root.path().join(&rel)).map(|m| {
         // The mount point as a node path (as is when the root itself is on it).
@@ -231,7 +211,7 @@ pub fn walk_scope<'a>(
     });
     let mounts = Arc::new(ScopeMounts {
         crossings: crossings.clone(),
-        pod: is_pod,
+        pod: owners.is_pod(),
         base: base_bytes.clone(),
         app_volumes: Default::default(),
     });
@@ -255,21 +235,10 @@ pub fn walk_scope<'a>(
             }
         };
         let inner = under(&path, &base_bytes);
-        let (site, shown, stale) = match fixed {
-            None => {
-                let (site, shown, stale) = place_in_pod(inner, &volumes);
-                (site, (shown != inner).then_some(shown), stale)
-            }
-            Some(site) => (site, None, false),
-        };
-        let (site, shown, stale) = match site {
-            SiteId::KubeletCsiVolume if mounts.is_app_volume(&path) => (SiteId::Other, None, false),
-            _ => (site, shown, stale),
-        };
-        let log = match fixed {
-            Some(SiteId::PodLog) => LogOwner::of(inner).map(Arc::new),
-            _ => None,
-        };
+        let (mut owner, mut shown) = owners.of(inner);
+        if owner.site == SiteId::KubeletCsiVolume && mounts.is_app_volume(&path) {
+            (owner, shown) = (owners.app_data(), None);
+        }
         let inner_at = path.as_os_str().len() - inner.as_os_str().len();
         WalkItem::File(FileJob {
             inner_at,
@@ -281,11 +250,7 @@ pub fn walk_scope<'a>(
             ino,
             scope_path: scope_path.clone(),
             shown,
-            site,
-            pod: pod.clone(),
-            stale,
-            owner: owner.clone(),
-            log,
+            owner,
         })
     }))
 }
@@ -296,22 +261,4 @@ pub fn walk_scope<'a>(
 fn under<'a>(p: &'a Path, base: &[u8]) -> &'a Path {
     let rest = p.as_os_str().as_bytes().strip_prefix(base).unwrap_or(b"");
     Path::new(OsStr::from_bytes(rest.strip_prefix(b"/").unwrap_or(rest)))
-}
-
-/// Site, shown path (relative to the pod dir) and staleness of a file in a pod dir.
-fn place_in_pod(
-    inner: &Path,
-    volumes: &std::collections::HashMap<PathBuf, AtomicVolume>,
-) -> (SiteId, PathBuf, bool) {
-    let class = kubelet::classify(inner);
-    match class.volume {
-        Some((vol, rest)) => {
-            let (shown, stale) = match volumes.get(&vol) {
-                Some(v) => v.visible_path(&rest),
-                None => (rest, false),
-            };
-            (class.site, vol.join(shown), stale)
-        }
-        None => (class.site, inner.to_path_buf(), false),
-    }
 }

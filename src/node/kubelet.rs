@@ -25,6 +25,8 @@ pub struct PodFile {
     /// For atomic-writer volumes: the volume dir relative to the pod dir, and the path of
     /// the file relative to that volume dir.
     pub volume: Option<(PathBuf, PathBuf)>,
+    /// The volume's name, for a file of a Secret volume or a subPath copy of one.
+    pub name: Option<String>,
 }
 
 /// The pod dirs, relative to kubelet's root dir: `pods/<uid>`.
@@ -55,16 +57,19 @@ pub fn classify(rel: &Path) -> PodFile {
         let rest: PathBuf = c[depth..].iter().collect();
         Some((vol, rest))
     };
+    let name = |i: usize| c.get(i).map(|x| x.to_string_lossy().into_owned());
     if s(0) == Some(SUBPATHS) && c.len() >= 4 {
-        return PodFile { site: SiteId::KubeletSubpath, volume: None };
+        return PodFile { site: SiteId::KubeletSubpath, volume: None, name: name(1) };
     }
     let plugin = VOLUME_PLUGINS.iter().find(|p| s(0) == Some(VOLUMES) && s(1) == Some(p.dir));
     match plugin {
-        Some(p) if p.data.is_none() && c.len() > 3 => PodFile { site: p.site, volume: split(3) },
-        Some(p) if p.data.is_some() && c.len() > 4 && s(3) == p.data => {
-            PodFile { site: p.site, volume: split(4) }
+        Some(p) if p.data.is_none() && c.len() > 3 => {
+            PodFile { site: p.site, volume: split(3), name: name(2) }
         }
-        _ => PodFile { site: SiteId::Other, volume: None },
+        Some(p) if p.data.is_some() && c.len() > 4 && s(3) == p.data => {
+            PodFile { site: p.site, volume: split(4), name: name(2) }
+        }
+        _ => PodFile { site: SiteId::Other, volume: None, name: None },
     }
 }
 
@@ -193,6 +198,10 @@ mod tests {
             SiteId::KubeletProjectedVolume
         );
         assert_eq!(c("volumes/kubernetes.io~csi/v/mount/a").site, SiteId::KubeletCsiVolume);
+        assert_eq!(c("volumes/kubernetes.io~csi/v/mount/a").name.as_deref(), Some("v"));
+        assert_eq!(c("volumes/kubernetes.io~secret/db/x").name.as_deref(), Some("db"));
+        assert_eq!(c("volume-subpaths/db/app/0").name.as_deref(), Some("db"));
+        assert_eq!(c("etc-hosts").name, None);
         assert_eq!(c("volumes/kubernetes.io~csi/v/vol_data.json").site, SiteId::Other);
         assert_eq!(c("volume-subpaths/v/app/0").site, SiteId::KubeletSubpath);
         assert_eq!(c("volume-subpaths/v/app/0/inner").site, SiteId::KubeletSubpath);

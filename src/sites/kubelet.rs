@@ -2,14 +2,15 @@
 //! each pod dir (site `other`). Facts in `docs/NODE-LAYOUT.md` (kubelet); the path
 //! classification and the atomic writer's naming are in [`crate::node::kubelet`].
 
-use super::{Advice, Discovery, Ownership, Reading, ScopeKind, Site};
+use super::{Advice, Discovery, Owner, Ownership, Reading, ScopeKind, Site};
 use crate::finding::{Category, Finding, SiteId};
-use crate::node::kubelet::{AtomicVolume, PODS, SUBPATHS, VOLUMES, VOLUME_PLUGINS};
+use crate::node::kubelet::{self, AtomicVolume, PODS, SUBPATHS, VOLUMES, VOLUME_PLUGINS};
 use crate::sys::walk::DirFd;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The default kubelet root (`--root-dir` default).
 pub const DEFAULT_KUBELET_DIR: &str = "/var/lib/kubelet";
@@ -72,17 +73,6 @@ impl Site for Kubelet {
             _ if on_tmpfs() => Category::OrphanedVolume,
             _ => Category::NonTmpfsVolume,
         }
-    }
-
-    /// From the path: `…/pods/<uid>/volumes/<plugin>/<vol>/…` or
-    /// `…/pods/<uid>/volume-subpaths/<vol>/…`.
-    fn volume<'a>(&self, id: SiteId, path: &'a str, uid: &str) -> Option<&'a str> {
-        let (_, rest) = path.split_once(&format!("/pods/{uid}/"))?;
-        let rest = match id {
-            SiteId::KubeletSubpath => rest.strip_prefix(SUBPATHS)?.strip_prefix('/')?,
-            _ => rest.strip_prefix(VOLUMES)?.strip_prefix('/')?.split_once('/')?.1,
-        };
-        rest.split('/').next()
     }
 
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
@@ -174,6 +164,27 @@ pub fn secrets_store(vol: &DirFd) -> bool {
     vol.read_small(OsStr::new("vol_data.json"), 64 << 10)
         .and_then(|data| serde_json::from_slice::<VolData>(&data).ok())
         .is_some_and(|v| v.driver_name.as_deref() == Some(SECRETS_STORE_DRIVER))
+}
+
+/// The owner of the file at `inner` in the pod dir of pod `uid` (whose atomic-writer
+/// volumes are `volumes`), and its shown path when that differs from `inner`: its site,
+/// staleness and volume from where it is.
+pub(super) fn pod_file(
+    uid: &Arc<str>,
+    volumes: &HashMap<PathBuf, AtomicVolume>,
+    inner: &Path,
+) -> (Owner, Option<PathBuf>) {
+    let class = kubelet::classify(inner);
+    let mut owner = Owner { pod: Some(uid.clone()), ..Owner::of(class.site) };
+    owner.volume = class.name.map(Arc::from);
+    let Some((vol, rest)) = class.volume else { return (owner, None) };
+    let (shown, stale) = match volumes.get(&vol) {
+        Some(v) => v.visible_path(&rest),
+        None => (rest, false),
+    };
+    owner.stale = stale;
+    let shown = vol.join(shown);
+    (owner, (shown != inner).then_some(shown))
 }
 
 #[cfg(test)]

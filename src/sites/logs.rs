@@ -2,8 +2,11 @@
 //! `.gz`): what an app printed, in the CRI log format. Facts in `docs/NODE-LAYOUT.md`
 //! (pod logs); the format and the owner from the path are in [`crate::node::logs`].
 
-use super::{Advice, Discovery, Ownership, Reading, ScopeKind, Site, Unresolved};
+use super::{Advice, Discovery, Owner, Ownership, Reading, ScopeKind, Site, Unresolved};
 use crate::finding::{Category, Finding, SiteId};
+use crate::node::logs::LogOwner;
+use std::path::Path;
+use std::sync::Arc;
 
 /// The default pod log dir (kubelet's `podLogsRootDirectory`).
 pub const DEFAULT_DIR: &str = "/var/log/pods";
@@ -33,6 +36,11 @@ impl Site for PodLogs {
         _on_tmpfs: &mut dyn FnMut() -> bool,
     ) -> Category {
         Category::PodLog
+    }
+
+    /// The pod and container the log's path names.
+    fn file_owner(&self, id: SiteId, inner: &Path) -> Owner {
+        Owner { log: LogOwner::of(inner).map(Arc::new), ..Owner::of(id) }
     }
 
     fn advice(&self, _f: &Finding, _cx: Advice<'_>) -> (String, String) {

@@ -21,10 +21,12 @@ pub mod logs;
 use crate::cri::Live;
 use crate::finding::{Category, Finding, ScanError, SiteId};
 use crate::node::kubelet::AtomicVolume;
+use crate::node::logs::LogOwner;
 use crate::sys::{Kind, RootDir};
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A subtree to walk, and what it is.
 #[derive(Debug)]
@@ -81,6 +83,92 @@ impl Ownership {
         pod_uid: Option<String>,
     ) -> Ownership {
         Ownership { site, category, container, pod_uid, note: None, images: Vec::new() }
+    }
+}
+
+/// Who a file belongs to, as its scope, its place in the scope and the runtime's records
+/// say: the walk makes one for each file (sharing what a scope's files share), the engine
+/// stamps it on every finding in the file, and the severity model and `clean` read it
+/// from there.
+#[derive(Clone, Debug)]
+pub struct Owner {
+    /// The site.
+    pub site: SiteId,
+    /// A superseded copy (an old atomic-writer dir, a leftover `..data_tmp`).
+    pub stale: bool,
+    /// The pod UID, for files under a pod dir.
+    pub pod: Option<Arc<str>>,
+    /// The volume name, for files of a pod's Secret volumes and subPath copies.
+    pub volume: Option<Arc<str>>,
+    /// What the runtime's records say of the file's layer or container (an OCI bundle, a
+    /// writable or image layer): category, container, pod, images, a note.
+    pub records: Option<Arc<Ownership>>,
+    /// The pod and container of a pod log, from its path.
+    pub log: Option<Arc<LogOwner>>,
+}
+
+impl Owner {
+    /// An owner of site `site` that nothing more is known of.
+    pub fn of(site: SiteId) -> Owner {
+        Owner { site, stale: false, pod: None, volume: None, records: None, log: None }
+    }
+
+    /// The category of the file's place before liveness, as its site says; `on_tmpfs` is
+    /// asked only where that depends on it.
+    pub fn category(&self, mut on_tmpfs: impl FnMut() -> bool) -> Category {
+        site(self.site).category(self.site, self.records.as_deref(), &mut on_tmpfs)
+    }
+}
+
+/// What the files of one scope share about who they belong to, ready for the walk to
+/// give each file its [`Owner`].
+#[derive(Debug)]
+pub struct Owners(Shared);
+
+#[derive(Debug)]
+enum Shared {
+    Pod { uid: Arc<str>, volumes: HashMap<PathBuf, AtomicVolume> },
+    Site(SiteId),
+    Owned(Arc<Ownership>),
+}
+
+impl Owners {
+    /// The owners of a scope of `kind`.
+    pub fn new(kind: ScopeKind) -> Owners {
+        Owners(match kind {
+            ScopeKind::Pod { uid, volumes } => Shared::Pod { uid: uid.into(), volumes },
+            ScopeKind::Site(id) => Shared::Site(id),
+            ScopeKind::Owned(records) => Shared::Owned(Arc::new(records)),
+        })
+    }
+
+    /// Whether the scope is a kubelet pod dir.
+    pub fn is_pod(&self) -> bool {
+        matches!(self.0, Shared::Pod { .. })
+    }
+
+    /// The owner of the file at `inner` (relative to the scope), and the path shown for
+    /// it under the scope when that differs from `inner` (an atomic-writer volume's
+    /// user-visible name).
+    pub fn of(&self, inner: &Path) -> (Owner, Option<PathBuf>) {
+        match &self.0 {
+            Shared::Pod { uid, volumes } => kubelet::pod_file(uid, volumes, inner),
+            Shared::Site(id) => (site(*id).file_owner(*id, inner), None),
+            Shared::Owned(records) => {
+                let owner = Owner { records: Some(records.clone()), ..Owner::of(records.site) };
+                (owner, None)
+            }
+        }
+    }
+
+    /// The owner of a file of a CSI volume read only because `--read-csi-volumes` asks:
+    /// the application's data in its pod, site `other`.
+    pub fn app_data(&self) -> Owner {
+        let pod = match &self.0 {
+            Shared::Pod { uid, .. } => Some(uid.clone()),
+            _ => None,
+        };
+        Owner { pod, ..Owner::of(SiteId::Other) }
     }
 }
 
@@ -171,9 +259,10 @@ pub trait Site: Sync {
         on_tmpfs: &mut dyn FnMut() -> bool,
     ) -> Category;
 
-    /// The volume a finding of pod `uid` at `path` is in, for sites of a pod's volumes.
-    fn volume<'a>(&self, _id: SiteId, _path: &'a str, _uid: &str) -> Option<&'a str> {
-        None
+    /// The owner of a file of site `id` at `inner`, relative to its scope (not a pod dir:
+    /// those are kubelet's).
+    fn file_owner(&self, id: SiteId, _inner: &Path) -> Owner {
+        Owner::of(id)
     }
 
     /// Whether residue of site `id` belongs to one container and goes when the runtime

@@ -1,0 +1,215 @@
+//! Matching names: the names on the paths of a batch of files (each file's own, and its
+//! directories'), searched joined in one pass. What matches is withheld from every path
+//! shown from then on, and is a finding at the path of its name.
+
+use super::read::Worker;
+use super::search::{aggregate, lift, lift_rule};
+use super::{Searchers, Seen};
+use crate::finding::{Finding, Within};
+use crate::matcher::Hit;
+use crate::report;
+use crate::rules::RuleHit;
+use crate::severity::place;
+use crate::sys;
+use crate::walk::{FileJob, WalkItem};
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Mutex;
+
+/// A worker's state for matching names: the directory whose names it checked last, the
+/// names of a batch of files joined (each followed by a `/`, which no name holds; a
+/// printable separator keeps the joined names one run of text for the matcher), where
+/// each is, and hit scratch.
+#[derive(Default)]
+pub(super) struct Names {
+    dir: Vec<u8>,
+    text: Vec<u8>,
+    spans: Vec<NameSpan>,
+    hits: Vec<Hit>,
+    rule_hits: Vec<RuleHit>,
+}
+
+/// One name in [`Names::text`]: of the batch's `job`-th item, at `start..end`; a
+/// directory's name has the length of the directory's path from the root (`dir_end`).
+#[derive(Clone, Copy)]
+struct NameSpan {
+    job: usize,
+    start: usize,
+    end: usize,
+    dir_end: Option<usize>,
+}
+
+/// The note of a finding in a name.
+const IN_NAME: &str = "in the name of this file or directory: the path shows that name \
+    withheld";
+
+/// Finds secret material in a short text (names, a claim): fingerprinted forms into
+/// `hits`, rule matches into `rule_hits`; true when there is any.
+fn screen(
+    searchers: &Searchers<'_>,
+    text: &[u8],
+    hits: &mut Vec<Hit>,
+    rule_hits: &mut Vec<RuleHit>,
+) -> bool {
+    hits.clear();
+    rule_hits.clear();
+    if !searchers.matcher.is_empty() {
+        searchers.matcher.find(text, 0, 0, hits);
+    }
+    if !searchers.rules.is_empty() {
+        let _complete = searchers.rules.find(text, 0, 0, true, rule_hits);
+    }
+    !hits.is_empty() || !rule_hits.is_empty()
+}
+
+impl Worker {
+    /// Matches the names on the paths of a batch of files: each file's own, and the
+    /// directories' above it that this worker has not checked yet (the walk lists a
+    /// directory's files together, so each directory is checked about once). The names are
+    /// searched joined, in one pass of the matcher and of the rules (a pass per name would
+    /// cost more than reading a small file); a match running into the next name is none.
+    /// What matches is withheld from every path shown from now on ([`report::withhold`]),
+    /// before any file of the batch is read, and is a finding at the path of its name
+    /// (`"in": "name"`; a directory's once a scan). Names come from the walk: nothing is
+    /// read again.
+    pub(super) fn check_names(
+        &mut self,
+        batch: &[WalkItem],
+        searchers: &Searchers<'_>,
+        seen: &Mutex<Seen>,
+    ) -> Vec<Finding> {
+        let mut names = std::mem::take(&mut self.names);
+        names.text.clear();
+        names.spans.clear();
+        for (i, item) in batch.iter().enumerate() {
+            let WalkItem::File(job) = item else { continue };
+            let rel = job.rel.as_os_str().as_bytes();
+            let (dir, name) = match memchr::memrchr(b'/', rel) {
+                Some(at) => (&rel[..at], &rel[at + 1..]),
+                None => (&rel[..0], rel),
+            };
+            let add = |names: &mut Names, text: &[u8], dir_end| {
+                let start = names.text.len();
+                names.text.extend_from_slice(text);
+                names.spans.push(NameSpan { job: i, start, end: names.text.len(), dir_end });
+                names.text.push(b'/');
+            };
+            if dir != names.dir.as_slice() {
+                // The components shared with the directory checked last were checked then.
+                let mut at = 0;
+                for (a, b) in dir.split(|&c| c == b'/').zip(names.dir.split(|&c| c == b'/')) {
+                    if a != b {
+                        break;
+                    }
+                    at += a.len() + 1;
+                }
+                while at < dir.len() {
+                    let end = memchr::memchr(b'/', &dir[at..]).map_or(dir.len(), |n| at + n);
+                    add(&mut names, &dir[at..end], Some(end));
+                    at = end + 1;
+                }
+                names.dir.clear();
+                names.dir.extend_from_slice(dir);
+            }
+            add(&mut names, name, None);
+        }
+        let mut found = Vec::new();
+        if screen(searchers, &names.text, &mut names.hits, &mut names.rule_hits) {
+            let mut by_span: BTreeMap<usize, (Vec<Hit>, Vec<RuleHit>)> = BTreeMap::new();
+            let span_of = |offset: u64, len: u64| {
+                let i = names.spans.partition_point(|s| s.start as u64 <= offset).checked_sub(1)?;
+                let s = names.spans[i];
+                (offset + len <= s.end as u64).then_some((i, s.start as u64))
+            };
+            for h in &names.hits {
+                if let Some((i, start)) = span_of(h.offset, h.len as u64) {
+                    by_span.entry(i).or_default().0.push(Hit { offset: h.offset - start, ..*h });
+                }
+            }
+            for h in &names.rule_hits {
+                if let Some((i, start)) = span_of(h.offset, h.len as u64) {
+                    let hit = RuleHit { offset: h.offset - start, ..h.clone() };
+                    by_span.entry(i).or_default().1.push(hit);
+                }
+            }
+            for (i, (hits, rule_hits)) in by_span {
+                let span = names.spans[i];
+                let WalkItem::File(job) = &batch[span.job] else { continue };
+                let name = &names.text[span.start..span.end];
+                let rel = job.rel.as_os_str().as_bytes();
+                let path = match span.dir_end {
+                    None => report::path_bytes(&job.node_path()),
+                    Some(end) => {
+                        if !seen.lock().expect("lock").named_dirs.insert(rel[..end].to_vec()) {
+                            continue;
+                        }
+                        dir_path(job, &rel[..end], name)
+                    }
+                };
+                let named = name_findings(job, searchers, (&hits, &rule_hits), name, &path);
+                found.extend(aggregate(named));
+            }
+        }
+        self.names = names;
+        found
+    }
+}
+
+/// The node path of the directory at `rel` (from the root) above `job`'s file, whose name
+/// is `name`: cut from the file's node path (which shows the names a person sees) before
+/// `name` is withheld; else the path from the root.
+fn dir_path(job: &FileJob, rel: &[u8], name: &[u8]) -> Vec<u8> {
+    let shown = report::path_bytes(&job.node_path());
+    let mut end = 0;
+    for component in shown.split(|&c| c == b'/') {
+        end += component.len();
+        if component == name {
+            return shown[..end].to_vec();
+        }
+        end += 1;
+    }
+    [b"/", rel].concat()
+}
+
+/// The findings of `hits` in `name` (offsets in it), the last name of `path` (node path
+/// bytes, not yet withheld): what matched is withheld first, then the findings are made
+/// at `path` as it is shown now.
+fn name_findings(
+    job: &FileJob,
+    searchers: &Searchers<'_>,
+    (hits, rule_hits): (&[Hit], &[RuleHit]),
+    name: &[u8],
+    path: &[u8],
+) -> Vec<Finding> {
+    let at = |offset: u64, len: u64| &name[offset as usize..(offset + len) as usize];
+    for h in hits {
+        report::withhold::withhold(at(h.offset, h.len as u64));
+    }
+    for h in rule_hits {
+        report::withhold::withhold(at(h.offset, h.len as u64));
+    }
+    let path = report::display_path(std::ffi::OsStr::from_bytes(path));
+    let on_tmpfs = || job.open().is_ok_and(|f| sys::is_tmpfs(&f.0));
+    let place = place(job.owner.category(on_tmpfs), job.owner.stale, None);
+    let in_name = |mut f: Finding, secret: &[u8]| {
+        f.path.clone_from(&path);
+        f.within = Within::Name;
+        f.note = Some(IN_NAME);
+        f.id = Finding::refine_id(
+            &Finding::make_id(job.owner.site, &path, &f.matched, secret),
+            "name",
+        );
+        f
+    };
+    let mut found = Vec::new();
+    for h in hits {
+        let f = lift(job, searchers.matcher, h, place, at(h.offset, h.len as u64));
+        found.push(in_name(f, &[]));
+    }
+    for h in rule_hits {
+        let secret = at(h.offset + u64::from(h.secret.start), h.secret.len() as u64);
+        let f = lift_rule(job, searchers, h.clone(), place, secret);
+        found.push(in_name(f, secret));
+    }
+    found
+}

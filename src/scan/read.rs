@@ -1,0 +1,475 @@
+//! Reading a file: opened through the walk's descriptors and checked, then searched in
+//! one chunk loop ([`Worker::stream`]) over a [`Source`]: the file's bytes (holes of a
+//! sparse file skipped), or a CRI log's content (partial lines joined, `.gz` inflated,
+//! offsets mapped back to the file). A file its site reads whole is searched as one
+//! buffer and handed to its site to attribute. One stop and timeout path serves all.
+
+use super::search::{aggregate, Cx, Span};
+use super::{ScanSettings, Searchers, Seen};
+use crate::finding::{Finding, UnreadMount};
+use crate::matcher::Hit;
+use crate::node::io_message;
+use crate::node::logs::{Extractor, HEAD_MAX};
+use crate::rules::{KeyMarks, RuleHit};
+use crate::severity::place;
+use crate::sites::{self, Reading};
+use crate::sys;
+use crate::walk::{self, FileJob};
+use std::fs::File;
+use std::io::{self, Read, Seek};
+use std::os::unix::fs::MetadataExt;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Files larger than this are announced to the kernel as read sequentially (a larger
+/// read-ahead from a cold disk); smaller ones fit its default read-ahead anyway.
+const SEQUENTIAL_FROM: u64 = 256 << 10;
+
+/// The most of a compressed pod log decompressed and searched (a plain log is searched
+/// whole, streamed). kubelet rotates logs at 10 MiB by default.
+const MAX_GZ_LOG: u64 = 64 << 20;
+
+/// Per-thread state: the read buffer and hit scratch.
+pub(super) struct Worker {
+    pub(super) buf: Vec<u8>,
+    chunk: usize,
+    pub(super) overlap: usize,
+    pub(super) hits: Vec<Hit>,
+    pub(super) rule_hits: Vec<RuleHit>,
+    /// Where the matcher's pass marked that a rule's key may start.
+    pub(super) key_marks: KeyMarks,
+    /// Set when a rule skipped literal hits in the current file.
+    pub(super) rules_incomplete: bool,
+    /// Problems with parts of the current file that did not stop its search.
+    pub(super) file_errors: Vec<String>,
+    /// A pod log's raw bytes before its content is extracted into `buf` (allocated with
+    /// the first log).
+    raw: Vec<u8>,
+    /// Files larger than this are not read.
+    max_file_size: Option<u64>,
+    /// When reading stops.
+    deadline: Option<Instant>,
+    /// Set when the deadline cut the current file short.
+    pub(super) timed_out: bool,
+    /// The names checked last (see [`Worker::check_names`]).
+    pub(super) names: super::names::Names,
+    /// Set when the current file is a mount point not read.
+    pub(super) unread: Option<UnreadMount>,
+}
+
+/// What a [`Source`] gives the chunk loop next.
+enum Piece {
+    /// `n` bytes written at the start of the buffer given, the source's bytes from offset
+    /// `at`; `last` when they end it.
+    Data { at: u64, n: usize, last: bool },
+    /// Nothing more.
+    End,
+}
+
+/// Where the bytes a chunk loop searches come from.
+trait Source {
+    /// Writes the next bytes into `out` (at most a chunk); problems that do not end the
+    /// file go to `errors`.
+    fn next(&mut self, out: &mut [u8], errors: &mut Vec<String>) -> io::Result<Piece>;
+
+    /// The file offset of the source's offset `at`.
+    fn file_offset(&self, at: u64) -> u64 {
+        at
+    }
+
+    /// Offsets before `at` will not be asked again.
+    fn forget_before(&mut self, _at: u64) {}
+
+    /// How far into the file reading got: the offset told when a `--timeout` cuts it.
+    fn reached(&self) -> u64;
+}
+
+/// A file's bytes, up to the size it had when opened (one that grows while it is read,
+/// a container writing a log as fast as it is scanned, would never end). Holes of a
+/// sparse file are not read: they read as zeros, and a binary value may begin or end with
+/// zeros, so the first `overlap` zeros are searched as if read, after which the carry
+/// (all zeros) stands for the hole's last bytes.
+struct FileBytes<'f> {
+    f: &'f File,
+    size: u64,
+    /// Whether the file may have holes (then it is asked where its data is).
+    sparse: bool,
+    /// Absolute offset of the next byte to read; at most `size`.
+    pos: u64,
+    /// Bytes read (holes not counted).
+    read: u64,
+    chunk: usize,
+    overlap: usize,
+}
+
+impl Source for FileBytes<'_> {
+    fn next(&mut self, out: &mut [u8], errors: &mut Vec<String>) -> io::Result<Piece> {
+        let (f, size, pos) = (self.f, self.size, self.pos);
+        // `None`: no data after `pos` before the size (the rest is a hole, or it shrank).
+        let next = if self.sparse { sys::next_data(f, pos) } else { Some(pos) };
+        let next = next.filter(|&d| d < size);
+        if next.is_none() && pos < size {
+            note_shrunk(f, size, errors);
+        }
+        let data = next.unwrap_or(size);
+        if data > pos {
+            let z = (data - pos).min(self.overlap as u64) as usize;
+            out[..z].fill(0);
+            self.pos = data;
+            return Ok(Piece::Data { at: pos, n: z, last: false });
+        }
+        if next.is_none() {
+            return Ok(Piece::End);
+        }
+        let want = self.chunk.min(usize::try_from(size - pos).unwrap_or(usize::MAX));
+        let n = read_full(&mut &*f, &mut out[..want])?;
+        if n == 0 {
+            note_shrunk(f, size, errors);
+            return Ok(Piece::End);
+        }
+        self.pos += n as u64;
+        self.read += n as u64;
+        // The buffer that reaches the size the file had when opened is its end: its rule
+        // hits are taken with windows clipped there (most files fit one buffer).
+        Ok(Piece::Data { at: pos, n, last: self.pos == size })
+    }
+
+    fn reached(&self) -> u64 {
+        self.pos
+    }
+}
+
+/// A CRI log's content, extracted from its bytes (at most `cap` of them) as they are read.
+/// What was read before a read error (a cut or damaged gzip stream) is searched too; the
+/// error is kept for the caller.
+struct LogContent<'r> {
+    log: &'r mut dyn Read,
+    ex: Extractor,
+    raw: Vec<u8>,
+    cap: Option<u64>,
+    /// Bytes read from `log`.
+    total: u64,
+    /// Content offset of the next content byte.
+    cpos: u64,
+    /// No more bytes are read (the end, an error, the cap).
+    drained: bool,
+    /// The last line was given.
+    finished: bool,
+    error: Option<io::Error>,
+}
+
+impl LogContent<'_> {
+    /// Reads the next raw bytes; 0 at the end, or after an error or the cap (then set
+    /// `drained`).
+    fn read_raw(&mut self, errors: &mut Vec<String>) -> usize {
+        let want = match self.cap {
+            Some(cap) => {
+                self.raw.len().min(usize::try_from(cap + 1 - self.total).unwrap_or(usize::MAX))
+            }
+            None => self.raw.len(),
+        };
+        let mut n = 0;
+        while n < want {
+            match self.log.read(&mut self.raw[n..want]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.error = Some(e);
+                    self.drained = true;
+                    break;
+                }
+            }
+        }
+        if let Some(cap) = self.cap.filter(|&cap| self.total + n as u64 > cap) {
+            n = (cap - self.total) as usize;
+            let mib = cap >> 20;
+            errors.push(format!("decompresses to more than {mib} MiB; the rest was not searched"));
+            self.drained = true;
+        }
+        self.drained |= n == 0;
+        self.total += n as u64;
+        n
+    }
+}
+
+impl Source for LogContent<'_> {
+    fn next(&mut self, out: &mut [u8], errors: &mut Vec<String>) -> io::Result<Piece> {
+        let at = self.cpos;
+        let w = match (self.drained, self.finished) {
+            (false, _) => match self.read_raw(errors) {
+                0 => 0,
+                n => self.ex.feed(&self.raw[..n], out),
+            },
+            // The last line, if it has no newline, then the end of the content.
+            (true, false) => {
+                self.finished = true;
+                self.ex.finish(out)
+            }
+            (true, true) => return Ok(Piece::End),
+        };
+        self.cpos += w as u64;
+        Ok(Piece::Data { at, n: w, last: false })
+    }
+
+    fn file_offset(&self, at: u64) -> u64 {
+        self.ex.file_offset(at)
+    }
+
+    fn forget_before(&mut self, at: u64) {
+        self.ex.forget_before(at);
+    }
+
+    fn reached(&self) -> u64 {
+        self.total
+    }
+}
+
+/// Lists, in `errors`, that `f` is now shorter than the `size` it had when opened (it
+/// was truncated while read): its end could not be read.
+fn note_shrunk(f: &File, size: u64, errors: &mut Vec<String>) {
+    if let Some(now) = f.metadata().ok().map(|m| m.len()).filter(|&now| now < size) {
+        errors.push(format!(
+            "shrank from {size} to {now} bytes while read: what was cut off was not read"
+        ));
+    }
+}
+
+/// Reads until `buf` is full or the input ends.
+fn read_full<R: Read + ?Sized>(f: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+impl Worker {
+    pub(super) fn new(settings: &ScanSettings, overlap: usize) -> Worker {
+        let chunk = settings.chunk;
+        // The carry plus either a chunk or the zeros standing for a hole (and, for a log's
+        // content, the start of a line held back from the chunk before).
+        Worker {
+            buf: vec![0; chunk.max(overlap) + overlap + HEAD_MAX],
+            chunk,
+            overlap,
+            hits: Vec::new(),
+            rule_hits: Vec::new(),
+            key_marks: KeyMarks::default(),
+            rules_incomplete: false,
+            file_errors: Vec::new(),
+            raw: Vec::new(),
+            max_file_size: settings.max_file_size,
+            deadline: settings.deadline,
+            timed_out: false,
+            names: Default::default(),
+            unread: None,
+        }
+    }
+
+    /// Reads one file and returns (bytes read, findings); `None` if the file was already
+    /// read under another name (hard link, overlapping `--path`). Errors are messages for
+    /// the report's `errors` list.
+    pub(super) fn scan_file(
+        &mut self,
+        job: &FileJob,
+        searchers: &Searchers<'_>,
+        seen: &Mutex<Seen>,
+    ) -> Result<Option<(u64, Vec<Finding>)>, String> {
+        self.rules_incomplete = false;
+        self.file_errors.clear();
+        let (f, ino) = match job.open() {
+            Ok(opened) => opened,
+            Err(walk::Unopened::Io(e)) => return Err(io_message(&e)),
+            Err(walk::Unopened::Mount(m)) => {
+                self.unread = Some(m);
+                return Ok(None);
+            }
+        };
+        let md = f.metadata().map_err(|e| io_message(&e))?;
+        if !md.is_file() {
+            return Err("not a regular file (changed during the scan); not read".to_owned());
+        }
+        if md.ino() != ino {
+            return Err("replaced during the scan; not read".to_owned());
+        }
+        if !seen.lock().expect("lock").insert(md.dev(), md.ino()) {
+            return Ok(None);
+        }
+        // Liveness is applied to the findings once all are made (see `severity::judge`).
+        let place = place(job.owner.category(|| sys::is_tmpfs(&f)), job.owner.stale, None);
+        let size = md.len();
+        if let Some(max) = self.max_file_size.filter(|&max| size > max) {
+            return Err(format!("{size} bytes, more than --max-file-size {max}; not read"));
+        }
+        if size > SEQUENTIAL_FROM {
+            sys::read_sequentially(&f);
+        }
+        // A file with a block allocated for every byte has no hole: only the others are
+        // asked where their data is (two `lseek`s a file otherwise; some filesystems
+        // allocate fewer blocks than they hold bytes, compressed or inline, and are asked).
+        let sparse = md.blocks().saturating_mul(512) < size;
+        let cx = Cx { job, searchers, place };
+        let read = match sites::site(job.owner.site).reading(job.owner.site) {
+            // A sparse log (truncated while a writer kept its offset) is streamed raw,
+            // its holes skipped, rather than read zero by zero as content.
+            Reading::LogContent if !(sparse && sys::has_hole(&f, size)) => {
+                self.scan_log(f, size, &cx)?
+            }
+            Reading::Whole { cap } if size <= cap => self.scan_whole(f, size, &cx)?,
+            _ => {
+                let (chunk, overlap) = (self.chunk, self.overlap);
+                let mut bytes = FileBytes { f: &f, size, sparse, pos: 0, read: 0, chunk, overlap };
+                let found = self.stream(&mut bytes, &cx).map_err(|e| io_message(&e))?;
+                (bytes.read, found)
+            }
+        };
+        Ok(Some(read))
+    }
+
+    /// Reads a file of at most its site's cap whole, searches it as one buffer, and has
+    /// its site attribute the matches ([`crate::sites::Site::attribute_whole`]).
+    fn scan_whole(
+        &mut self,
+        mut f: File,
+        size: u64,
+        cx: &Cx<'_>,
+    ) -> Result<(u64, Vec<Finding>), String> {
+        let mut data = Vec::new();
+        f.by_ref().take(size).read_to_end(&mut data).map_err(|e| io_message(&e))?;
+        let n = data.len();
+        if (n as u64) < size {
+            note_shrunk(&f, size, &mut self.file_errors);
+        }
+        let mut raw = Vec::new();
+        let saved = std::mem::replace(&mut self.buf, data);
+        self.search(cx, Span { carry: 0, len: n, pos: 0, last: true }, &mut raw);
+        let data = std::mem::replace(&mut self.buf, saved);
+        let site = sites::site(cx.job.owner.site);
+        self.file_errors.extend(site.attribute_whole(cx.job.owner.site, &data, &mut raw));
+        Ok((n as u64, aggregate(raw)))
+    }
+
+    /// Searches a pod log as its content (see [`crate::node::logs`]). A compressed log is
+    /// decompressed while read, at most [`MAX_GZ_LOG`] bytes of it (a decompression bomb
+    /// costs no more); what lies past that is an `errors` entry.
+    fn scan_log(
+        &mut self,
+        mut f: File,
+        size: u64,
+        cx: &Cx<'_>,
+    ) -> Result<(u64, Vec<Finding>), String> {
+        // A `.gz` name on a file that is not gzip (no magic number): searched as it is.
+        let mut magic = [0u8; 2];
+        let gz = cx.job.rel.extension().is_some_and(|e| e == "gz")
+            && f.read_exact(&mut magic).is_ok()
+            && magic == [0x1f, 0x8b];
+        f.rewind().map_err(|e| io_message(&e))?;
+        if gz {
+            let mut z = flate2::read::MultiGzDecoder::new(&mut f);
+            match self.log(&mut z, Some(MAX_GZ_LOG), cx) {
+                // Damaged from the start: nothing inflates, so the bytes are searched as
+                // they are.
+                (0, _, Some(e)) => {
+                    self.file_errors.push(format!("gzip: {}; searched as it is", io_message(&e)));
+                    f.rewind().map_err(|e| io_message(&e))?;
+                }
+                // Damaged or cut further on: what inflated is searched.
+                (n, found, Some(e)) => {
+                    let e = io_message(&e);
+                    self.file_errors.push(format!("gzip: {e}; the rest was not searched"));
+                    return Ok((n, found));
+                }
+                (n, found, None) => return Ok((n, found)),
+            }
+        }
+        // Read up to its size when opened, like any file.
+        let (n, found, error) = self.log(&mut f.by_ref().take(size), None, cx);
+        if let Some(e) = error {
+            return Err(io_message(&e));
+        }
+        if n < size {
+            note_shrunk(&f, size, &mut self.file_errors);
+        }
+        Ok((n, found))
+    }
+
+    /// Streams the log `log` (at most `cap` of its bytes) through the chunk loop as its
+    /// content: (bytes read, findings with file offsets, the read error that ended it).
+    fn log(
+        &mut self,
+        log: &mut dyn Read,
+        cap: Option<u64>,
+        cx: &Cx<'_>,
+    ) -> (u64, Vec<Finding>, Option<io::Error>) {
+        let mut raw = std::mem::take(&mut self.raw);
+        raw.resize(self.chunk, 0);
+        let ex = Extractor::default();
+        let (drained, finished, error) = (false, false, None);
+        let mut content =
+            LogContent { log, ex, raw, cap, total: 0, cpos: 0, drained, finished, error };
+        let found = self.stream(&mut content, cx).unwrap_or_default();
+        self.raw = std::mem::take(&mut content.raw);
+        (content.total, found, content.error)
+    }
+
+    /// The chunk loop: searches what `src` gives, buffer after buffer, each starting with
+    /// the last `overlap` bytes of the one before (a match across a boundary is found
+    /// once), until the source ends, a stop signal comes or the deadline passes. Offsets
+    /// of the findings are the file's.
+    fn stream(&mut self, src: &mut dyn Source, cx: &Cx<'_>) -> io::Result<Vec<Finding>> {
+        let mut findings = Vec::new();
+        let (mut carry, mut pos) = (0usize, 0u64);
+        let mut ended = false;
+        while !ended {
+            if sys::stop_signal().is_some() || self.late(src.reached()) {
+                break;
+            }
+            let Piece::Data { at, n, last } =
+                src.next(&mut self.buf[carry..], &mut self.file_errors)?
+            else {
+                break;
+            };
+            pos = at + n as u64;
+            if n == 0 {
+                continue;
+            }
+            let before = findings.len();
+            self.search(cx, Span { carry, len: carry + n, pos: at, last }, &mut findings);
+            for f in &mut findings[before..] {
+                f.offset = src.file_offset(f.offset);
+            }
+            ended = last;
+            if !ended {
+                carry = self.keep(carry + n);
+                src.forget_before(pos - carry as u64);
+            }
+        }
+        if !ended {
+            // Rule hits whose window ran past the last buffer's end were left for a next
+            // buffer; the source ended, so they are taken from the carry, clipped there.
+            let before = findings.len();
+            self.search(cx, Span { carry, len: carry, pos, last: true }, &mut findings);
+            for f in &mut findings[before..] {
+                f.offset = src.file_offset(f.offset);
+            }
+        }
+        Ok(aggregate(findings))
+    }
+
+    /// Whether the deadline has passed; if so, the file is noted as read up to `reached`.
+    fn late(&mut self, reached: u64) -> bool {
+        if self.deadline.is_none_or(|d| Instant::now() < d) {
+            return false;
+        }
+        self.timed_out = true;
+        self.file_errors
+            .push(format!("read up to byte {reached} only: the scan's --timeout passed"));
+        true
+    }
+}

@@ -1,0 +1,237 @@
+//! Searching a buffer: the matcher's and the rules' hits in it, lifted to findings of the
+//! file's owner and place, then one finding per (file, material).
+
+use super::read::Worker;
+use super::Searchers;
+use crate::finding::{
+    rank, Category, ContainerRef, Encoding, Finding, MatchInfo, MatchKind, Material, PodRef,
+    Preview, Severity, Within,
+};
+use crate::matcher::{Hit, Matcher};
+use crate::report;
+use crate::rules::RuleHit;
+use crate::sites::Owner;
+use crate::walk::FileJob;
+
+/// The file being searched: what is searched for, and its place before liveness.
+pub(super) struct Cx<'a> {
+    pub(super) job: &'a FileJob,
+    pub(super) searchers: &'a Searchers<'a>,
+    pub(super) place: (Category, Severity),
+}
+
+/// Where a buffer sits in its file: `buf[..len]` holds the file from `pos - carry`; the
+/// first `carry` bytes were searched with the previous buffer (all of them, in a last
+/// search of the carry alone); `last` when nothing follows.
+#[derive(Clone, Copy)]
+pub(super) struct Span {
+    pub(super) carry: usize,
+    pub(super) len: usize,
+    pub(super) pos: u64,
+    pub(super) last: bool,
+}
+
+/// One finding per (file, material): occurrences of the same id become a count, at the
+/// first offset. The same occurrence found twice (one value in a fingerprint file and in
+/// `--secrets`) counts once.
+pub(super) fn aggregate(mut raw: Vec<Finding>) -> Vec<Finding> {
+    raw.sort_by(|a, b| (&a.id, a.offset).cmp(&(&b.id, b.offset)));
+    let mut out: Vec<Finding> = Vec::new();
+    let mut last_offset = 0;
+    for f in raw {
+        match out.last_mut() {
+            Some(prev) if prev.id == f.id => {
+                if f.offset != last_offset {
+                    prev.count += 1;
+                    last_offset = f.offset;
+                }
+            }
+            _ => {
+                last_offset = f.offset;
+                out.push(f);
+            }
+        }
+    }
+    out
+}
+
+impl Worker {
+    /// Searches one buffer with fingerprints and rules, in one pass over its bytes.
+    pub(super) fn search(&mut self, cx: &Cx<'_>, at: Span, findings: &mut Vec<Finding>) {
+        let Cx { job, searchers, place } = *cx;
+        let Span { carry, len, pos, last } = at;
+        let base = pos - carry as u64;
+        let buf = &self.buf[..len];
+        self.hits.clear();
+        self.key_marks.clear();
+        if len > carry {
+            match searchers.rules.key_scan() {
+                // The rules' key search rides along the matcher's pass over the bytes.
+                Some(keys) => searchers.matcher.find_keyed(
+                    buf,
+                    base,
+                    carry,
+                    &mut self.hits,
+                    keys,
+                    &mut self.key_marks,
+                ),
+                None => searchers.matcher.find(buf, base, carry, &mut self.hits),
+            }
+        }
+        for h in &self.hits {
+            let at = (h.offset - base) as usize;
+            let matched = &buf[at..at + h.len as usize];
+            findings.push(lift(job, searchers.matcher, h, place, matched));
+        }
+        self.rule_hits.clear();
+        let marks = &self.key_marks;
+        if !searchers.rules.find_marked(buf, base, carry, last, marks, &mut self.rule_hits) {
+            self.rules_incomplete = true;
+        }
+        for h in self.rule_hits.drain(..) {
+            let at = (h.offset - base) as usize;
+            let secret = &buf[at + h.secret.start as usize..at + h.secret.end as usize];
+            findings.push(lift_rule(job, searchers, h, place, secret));
+        }
+    }
+
+    /// Moves the last `overlap` bytes of `buf[..len]` to the front; returns the new carry.
+    pub(super) fn keep(&mut self, len: usize) -> usize {
+        let keep = self.overlap.min(len);
+        self.buf.copy_within(len - keep..len, 0);
+        keep
+    }
+}
+
+/// The label that ranks a fingerprinted value one step higher: a rotated-out value that
+/// is still on disk.
+const REVOKED: &str = "revoked";
+
+/// Lifts a matcher hit to a finding. `matched` is the matched bytes, used only for the
+/// redacted preview.
+pub(super) fn lift(
+    job: &FileJob,
+    matcher: &Matcher,
+    h: &Hit,
+    place: (Category, Severity),
+    matched: &[u8],
+) -> Finding {
+    let (entry, form) = matcher.describe(h);
+    let m = MatchInfo {
+        kind: MatchKind::Fingerprint,
+        secret: Some(entry.secret.clone()),
+        key: Some(entry.key.clone()),
+        label: Some(entry.label.clone()),
+        rule: None,
+        encoding: form.encoding,
+    };
+    let material = Material { severity: Severity::High, revoked: entry.label == REVOKED };
+    let id = Finding::make_id(job.owner.site, &job.node_path(), &m, &[]);
+    let (offset, length, preview) = (h.offset, h.len as u64, Preview::redact(matched));
+    finding(job, place, Match { id, material, offset, length, matched: m, preview })
+}
+
+/// Lifts a rule hit to a finding. `secret` is the secret part of the match, used only for
+/// the redacted preview and the id's digest. A decoded token's claims that hold a
+/// fingerprinted value are withheld.
+pub(super) fn lift_rule(
+    job: &FileJob,
+    searchers: &Searchers<'_>,
+    h: RuleHit,
+    place: (Category, Severity),
+    secret: &[u8],
+) -> Finding {
+    let rules = searchers.rules;
+    let m = MatchInfo {
+        kind: MatchKind::Rule,
+        secret: None,
+        key: None,
+        label: None,
+        rule: Some(rules.spec(h.rule).id.to_owned()),
+        encoding: Encoding::Raw,
+    };
+    let material = Material { severity: h.severity, revoked: false };
+    let id = Finding::make_id(job.owner.site, &job.node_path(), &m, secret);
+    let (offset, length, preview) = (h.offset, h.len as u64, Preview::redact(secret));
+    let mut f = finding(job, place, Match { id, material, offset, length, matched: m, preview });
+    f.token = h.token;
+    if let Some(token) = &mut f.token {
+        let mut hits = Vec::new();
+        token.withhold(|claim| {
+            hits.clear();
+            searchers.matcher.find(claim.as_bytes(), 0, 0, &mut hits);
+            !hits.is_empty()
+        });
+    }
+    f
+}
+
+/// A match, before it is a finding of its file.
+pub(super) struct Match {
+    pub(super) id: String,
+    pub(super) material: Material,
+    pub(super) offset: u64,
+    pub(super) length: u64,
+    pub(super) matched: MatchInfo,
+    pub(super) preview: Preview,
+}
+
+/// The finding of `m` in `job`'s file, at its place, stamped with its owner.
+fn finding(job: &FileJob, (category, place): (Category, Severity), m: Match) -> Finding {
+    let Match { id, material, offset, length, matched, preview } = m;
+    let mut f = Finding {
+        id,
+        severity: rank(place, material.severity, material.revoked),
+        category,
+        site: job.owner.site,
+        path: job.node_path(),
+        offset,
+        length,
+        count: 1,
+        stale: false,
+        pod: None,
+        container: None,
+        images: Vec::new(),
+        within: Within::Content,
+        matched,
+        preview,
+        note: None,
+        token: None,
+        material,
+        volume: None,
+    };
+    stamp(&job.owner, &mut f);
+    f
+}
+
+/// Writes what `owner` says into `f`: site, staleness, pod, container, images, note and
+/// volume. The pod is the pod dir's, else the runtime records', else the log path's; the
+/// container the records', else the log path's. Names taken from a path are withheld
+/// where the path's are.
+pub(super) fn stamp(owner: &Owner, f: &mut Finding) {
+    let shown = report::withhold::shown;
+    let records = owner.records.as_deref();
+    let log = owner.log.as_deref();
+    f.site = owner.site;
+    f.stale = owner.stale;
+    f.pod = match (owner.pod.as_deref().or(records.and_then(|o| o.pod_uid.as_deref())), log) {
+        (Some(uid), _) => Some(PodRef { uid: shown(uid), namespace: None, name: None, live: None }),
+        (None, Some(l)) => Some(PodRef {
+            uid: shown(&l.uid),
+            namespace: Some(shown(&l.namespace)),
+            name: Some(shown(&l.pod)),
+            live: None,
+        }),
+        (None, None) => None,
+    };
+    f.container = match (records.and_then(|o| o.container.as_deref()), log) {
+        (Some(id), _) => Some(ContainerRef { id: Some(id.to_owned()), name: None, live: None }),
+        (None, Some(l)) => {
+            Some(ContainerRef { id: None, name: Some(shown(&l.container)), live: None })
+        }
+        (None, None) => None,
+    };
+    f.images = records.map(|o| o.images.clone()).unwrap_or_default();
+    f.note = records.and_then(|o| o.note);
+    f.volume.clone_from(&owner.volume);
+}
