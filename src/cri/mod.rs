@@ -25,6 +25,7 @@ pub mod proto {
     tonic::include_proto!("runtime.v1");
 }
 
+use crate::node::kubelet;
 use proto::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::Channel;
 
@@ -539,14 +540,17 @@ pub fn kubelet_dir(client: &mut Client) -> Result<Option<PathBuf>, Error> {
     Ok(None)
 }
 
-/// The kubelet root dir a pod's host path lies under, if it is one.
+/// The kubelet root dir a pod's host path lies under, if it is one (a pod dir's
+/// volumes, subPaths, `etc-hosts` or `containers` under it).
 fn kubelet_root_of(host_path: &str) -> Option<PathBuf> {
     let parts: Vec<&str> = host_path.split('/').collect();
     let is_uid = |s: &str| s.len() >= 8 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
     let at = parts.windows(3).position(|w| {
-        w[0] == "pods"
+        w[0] == kubelet::PODS
             && is_uid(w[1])
-            && matches!(w[2], "volumes" | "volume-subpaths" | "etc-hosts" | "containers")
+            && (w[2] == kubelet::VOLUMES
+                || w[2] == kubelet::SUBPATHS
+                || kubelet::BOOKKEEPING[..2].contains(&w[2]))
     })?;
     let root = parts[..at].join("/");
     root.starts_with('/').then(|| PathBuf::from(root))

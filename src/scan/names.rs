@@ -39,6 +39,47 @@ struct NameSpan {
     dir_end: Option<usize>,
 }
 
+impl Names {
+    /// Joins the names on the paths of a batch: each file's own, and the directories' not
+    /// checked since the directory checked last.
+    fn join(&mut self, batch: &[WalkItem]) {
+        self.text.clear();
+        self.spans.clear();
+        for (i, item) in batch.iter().enumerate() {
+            let WalkItem::File(job) = item else { continue };
+            let rel = job.rel.as_os_str().as_bytes();
+            let (dir, name) = match memchr::memrchr(b'/', rel) {
+                Some(at) => (&rel[..at], &rel[at + 1..]),
+                None => (&rel[..0], rel),
+            };
+            let add = |names: &mut Names, text: &[u8], dir_end| {
+                let start = names.text.len();
+                names.text.extend_from_slice(text);
+                names.spans.push(NameSpan { job: i, start, end: names.text.len(), dir_end });
+                names.text.push(b'/');
+            };
+            if dir != self.dir.as_slice() {
+                // The components shared with the directory checked last were checked then.
+                let mut at = 0;
+                for (a, b) in dir.split(|&c| c == b'/').zip(self.dir.split(|&c| c == b'/')) {
+                    if a != b {
+                        break;
+                    }
+                    at += a.len() + 1;
+                }
+                while at < dir.len() {
+                    let end = memchr::memchr(b'/', &dir[at..]).map_or(dir.len(), |n| at + n);
+                    add(self, &dir[at..end], Some(end));
+                    at = end + 1;
+                }
+                self.dir.clear();
+                self.dir.extend_from_slice(dir);
+            }
+            add(self, name, None);
+        }
+    }
+}
+
 /// The note of a finding in a name.
 const IN_NAME: &str = "in the name of this file or directory: the path shows that name \
     withheld";
@@ -79,40 +120,7 @@ impl Worker {
         seen: &Mutex<Seen>,
     ) -> Vec<Finding> {
         let mut names = std::mem::take(&mut self.names);
-        names.text.clear();
-        names.spans.clear();
-        for (i, item) in batch.iter().enumerate() {
-            let WalkItem::File(job) = item else { continue };
-            let rel = job.rel.as_os_str().as_bytes();
-            let (dir, name) = match memchr::memrchr(b'/', rel) {
-                Some(at) => (&rel[..at], &rel[at + 1..]),
-                None => (&rel[..0], rel),
-            };
-            let add = |names: &mut Names, text: &[u8], dir_end| {
-                let start = names.text.len();
-                names.text.extend_from_slice(text);
-                names.spans.push(NameSpan { job: i, start, end: names.text.len(), dir_end });
-                names.text.push(b'/');
-            };
-            if dir != names.dir.as_slice() {
-                // The components shared with the directory checked last were checked then.
-                let mut at = 0;
-                for (a, b) in dir.split(|&c| c == b'/').zip(names.dir.split(|&c| c == b'/')) {
-                    if a != b {
-                        break;
-                    }
-                    at += a.len() + 1;
-                }
-                while at < dir.len() {
-                    let end = memchr::memchr(b'/', &dir[at..]).map_or(dir.len(), |n| at + n);
-                    add(&mut names, &dir[at..end], Some(end));
-                    at = end + 1;
-                }
-                names.dir.clear();
-                names.dir.extend_from_slice(dir);
-            }
-            add(&mut names, name, None);
-        }
+        names.join(batch);
         let mut found = Vec::new();
         if screen(searchers, &names.text, &mut names.hits, &mut names.rule_hits) {
             let mut by_span: BTreeMap<usize, (Vec<Hit>, Vec<RuleHit>)> = BTreeMap::new();
