@@ -221,7 +221,7 @@ pub fn scan(
         rx.into_iter().par_bridge().for_each_init(
             || Worker::new(settings, searchers.overlap()),
             |w, batch: Vec<WalkItem>| {
-                let mut named = w.check_names(&batch, searchers, &seen);
+                let mut named = w.names.check(&batch, searchers, &seen);
                 if !named.is_empty() {
                     gathered.findings.lock().expect("lock").append(&mut named);
                 }
@@ -302,7 +302,7 @@ impl Gathered {
         }
         let mut errors = self.errors.lock().expect("lock");
         errors.extend(w.file_errors.drain(..).map(error));
-        if std::mem::take(&mut w.rules_incomplete) {
+        if std::mem::take(&mut w.scratch.rules_incomplete) {
             errors.push(error(RULES_INCOMPLETE.to_owned()));
         }
     }

@@ -2,7 +2,6 @@
 //! directories'), searched joined in one pass. What matches is withheld from every path
 //! shown from then on, and is a finding at the path of its name.
 
-use super::read::Worker;
 use super::search::{aggregate, lift, lift_rule};
 use super::{Searchers, Seen};
 use crate::finding::{Finding, Within};
@@ -103,7 +102,7 @@ fn screen(
     !hits.is_empty() || !rule_hits.is_empty()
 }
 
-impl Worker {
+impl Names {
     /// Matches the names on the paths of a batch of files: each file's own, and the
     /// directories' above it that this worker has not checked yet (the walk lists a
     /// directory's files together, so each directory is checked about once). The names are
@@ -113,13 +112,13 @@ impl Worker {
     /// before any file of the batch is read, and is a finding at the path of its name
     /// (`"in": "name"`; a directory's once a scan). Names come from the walk: nothing is
     /// read again.
-    pub(super) fn check_names(
+    pub(super) fn check(
         &mut self,
         batch: &[WalkItem],
         searchers: &Searchers<'_>,
         seen: &Mutex<Seen>,
     ) -> Vec<Finding> {
-        let mut names = std::mem::take(&mut self.names);
+        let names = self;
         names.join(batch);
         let mut found = Vec::new();
         if screen(searchers, &names.text, &mut names.hits, &mut names.rule_hits) {
@@ -158,7 +157,6 @@ impl Worker {
                 found.extend(aggregate(named));
             }
         }
-        self.names = names;
         found
     }
 }

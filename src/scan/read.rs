@@ -4,13 +4,12 @@
 //! offsets mapped back to the file). A file its site reads whole is searched as one
 //! buffer and handed to its site to attribute. One stop and timeout path serves all.
 
-use super::search::{aggregate, Cx, Span};
+use super::names::Names;
+use super::search::{aggregate, Cx, Scratch, Span};
 use super::{ScanSettings, Searchers, Seen};
 use crate::finding::{Finding, UnreadMount};
-use crate::matcher::Hit;
 use crate::node::io_message;
 use crate::node::logs::{Extractor, HEAD_MAX};
-use crate::rules::{KeyMarks, RuleHit};
 use crate::severity::place;
 use crate::sites::{self, Reading};
 use crate::sys;
@@ -29,17 +28,13 @@ const SEQUENTIAL_FROM: u64 = 256 << 10;
 /// whole, streamed). kubelet rotates logs at 10 MiB by default.
 const MAX_GZ_LOG: u64 = 64 << 20;
 
-/// Per-thread state: the read buffer and hit scratch.
+/// Per-thread state: the read buffer, the search's scratch and the names checked last.
 pub(super) struct Worker {
     pub(super) buf: Vec<u8>,
     chunk: usize,
     pub(super) overlap: usize,
-    pub(super) hits: Vec<Hit>,
-    pub(super) rule_hits: Vec<RuleHit>,
-    /// Where the matcher's pass marked that a rule's key may start.
-    pub(super) key_marks: KeyMarks,
-    /// Set when a rule skipped literal hits in the current file.
-    pub(super) rules_incomplete: bool,
+    /// The search's scratch.
+    pub(super) scratch: Scratch,
     /// Problems with parts of the current file that did not stop its search.
     pub(super) file_errors: Vec<String>,
     /// A pod log's raw bytes before its content is extracted into `buf` (allocated with
@@ -51,8 +46,8 @@ pub(super) struct Worker {
     deadline: Option<Instant>,
     /// Set when the deadline cut the current file short.
     pub(super) timed_out: bool,
-    /// The names checked last (see [`Worker::check_names`]).
-    pub(super) names: super::names::Names,
+    /// The names checked last (see [`Names::check`]).
+    pub(super) names: Names,
     /// Set when the current file is a mount point not read.
     pub(super) unread: Option<UnreadMount>,
 }
@@ -250,6 +245,13 @@ fn read_full<R: Read + ?Sized>(f: &mut R, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 impl Worker {
+    /// Moves the last `overlap` bytes of `buf[..len]` to the front; returns the new carry.
+    fn keep(&mut self, len: usize) -> usize {
+        let keep = self.overlap.min(len);
+        self.buf.copy_within(len - keep..len, 0);
+        keep
+    }
+
     pub(super) fn new(settings: &ScanSettings, overlap: usize) -> Worker {
         let chunk = settings.chunk;
         // The carry plus either a chunk or the zeros standing for a hole (and, for a log's
@@ -258,10 +260,7 @@ impl Worker {
             buf: vec![0; chunk.max(overlap) + overlap + HEAD_MAX],
             chunk,
             overlap,
-            hits: Vec::new(),
-            rule_hits: Vec::new(),
-            key_marks: KeyMarks::default(),
-            rules_incomplete: false,
+            scratch: Scratch::default(),
             file_errors: Vec::new(),
             raw: Vec::new(),
             max_file_size: settings.max_file_size,
@@ -281,7 +280,7 @@ impl Worker {
         searchers: &Searchers<'_>,
         seen: &Mutex<Seen>,
     ) -> Result<Option<(u64, Vec<Finding>)>, String> {
-        self.rules_incomplete = false;
+        self.scratch.rules_incomplete = false;
         self.file_errors.clear();
         let (f, ino) = match job.open() {
             Ok(opened) => opened,
@@ -348,7 +347,7 @@ impl Worker {
         }
         let mut raw = Vec::new();
         let saved = std::mem::replace(&mut self.buf, data);
-        self.search(cx, Span { carry: 0, len: n, pos: 0, last: true }, &mut raw);
+        self.scratch.search(&self.buf, cx, Span { carry: 0, len: n, pos: 0, last: true }, &mut raw);
         let data = std::mem::replace(&mut self.buf, saved);
         let site = sites::site(cx.job.owner.site);
         self.file_errors.extend(site.attribute_whole(cx.job.owner.site, &data, &mut raw));
@@ -440,7 +439,12 @@ impl Worker {
                 continue;
             }
             let before = findings.len();
-            self.search(cx, Span { carry, len: carry + n, pos: at, last }, &mut findings);
+            self.scratch.search(
+                &self.buf,
+                cx,
+                Span { carry, len: carry + n, pos: at, last },
+                &mut findings,
+            );
             for f in &mut findings[before..] {
                 f.offset = src.file_offset(f.offset);
             }
@@ -454,7 +458,12 @@ impl Worker {
             // Rule hits whose window ran past the last buffer's end were left for a next
             // buffer; the source ended, so they are taken from the carry, clipped there.
             let before = findings.len();
-            self.search(cx, Span { carry, len: carry, pos, last: true }, &mut findings);
+            self.scratch.search(
+                &self.buf,
+                cx,
+                Span { carry, len: carry, pos, last: true },
+                &mut findings,
+            );
             for f in &mut findings[before..] {
                 f.offset = src.file_offset(f.offset);
             }

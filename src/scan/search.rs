@@ -1,7 +1,6 @@
 //! Searching a buffer: the matcher's and the rules' hits in it, lifted to findings of the
 //! file's owner and place, then one finding per (file, material).
 
-use super::read::Worker;
 use super::Searchers;
 use crate::finding::{
     rank, Category, ContainerRef, Encoding, Finding, MatchInfo, MatchKind, Material, PodRef,
@@ -9,7 +8,7 @@ use crate::finding::{
 };
 use crate::matcher::{Hit, Matcher};
 use crate::report;
-use crate::rules::RuleHit;
+use crate::rules::{KeyMarks, RuleHit};
 use crate::sites::Owner;
 use crate::walk::FileJob;
 
@@ -55,13 +54,31 @@ pub(super) fn aggregate(mut raw: Vec<Finding>) -> Vec<Finding> {
     out
 }
 
-impl Worker {
-    /// Searches one buffer with fingerprints and rules, in one pass over its bytes.
-    pub(super) fn search(&mut self, cx: &Cx<'_>, at: Span, findings: &mut Vec<Finding>) {
+/// A worker's search scratch: the hits of the buffer searched last, where the matcher's
+/// pass marked that a rule's key may start, and whether a rule skipped literal hits in
+/// the current file.
+#[derive(Default)]
+pub(super) struct Scratch {
+    hits: Vec<Hit>,
+    rule_hits: Vec<RuleHit>,
+    key_marks: KeyMarks,
+    /// Set when a rule skipped literal hits in the current file.
+    pub(super) rules_incomplete: bool,
+}
+
+impl Scratch {
+    /// Searches `buf[..at.len]` with fingerprints and rules, in one pass over its bytes.
+    pub(super) fn search(
+        &mut self,
+        buf: &[u8],
+        cx: &Cx<'_>,
+        at: Span,
+        findings: &mut Vec<Finding>,
+    ) {
         let Cx { job, searchers, place } = *cx;
         let Span { carry, len, pos, last } = at;
         let base = pos - carry as u64;
-        let buf = &self.buf[..len];
+        let buf = &buf[..len];
         self.hits.clear();
         self.key_marks.clear();
         if len > carry {
@@ -93,13 +110,6 @@ impl Worker {
             let secret = &buf[at + h.secret.start as usize..at + h.secret.end as usize];
             findings.push(lift_rule(job, searchers, h, place, secret));
         }
-    }
-
-    /// Moves the last `overlap` bytes of `buf[..len]` to the front; returns the new carry.
-    pub(super) fn keep(&mut self, len: usize) -> usize {
-        let keep = self.overlap.min(len);
-        self.buf.copy_within(len - keep..len, 0);
-        keep
     }
 }
 
