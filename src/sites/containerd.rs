@@ -27,6 +27,12 @@ pub const SNAPSHOTTERS: [(&str, &str, &str); 2] = [
     ("overlayfs", "io.containerd.snapshotter.v1.overlayfs", "fs"),
     ("native", "io.containerd.snapshotter.v1.native", ""),
 ];
+/// A snapshotter's database of its snapshots, in its dir.
+const SNAPSHOTTER_DB: &str = "metadata.db";
+/// The snapshots' dirs, in a snapshotter's dir: `snapshots/<id>`.
+const SNAPSHOTS: &str = "snapshots";
+/// A task bundle's OCI spec, in the bundle dir.
+const BUNDLE_SPEC: &str = "config.json";
 
 /// The largest database discovery reads whole (`meta.db`, a snapshotter's `metadata.db`),
 /// as the scan's own cap on a whole `meta.db`.
@@ -163,19 +169,19 @@ fn bundles(cx: &mut Discovery<'_>, tasks: &Path) {
         for id in super::subdirs(cx.root, &tasks_rel.join(&ns)) {
             let bundle = tasks_rel.join(&ns).join(&id);
             let listed = cx.root.list(&bundle).unwrap_or_default();
-            if !listed.iter().any(|(n, k)| n == "config.json" && *k == crate::sys::Kind::File) {
+            if !listed.iter().any(|(n, k)| n == BUNDLE_SPEC && *k == crate::sys::Kind::File) {
                 continue;
             }
             let name = id.to_string_lossy();
             cx.scopes.push(super::Scope {
-                node_path: tasks.join(&ns).join(&id).join("config.json"),
+                node_path: tasks.join(&ns).join(&id).join(BUNDLE_SPEC),
                 kind: ScopeKind::Owned(Ownership::new(
                     SiteId::OciBundle,
                     Category::EnvPersisted,
                     Some(name.strip_prefix('.').unwrap_or(&name).to_owned()),
                     None,
                 )),
-                rel: bundle.join("config.json"),
+                rel: bundle.join(BUNDLE_SPEC),
             });
         }
     }
@@ -192,7 +198,7 @@ fn snapshots(cx: &mut Discovery<'_>) {
         .iter()
         .filter_map(|&(name, dir, files)| {
             let base = ctrd.join(dir);
-            let rel = super::resolve(cx.root, &base.join("snapshots")).ok()?;
+            let rel = super::resolve(cx.root, &base.join(SNAPSHOTS)).ok()?;
             Some((name, base, rel, files))
         })
         .collect();
@@ -211,7 +217,7 @@ fn snapshots(cx: &mut Discovery<'_>) {
         }
     }
     for (snapshotter, base, rel, files) in present {
-        let db_path = base.join("metadata.db");
+        let db_path = base.join(SNAPSHOTTER_DB);
         let mut records = BTreeMap::new();
         if let Some(data) = cx.read(&db_path, MAX_DB) {
             match containerd::read_snapshots(&data) {
@@ -248,7 +254,7 @@ fn snapshots(cx: &mut Discovery<'_>) {
             let within = |p: PathBuf| if files.is_empty() { p } else { p.join(files) };
             cx.scopes.push(super::Scope {
                 rel: within(rel.join(&name)),
-                node_path: within(base.join("snapshots").join(&name)),
+                node_path: within(base.join(SNAPSHOTS).join(&name)),
                 kind: ScopeKind::Owned(own),
             });
         }

@@ -26,24 +26,26 @@ impl Site for Crio {
     fn discover(&self, cx: &mut Discovery<'_>) {
         let graph = Path::new(CRIO_ROOT);
         let site = SiteId::CrioStorage;
-        let records = graph.join("overlay-containers/containers.json");
+        let layers = graph.join("overlay");
+        let containers = graph.join("overlay-containers");
+        let records = containers.join("containers.json");
         let owners = cx.parse(&records, MAX_RECORD, crio_layers).unwrap_or_default();
         let by_container: HashMap<&str, Option<&String>> =
             owners.values().map(|(id, uid)| (id.as_str(), uid.as_ref())).collect();
-        for name in cx.dirs(&graph.join("overlay")) {
+        for name in cx.dirs(&layers) {
             let Some(id) = name.to_str().filter(|n| *n != "l") else { continue };
             let (category, container, pod_uid) = match owners.get(id) {
                 Some((c, uid)) => (Category::ContainerLayer, Some(c.clone()), uid.clone()),
                 None => (Category::ImageLayer, None, None),
             };
             let layer = ScopeKind::Owned(Ownership::new(site, category, container, pod_uid));
-            cx.push(&graph.join("overlay").join(&name).join("diff"), layer, Unresolved::Quiet);
+            cx.push(&layers.join(&name).join("diff"), layer, Unresolved::Quiet);
         }
-        for name in cx.dirs(&graph.join("overlay-containers")) {
+        for name in cx.dirs(&containers) {
             let Some(id) = name.to_str() else { continue };
             let pod_uid = by_container.get(id).copied().flatten().cloned();
             let spec = Ownership::new(site, Category::EnvPersisted, Some(id.to_owned()), pod_uid);
-            let config = graph.join("overlay-containers").join(&name).join("userdata/config.json");
+            let config = containers.join(&name).join("userdata/config.json");
             cx.push(&config, ScopeKind::Owned(spec), Unresolved::Quiet);
         }
     }

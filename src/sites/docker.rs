@@ -28,10 +28,12 @@ impl Site for Docker {
     fn discover(&self, cx: &mut Discovery<'_>) {
         let data = Path::new(DOCKER_ROOT);
         let site = SiteId::DockerStorage;
+        let containers = data.join("containers");
+        let layers = data.join("overlay2");
         let mut configs: HashMap<String, Option<String>> = HashMap::new();
-        for name in cx.dirs(&data.join("containers")) {
+        for name in cx.dirs(&containers) {
             let Some(id) = name.to_str() else { continue };
-            let config = data.join("containers").join(&name).join("config.v2.json");
+            let config = containers.join(&name).join("config.v2.json");
             let uid = cx.parse(&config, MAX_RECORD, docker_pod_uid);
             configs.insert(id.to_owned(), uid.clone());
             let spec = Ownership::new(site, Category::EnvPersisted, Some(id.to_owned()), uid);
@@ -46,7 +48,7 @@ impl Site for Docker {
                 owners.insert(id, name.to_string_lossy().into_owned());
             }
         }
-        for name in cx.dirs(&data.join("overlay2")) {
+        for name in cx.dirs(&layers) {
             let Some(id) = name.to_str().filter(|n| *n != "l") else { continue };
             let (category, container) = match owners.get(id) {
                 Some(c) => (Category::ContainerLayer, Some(c.clone())),
@@ -54,7 +56,7 @@ impl Site for Docker {
             };
             let pod_uid = container.as_ref().and_then(|c| configs.get(c).cloned().flatten());
             let layer = ScopeKind::Owned(Ownership::new(site, category, container, pod_uid));
-            cx.push(&data.join("overlay2").join(&name).join("diff"), layer, Unresolved::Quiet);
+            cx.push(&layers.join(&name).join("diff"), layer, Unresolved::Quiet);
         }
     }
 

@@ -161,7 +161,7 @@ pub fn secrets_store(vol: &DirFd) -> bool {
         #[serde(rename = "driverName")]
         driver_name: Option<String>,
     }
-    vol.read_small(OsStr::new("vol_data.json"), 64 << 10)
+    vol.read_small(OsStr::new(kubelet::CSI_VOL_DATA), 64 << 10)
         .and_then(|data| serde_json::from_slice::<VolData>(&data).ok())
         .is_some_and(|v| v.driver_name.as_deref() == Some(SECRETS_STORE_DRIVER))
 }
