@@ -44,14 +44,15 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{values, words, Rng};
+use common::{values, words};
+use kresidue::prng::Prng;
 
 /// Values fingerprinted.
 const VALUES: usize = 10_000;
 /// Values planted in the tree.
 const PLANTS: usize = 400;
 /// Bump when the generated node changes, so a kept one is rebuilt.
-const LAYOUT_VERSION: u32 = 3;
+const LAYOUT_VERSION: u32 = 4;
 
 const NAMESPACES: &[&str] = &["shop", "payments", "auth", "search", "monitoring", "ingress"];
 const APPS: &[&str] = &["api", "web", "worker", "cart", "ledger", "gateway", "indexer", "agent"];
@@ -431,7 +432,7 @@ impl Node {
 
 struct Builder {
     root: PathBuf,
-    rng: Rng,
+    rng: Prng,
     node: Node,
 }
 
@@ -439,7 +440,7 @@ impl Builder {
     fn new(root: PathBuf) -> Builder {
         Builder {
             root,
-            rng: Rng::new(0x6e6f_6465_6265_6e63),
+            rng: Prng::new(0x6e6f_6465_6265_6e63),
             node: Node {
                 files: 0,
                 bytes: 0,
@@ -832,7 +833,7 @@ fn sparse(bin: &Path, base: &Path, fp: &Path, time: Option<&Path>) -> anyhow::Re
         std::fs::create_dir_all(file.parent().expect("has a parent"))?;
         let f = std::fs::File::create(&file)?;
         f.set_len(20 << 30)?;
-        let mut rng = Rng::new(20);
+        let mut rng = Prng::new(20);
         for gib in 0..20u64 {
             use std::os::unix::fs::FileExt;
             f.write_all_at(&rng.bytes(1 << 20), gib << 30)?;

@@ -1,6 +1,6 @@
 //! The test harness: a node tree that speaks kubelet's layout, fake secrets and the
 //! `kubectl get secrets -A -o json` text that carries them, and `Kr`, the one way tests run
-//! the built binary.
+//! the built binary. Random values come from the crate's one generator, [`Prng`].
 //!
 //! Every run goes through [`Kr`], which checks, whatever the test is about, that no
 //! guarded secret value (raw, base64, JSON-escaped) appears in stdout or stderr and that
@@ -13,6 +13,8 @@
 
 pub mod containerd;
 pub mod fuse;
+
+pub use kresidue::prng::Prng;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,36 +45,6 @@ pub const CURRENT_TS: &str = "..2025_01_02_03_04_05.123456789";
 // Random but reproducible fake values
 // ---------------------------------------------------------------------------------------
 
-/// A tiny deterministic PRNG (splitmix64) so every test is reproducible from its seeds.
-#[derive(Clone, Debug)]
-pub struct Prng(u64);
-
-impl Prng {
-    /// A generator for `seed`.
-    pub fn new(seed: u64) -> Self {
-        Prng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n`.
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// One byte picked from `set`.
-    pub fn pick(&mut self, set: &[u8]) -> u8 {
-        set[self.below(set.len())]
-    }
-}
-
 /// Characters of fake secret values: letters, digits and a few symbols.
 const SECRET_CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.!@";
 
@@ -96,7 +68,7 @@ pub fn fake_secret_len(seed: u64, len: usize) -> Vec<u8> {
 
 fn fake_from(rng: &mut Prng, len: usize) -> Vec<u8> {
     loop {
-        let v: Vec<u8> = (0..len).map(|_| rng.pick(SECRET_CHARS)).collect();
+        let v = rng.chars(SECRET_CHARS, len).into_bytes();
         if !CREDENTIAL_PREFIXES.iter().any(|p| v.starts_with(p)) {
             return v;
         }
