@@ -2,16 +2,17 @@
 //! enabled costs at most 20% more than without rules on the same tree".
 //!
 //! Generates a node-like tree (the crate's seeded [`Prng`], ~256 MiB, `KRESIDUE_BENCH_MIB`
-//! to change it) in a fresh temp dir under `CARGO_TARGET_TMPDIR`: kubelet pod dirs with
-//! atomic-writer secret and projected volumes and empty-dir volumes (application logs,
-//! YAML and JSON configs, kubeconfigs without credentials, public certificates, base64
-//! blobs, binaries, zero-filled files), and `/var/log/pods` CRI logs, some rotations
-//! gzip-compressed (site `pod-log`: searched as their content, decompressed). File sizes run from a few KiB to several MiB. Into it go a modest
-//! number of generated secrets of several rule families (PEM private keys, GitHub tokens,
-//! service-account JWTs, kubeconfigs and docker configs with credentials, AWS key pairs,
-//! database URLs with a password) and 40 of 1,000 generated fingerprinted values (raw,
-//! base64 and JSON-escaped). Everything is generated at run time; nothing is a real
-//! credential.
+//! to change it) in a fresh temp dir under `CARGO_TARGET_TMPDIR`, laid out by the tests'
+//! node-tree builder (`tests/util/tree.rs`): kubelet pod dirs with atomic-writer secret
+//! and projected volumes and empty-dir volumes (application logs, YAML and JSON configs,
+//! kubeconfigs without credentials, public certificates, base64 blobs, binaries,
+//! zero-filled files), and `/var/log/pods` CRI logs, some rotations gzip-compressed (site
+//! `pod-log`: searched as their content, decompressed). File sizes run from a few KiB to
+//! several MiB. Into it go a modest number of generated secrets of several rule families
+//! (PEM private keys, GitHub tokens, service-account JWTs, kubeconfigs and docker configs
+//! with credentials, AWS key pairs, database URLs with a password) and 40 of 1,000
+//! generated fingerprinted values (raw, base64 and JSON-escaped). Everything is generated
+//! at run time; nothing is a real credential.
 //!
 //! [`kresidue::scan::scan`] is timed on the tree with (a) fingerprints only, (b)
 //! fingerprints and [`Rules::builtin`], (c) rules only (an empty matcher), each on 1 and 2
@@ -42,7 +43,7 @@ use kresidue::kubectl::SecretValue;
 use kresidue::matcher::Matcher;
 use kresidue::rules::Rules;
 use kresidue::scan::{self, ScanResult, ScanSettings, Searchers, DEFAULT_CHUNK};
-use kresidue::sites::{kubelet::DEFAULT_KUBELET_DIR, Layout};
+use kresidue::sites::Layout;
 use kresidue::sys::RootDir;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hint::black_box;
@@ -52,9 +53,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod common;
+#[path = "../tests/util/tree.rs"]
+mod tree;
 use common::{ms, values, words, B64_CHARS, TOKEN_CHARS};
 use kresidue::prng::Prng;
 use kresidue::rules::examples::render;
+use tree::{NodeTree, POD_LOGS};
 
 /// Default size of the generated tree.
 const DEFAULT_MIB: usize = 256;
@@ -68,8 +72,6 @@ const THREADS: [usize; 2] = [1, 2];
 const ROUNDS: usize = 11;
 /// The target: rules add at most this fraction to a fingerprint scan.
 const TARGET_OVERHEAD: f64 = 0.20;
-/// Where kubelet writes pod logs; scanned as an extra path.
-const POD_LOGS: &str = "/var/log/pods";
 
 // ---------------------------------------------------------------------------------------
 // Generated data
@@ -770,10 +772,19 @@ struct Gen {
     snippets: Vec<Snippet>,
 }
 
+/// Where a file outside atomic-writer volumes goes, in the node-tree builder's terms.
+enum FileAt {
+    /// `rel` in the pod dir (`etc-hosts`).
+    PodDir(&'static str),
+    /// `<name>` in the empty-dir volume `<vol>`.
+    EmptyDir(String, String),
+    /// The CRI log file `<file>` of container `<ctr>` under `/var/log/pods`.
+    Log(String, String),
+}
+
 /// A file to write, outside atomic-writer volumes: a planted item or generated content.
 struct FilePlan {
-    /// Path relative to the root (also the node path without its leading `/`).
-    rel: String,
+    at: FileAt,
     content: Result<(Vec<u8>, What), Gen>,
 }
 
@@ -783,16 +794,17 @@ struct KeyPlan {
     content: Result<(Vec<u8>, What), (Kind, usize)>,
 }
 
-/// An atomic-writer volume (`secret` or `projected`).
+/// An atomic-writer volume: `projected` or `secret`, its name, its keys.
 struct VolumePlan {
-    /// Path relative to the root.
-    rel: String,
+    projected: bool,
+    name: String,
     keys: Vec<KeyPlan>,
 }
 
 struct PodPlan {
-    /// The pod dir, relative to the root.
-    dir: String,
+    uid: String,
+    namespace: &'static str,
+    name: String,
     containers: Vec<String>,
     volumes: Vec<VolumePlan>,
     files: Vec<FilePlan>,
@@ -800,7 +812,7 @@ struct PodPlan {
 
 /// The generated tree on disk.
 struct Tree {
-    dir: tempfile::TempDir,
+    node: NodeTree,
     files: usize,
     bytes: u64,
     pods: usize,
@@ -828,7 +840,6 @@ fn plan_pods(rng: &mut Prng, target: usize) -> Vec<PodPlan> {
         let ns = *rng.pick(NAMESPACES);
         let app = *rng.pick(APPS);
         let name = format!("{app}-{}-{}", rng.hex(10), rng.chars(LOWER, 5));
-        let dir = format!("var/lib/kubelet/pods/{uid}");
         let mut containers = vec![app.to_owned()];
         for _ in 0..rng.range(0, 3) {
             let s = rng.pick(SIDECARS).to_string();
@@ -854,12 +865,12 @@ fn plan_pods(rng: &mut Prng, target: usize) -> Vec<PodPlan> {
                     }
                 })
                 .collect();
-            volumes
-                .push(VolumePlan { rel: format!("{dir}/volumes/kubernetes.io~secret/{v}"), keys });
+            volumes.push(VolumePlan { projected: false, name: v.into(), keys });
         }
         if rng.chance(30) {
             volumes.push(VolumePlan {
-                rel: format!("{dir}/volumes/kubernetes.io~projected/config-bundle"),
+                projected: true,
+                name: "config-bundle".into(),
                 keys: vec![
                     KeyPlan { name: "ca.crt".into(), content: Err((Kind::Cert, 0)) },
                     KeyPlan { name: "namespace".into(), content: Err((Kind::SecretText, 8)) },
@@ -868,9 +879,8 @@ fn plan_pods(rng: &mut Prng, target: usize) -> Vec<PodPlan> {
         }
         let gen = |kind, size| Err(Gen { kind, size, snippets: Vec::new() });
         let mut files =
-            vec![FilePlan { rel: format!("{dir}/etc-hosts"), content: gen(Kind::Hosts, 0) }];
+            vec![FilePlan { at: FileAt::PodDir("etc-hosts"), content: gen(Kind::Hosts, 0) }];
         for (vi, v) in ["cache", "data", "logs", "tmp"].iter().take(rng.range(1, 3)).enumerate() {
-            let vol = format!("{dir}/volumes/kubernetes.io~empty-dir/{v}");
             // Every empty-dir has an application log and a config: hosts for planted text.
             let mut kinds = vec![Kind::AppLog, if vi == 0 { Kind::Yaml } else { Kind::Json }];
             for _ in 0..rng.range(0, 6) {
@@ -900,10 +910,10 @@ fn plan_pods(rng: &mut Prng, target: usize) -> Vec<PodPlan> {
                 };
                 let size = file_size(rng);
                 planned += size;
-                files.push(FilePlan { rel: format!("{vol}/{name}"), content: gen(kind, size) });
+                let at = FileAt::EmptyDir(v.to_string(), name);
+                files.push(FilePlan { at, content: gen(kind, size) });
             }
         }
-        let logs = format!("var/log/pods/{ns}_{name}_{uid}");
         for c in &containers {
             let n_logs = if rng.chance(40) { 2 } else { 1 };
             for k in 0..n_logs {
@@ -914,11 +924,11 @@ fn plan_pods(rng: &mut Prng, target: usize) -> Vec<PodPlan> {
                 };
                 let size = file_size(rng);
                 planned += size;
-                files
-                    .push(FilePlan { rel: format!("{logs}/{c}/{file}"), content: gen(kind, size) });
+                let at = FileAt::Log(c.clone(), file);
+                files.push(FilePlan { at, content: gen(kind, size) });
             }
         }
-        pods.push(PodPlan { dir, containers, volumes, files });
+        pods.push(PodPlan { uid, namespace: ns, name, containers, volumes, files });
     }
     pods
 }
@@ -1146,26 +1156,24 @@ fn place(rng: &mut Prng, pods: &mut [PodPlan], plants: Vec<Planned>) {
         let content = (bytes, what);
         match place {
             Place::SecretKey(key) => {
-                let rel = format!("{}/volumes/kubernetes.io~secret/planted-{n}", pod.dir);
                 pod.volumes.push(VolumePlan {
-                    rel,
+                    projected: false,
+                    name: format!("planted-{n}"),
                     keys: vec![KeyPlan { name: key.into(), content: Ok(content) }],
                 });
             }
             Place::Token => {
-                let suffix = rng.chars(LOWER, 5);
-                let rel =
-                    format!("{}/volumes/kubernetes.io~projected/kube-api-access-{suffix}", pod.dir);
+                let name = format!("kube-api-access-{}", rng.chars(LOWER, 5));
                 let keys = vec![
                     KeyPlan { name: "token".into(), content: Ok(content) },
                     KeyPlan { name: "ca.crt".into(), content: Err((Kind::Cert, 0)) },
                     KeyPlan { name: "namespace".into(), content: Err((Kind::SecretText, 8)) },
                 ];
-                pod.volumes.push(VolumePlan { rel, keys });
+                pod.volumes.push(VolumePlan { projected: true, name, keys });
             }
             Place::EmptyDirFile(name) => {
-                let rel = format!("{}/volumes/kubernetes.io~empty-dir/secrets-{n}/{name}", pod.dir);
-                pod.files.push(FilePlan { rel, content: Ok(content) });
+                let at = FileAt::EmptyDir(format!("secrets-{n}"), name.into());
+                pod.files.push(FilePlan { at, content: Ok(content) });
             }
             Place::Inline(kind, snippet) => {
                 // Any file of that kind: every empty-dir has an app log and a YAML or JSON
@@ -1189,7 +1197,7 @@ fn place(rng: &mut Prng, pods: &mut [PodPlan], plants: Vec<Planned>) {
     }
 }
 
-/// Writes the planned tree under a fresh temp dir.
+/// Writes the planned tree under a fresh temp dir, through the node-tree builder.
 fn write_tree(target: usize, now: i64, vals: &[SecretValue]) -> std::io::Result<Tree> {
     // A seed whose tree has the shape of the one this benchmark generated before it used
     // the crate's `Prng` (51 pods against 50, 822 files against 802, 252 MiB, the share of
@@ -1200,19 +1208,11 @@ fn write_tree(target: usize, now: i64, vals: &[SecretValue]) -> std::io::Result<
     plants.extend(value_plants(&mut rng, vals));
     place(&mut rng, &mut pods, plants);
 
-    let dir =
-        tempfile::Builder::new().prefix("scan-bench-").tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
-    let mut tree = Tree {
-        dir,
-        files: 0,
-        bytes: 0,
-        pods: pods.len(),
-        plants: Vec::new(),
-        segments: HashMap::new(),
-        composition: BTreeMap::new(),
-    };
-    for pod in pods {
-        for v in pod.volumes {
+    let node = NodeTree::new();
+    let mut w = Written::default();
+    for p in &mut pods {
+        let pod = node.pod(&p.uid);
+        for v in std::mem::take(&mut p.volumes) {
             // kubelet's atomic writer: a timestamped dir, `..data` pointing at it, and one
             // `<key> → ..data/<key>` link per key.
             let ts = format!(
@@ -1222,51 +1222,74 @@ fn write_tree(target: usize, now: i64, vals: &[SecretValue]) -> std::io::Result<
                 rng.range(0, 60),
                 rng.range(100_000_000, 999_999_999)
             );
-            let vol = tree.dir.path().join(&v.rel);
-            std::fs::create_dir_all(vol.join(&ts))?;
-            std::os::unix::fs::symlink(&ts, vol.join("..data"))?;
+            let vol = match v.projected {
+                true => pod.projected_volume_at(&v.name, &ts),
+                false => pod.secret_volume_at(&v.name, &ts),
+            };
             for k in v.keys {
                 let doc = match k.content {
                     Ok((bytes, what)) => Doc::whole(bytes, what),
                     Err((kind, size)) => generate(&mut rng, kind, size, Vec::new()),
                 };
-                let real = vol.join(&ts).join(&k.name);
-                tree.record(&real, format!("/{}/{}", v.rel, k.name), doc)?;
-                std::os::unix::fs::symlink(Path::new("..data").join(&k.name), vol.join(&k.name))?;
+                vol.key(&k.name, &doc.bytes);
+                w.record(vol.visible(&k.name), doc);
             }
         }
-        for f in pod.files {
+        for f in std::mem::take(&mut p.files) {
             let doc = match f.content {
                 Ok((bytes, what)) => Doc::whole(bytes, what),
                 Err(g) => generate(&mut rng, g.kind, g.size, g.snippets),
             };
-            let real = tree.dir.path().join(&f.rel);
-            tree.record(&real, format!("/{}", f.rel), doc)?;
+            let name = match &f.at {
+                FileAt::PodDir(rel) => rel,
+                FileAt::EmptyDir(_, name) | FileAt::Log(_, name) => name.as_str(),
+            };
+            // A `.gz` file (a rotated log, compressed as kubelet does) is written compressed;
+            // offsets stay those of its content.
+            let gz;
+            let data = match name.ends_with(".gz") {
+                true => {
+                    gz = gzip(&doc.bytes)?;
+                    &gz
+                }
+                false => &doc.bytes,
+            };
+            let path = match &f.at {
+                FileAt::PodDir(rel) => pod.file(rel, data),
+                FileAt::EmptyDir(vol, name) => pod.empty_dir_file(vol, name, data),
+                FileAt::Log(ctr, file) => pod.log(p.namespace, &p.name, ctr, file, data),
+            };
+            w.record(path, doc);
         }
-        for c in &pod.containers {
+        for c in &p.containers {
             // Termination logs: empty files.
-            let p = tree.dir.path().join(&pod.dir).join("containers").join(c).join(rng.hex(8));
-            std::fs::create_dir_all(p.parent().expect("has a parent"))?;
-            std::fs::write(p, b"")?;
-            tree.files += 1;
+            pod.termination_log(c, &rng.hex(8), b"");
+            w.files += 1;
         }
     }
-    Ok(tree)
+    let Written { files, bytes, plants, segments, composition } = w;
+    Ok(Tree { node, files, bytes, pods: pods.len(), plants, segments, composition })
 }
 
-impl Tree {
-    /// Writes one file and remembers its plants and stretches under its node path.
-    fn record(&mut self, real: &Path, node: String, doc: Doc) -> std::io::Result<()> {
-        std::fs::create_dir_all(real.parent().expect("has a parent"))?;
-        if node.ends_with(".gz") {
-            // A rotated log, compressed as kubelet does; offsets stay those of its content.
-            use std::io::Write as _;
-            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-            gz.write_all(&doc.bytes)?;
-            std::fs::write(real, gz.finish()?)?;
-        } else {
-            std::fs::write(real, &doc.bytes)?;
-        }
+fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(bytes)?;
+    gz.finish()
+}
+
+/// What [`write_tree`] wrote, file by file (the fields of [`Tree`] but the node).
+#[derive(Default)]
+struct Written {
+    files: usize,
+    bytes: u64,
+    plants: Vec<Plant>,
+    segments: HashMap<String, Vec<(u64, Kind)>>,
+    composition: BTreeMap<Kind, u64>,
+}
+
+impl Written {
+    /// Remembers a written file's plants and stretches under its node path.
+    fn record(&mut self, node: String, doc: Doc) {
         self.files += 1;
         self.bytes += doc.bytes.len() as u64;
         let ends = doc.segments.iter().skip(1).map(|s| s.0).chain([doc.bytes.len() as u64]);
@@ -1277,9 +1300,10 @@ impl Tree {
             self.plants.push(Plant { path: node.clone(), offset, len, what });
         }
         self.segments.insert(node, doc.segments);
-        Ok(())
     }
+}
 
+impl Tree {
     /// The kind of content at `offset` of the file at node path `path`.
     fn kind_at(&self, path: &str, offset: u64) -> Option<Kind> {
         let segs = self.segments.get(path)?;
@@ -1289,7 +1313,7 @@ impl Tree {
     /// The generated line around `offset` of the file at node path `path`, escaped and
     /// cut to at most 160 characters (the tree holds generated content only).
     fn context(&self, path: &str, offset: u64, len: u64) -> String {
-        let Ok(data) = std::fs::read(self.dir.path().join(path.trim_start_matches('/'))) else {
+        let Ok(data) = std::fs::read(self.node.host(path)) else {
             return String::from("(unreadable)");
         };
         let (at, end) = (offset as usize, (offset + len) as usize);
@@ -1406,7 +1430,7 @@ fn run() -> anyhow::Result<bool> {
         tree.files,
         tree.bytes as f64 / (1 << 20) as f64,
         tree.pods,
-        tree.dir.path().display(),
+        tree.node.base().display(),
         t.elapsed().as_secs_f64()
     );
     let composition: Vec<String> = tree
@@ -1439,9 +1463,9 @@ fn run() -> anyhow::Result<bool> {
         ms(built_rules)
     );
 
-    let root = RootDir::open(tree.dir.path())?;
+    let root = RootDir::open(tree.node.root())?;
     let layout = Layout {
-        kubelet_dir: PathBuf::from(DEFAULT_KUBELET_DIR),
+        kubelet_dir: PathBuf::from(tree.node.kubelet_dir()),
         kubelet_dir_explicit: false,
         containerd_root: PathBuf::from(kresidue::sites::containerd::DEFAULT_ROOT),
         containerd_root_explicit: false,
@@ -1477,7 +1501,7 @@ fn run() -> anyhow::Result<bool> {
             let slot = (j + round) % slots;
             let t = Instant::now();
             if slot == configs.len() {
-                read = black_box(read_all(tree.dir.path(), &mut buf)?);
+                read = black_box(read_all(tree.node.root(), &mut buf)?);
             } else {
                 let c = &configs[slot];
                 let settings = ScanSettings {
