@@ -7,8 +7,8 @@
 //! scanner streams a file — each 1 MiB chunk, with the `max_len() - 1` bytes of overlap,
 //! copied into one reused buffer as `read` copies a file's pages, and searched there —
 //! with 10, 1,000 and 10,000 fingerprinted values on one thread. Every value is synthetic
-//! (a xorshift PRNG with a fixed seed), never anything resembling a real credential. The
-//! configurations and the references (the same copying without the search, touching
+//! (the crate's seeded PRNG, [`kresidue::prng::Prng`]), never anything resembling a real
+//! credential. The configurations and the references (the same copying without the search, touching
 //! every byte as a wrapping sum of its `u64` words, and counting newlines with memchr) run
 //! in interleaved rounds — one warm-up round, then 11 timed ones — and each keeps its best
 //! time; the per-round ratio to 10 values is also printed as a median, since a shared
@@ -40,7 +40,8 @@ use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{ms, values, words, Rng, B64_CHARS};
+use common::{ms, values, words, B64_CHARS};
+use kresidue::prng::Prng;
 
 /// Size of the scanned buffer.
 const DATA_LEN: usize = 256 << 20;
@@ -65,7 +66,7 @@ const WORDS: &[&str] = &[
 ];
 
 /// Appends one block of about `len` bytes of a randomly chosen kind.
-fn block(rng: &mut Rng, out: &mut Vec<u8>, len: usize) {
+fn block(rng: &mut Prng, out: &mut Vec<u8>, len: usize) {
     let stop = out.len() + len;
     match rng.range(0, 100) {
         // Config: YAML and JSON-ish lines.
@@ -117,7 +118,7 @@ fn block(rng: &mut Rng, out: &mut Vec<u8>, len: usize) {
                     "\" pod=\"{}/{}-{:x}\"",
                     rng.pick(WORDS),
                     rng.pick(WORDS),
-                    rng.next() >> 40
+                    rng.next_u64() >> 40
                 );
             }
         }
@@ -151,7 +152,7 @@ struct Plant {
 /// JSON-escaped (those are PEM-like values, the ones whose escaped form differs); every
 /// fifth straddles a chunk boundary.
 fn mixed_data(vals: &[SecretValue]) -> (Vec<u8>, Vec<Plant>) {
-    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Prng::new(0x9e37_79b9_7f4a_7c15);
     let mut data = Vec::with_capacity(DATA_LEN + (64 << 10));
     while data.len() < DATA_LEN {
         let len = rng.range(4 << 10, 64 << 10);

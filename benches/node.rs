@@ -1,13 +1,14 @@
 //! Node-scale benchmark (issue 9): the built `kresidue` binary, end to end, on a generated
 //! node, against the time to just read every byte of it and against ripgrep.
 //!
-//! The node (built once under the cargo target dir, `node-bench/<size>/`, and kept):
-//! kubelet pod dirs in the atomic-writer layout (a secret volume, a projected token
-//! volume, emptyDirs of application logs and configs, termination-log files), container
-//! layers under containerd's overlayfs snapshots made of real files copied from this
-//! machine's `/usr`, and CRI pod logs under `/var/log/pods`. 10,000 generated values are
-//! fingerprinted; 400 of them are planted (raw in secret volumes, configs and logs, JSON-
-//! escaped in configs, base64 in layer files). Nothing is a real credential.
+//! The node (built once under the cargo target dir, `node-bench/<size>/`, and kept; laid
+//! out by the tests' node-tree builder, `tests/util/tree.rs`, from the crate's seeded
+//! `Prng`): kubelet pod dirs in the atomic-writer layout (a secret volume, a projected
+//! token volume, emptyDirs of application logs and configs, termination-log files),
+//! container layers under containerd's overlayfs snapshots made of real files copied from
+//! this machine's `/usr`, and CRI pod logs under `/var/log/pods`. 10,000 generated values
+//! are fingerprinted; 400 of them are planted (raw in secret volumes, configs and logs,
+//! JSON-escaped in configs, base64 in layer files). Nothing is a real credential.
 //!
 //! Measured, in interleaved rounds after one warm-up round (warm page cache), each as
 //! its median and min..max over the rounds:
@@ -44,14 +45,18 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{values, words, Rng};
+#[path = "../tests/util/tree.rs"]
+mod tree;
+use common::{values, words};
+use kresidue::prng::Prng;
+use tree::NodeTree;
 
 /// Values fingerprinted.
 const VALUES: usize = 10_000;
 /// Values planted in the tree.
 const PLANTS: usize = 400;
 /// Bump when the generated node changes, so a kept one is rebuilt.
-const LAYOUT_VERSION: u32 = 3;
+const LAYOUT_VERSION: u32 = 5;
 
 const NAMESPACES: &[&str] = &["shop", "payments", "auth", "search", "monitoring", "ingress"];
 const APPS: &[&str] = &["api", "web", "worker", "cart", "ledger", "gateway", "indexer", "agent"];
@@ -134,11 +139,11 @@ fn run() -> anyhow::Result<bool> {
     let opts = options()?;
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_kresidue"));
     let size: u64 = if opts.large { 4 << 30 } else { 400 << 20 };
-    let name = if opts.large { "large" } else { "default" };
-    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("node-bench").join(name);
+    let kept = format!("node-bench/{}", if opts.large { "large" } else { "default" });
     let vals = values(VALUES);
     let t = Instant::now();
-    let node = Node::build_or_load(&base, size, &vals)?;
+    let (tree, node) = Node::build_or_load(&kept, size, &vals)?;
+    let base = tree.base().to_path_buf();
     println!(
         "node: {} files, {:.0} MiB ({:.0} MiB in container layers from /usr, {:.0} MiB pod logs), \
          {} pods, {} planted values, under {} ({:.1} s)",
@@ -152,7 +157,7 @@ fn run() -> anyhow::Result<bool> {
         t.elapsed().as_secs_f64()
     );
     let inputs = Inputs::write(&base, &bin, &vals)?;
-    let root = base.join("root");
+    let root = tree.root().to_path_buf();
     let t = opts.threads.to_string();
     let scan = |fp: &Path, rules: bool| {
         let mut a: Vec<String> =
@@ -264,7 +269,7 @@ fn run() -> anyhow::Result<bool> {
     println!();
 
     let startup = startup(&bin, &base, &inputs.fp_10k)?;
-    let sparse_rss = sparse(&bin, &base, &inputs.fp_10k, time_bin.as_deref())?;
+    let sparse_rss = sparse(&bin, &kept, &base, &inputs.fp_10k, time_bin.as_deref())?;
     let recall = recall(&report, &node.plants);
 
     let mut ok = true;
@@ -391,12 +396,19 @@ struct Saved {
 }
 
 impl Node {
-    fn build_or_load(base: &Path, size: u64, vals: &[SecretValue]) -> anyhow::Result<Node> {
-        let saved = base.join("node.json");
+    /// The kept node `$CARGO_TARGET_TMPDIR/<kept>/` (see [`NodeTree::kept`]), rebuilt
+    /// unless a complete one of this layout version and size is there.
+    fn build_or_load(
+        kept: &str,
+        size: u64,
+        vals: &[SecretValue],
+    ) -> anyhow::Result<(NodeTree, Node)> {
+        let tree = NodeTree::kept(kept);
+        let saved = tree.base().join("node.json");
         if let Ok(s) = std::fs::read(&saved) {
             if let Ok(s) = serde_json::from_slice::<Saved>(&s) {
-                if s.version == LAYOUT_VERSION && s.size == size {
-                    return Ok(Node {
+                if tree.is_built() && s.version == LAYOUT_VERSION && s.size == size {
+                    let node = Node {
                         files: s.files,
                         bytes: s.bytes,
                         layer_bytes: s.layer_bytes,
@@ -407,13 +419,16 @@ impl Node {
                             .into_iter()
                             .map(|(path, secret)| Plant { path, secret })
                             .collect(),
-                    });
+                    };
+                    return Ok((tree, node));
                 }
             }
         }
-        let _ = std::fs::remove_dir_all(base);
-        std::fs::create_dir_all(base)?;
-        let node = Builder::new(base.join("root")).build(size, vals)?;
+        let base = tree.base().to_path_buf();
+        drop(tree);
+        std::fs::remove_dir_all(&base)?;
+        let tree = NodeTree::kept(kept);
+        let node = Builder::new(&tree).build(size, vals)?;
         let s = Saved {
             version: LAYOUT_VERSION,
             size,
@@ -425,21 +440,23 @@ impl Node {
             plants: node.plants.iter().map(|p| (p.path.clone(), p.secret.clone())).collect(),
         };
         std::fs::write(saved, serde_json::to_vec(&s)?)?;
-        Ok(node)
+        tree.mark_built();
+        Ok((tree, node))
     }
 }
 
-struct Builder {
-    root: PathBuf,
-    rng: Rng,
+/// Writes the node through the node-tree builder, remembering what it planted where.
+struct Builder<'t> {
+    tree: &'t NodeTree,
+    rng: Prng,
     node: Node,
 }
 
-impl Builder {
-    fn new(root: PathBuf) -> Builder {
+impl<'t> Builder<'t> {
+    fn new(tree: &'t NodeTree) -> Builder<'t> {
         Builder {
-            root,
-            rng: Rng::new(0x6e6f_6465_6265_6e63),
+            tree,
+            rng: Prng::new(0x6e6f_6465_6265_6e63),
             node: Node {
                 files: 0,
                 bytes: 0,
@@ -451,21 +468,12 @@ impl Builder {
         }
     }
 
-    /// Writes `bytes` at node path `node`.
-    fn write(&mut self, node: &str, bytes: &[u8]) -> anyhow::Result<()> {
-        let p = self.root.join(node.trim_start_matches('/'));
-        std::fs::create_dir_all(p.parent().expect("has a parent"))?;
-        std::fs::write(&p, bytes)?;
-        self.node.files += 1;
-        self.node.bytes += bytes.len() as u64;
-        Ok(())
-    }
-
     fn plant(&mut self, path: String, v: &SecretValue) {
         self.node.plants.push(Plant { path, secret: format!("{}/{}", v.namespace, v.name) });
     }
 
     fn build(mut self, size: u64, vals: &[SecretValue]) -> anyhow::Result<Node> {
+        let tree = self.tree;
         // Planted: every 25th value, dealt in turn to volumes, configs, logs and layers.
         let mut planted: Vec<&SecretValue> = vals.iter().step_by(VALUES / PLANTS).collect();
         let pods = (size / (2 << 20)).clamp(20, 2000) as usize;
@@ -477,51 +485,40 @@ impl Builder {
             let uid = self.rng.uuid();
             let ns = *self.rng.pick(NAMESPACES);
             let app = *self.rng.pick(APPS);
-            let pod = format!("{app}-{}", self.rng.hex(5));
-            pod_dirs.push((uid.clone(), ns, pod.clone(), app));
-            let dir = format!("/var/lib/kubelet/pods/{uid}");
-            self.write(
-                &format!("{dir}/etc-hosts"),
-                b"# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n",
-            )?;
+            let name = format!("{app}-{}", self.rng.hex(5));
+            // The pod dir with kubelet's usual entries (`etc-hosts` among them).
+            let pod = tree.pod(&uid);
             for c in [app, "istio-proxy"] {
-                let hex = self.rng.hex(8);
-                self.write(&format!("{dir}/containers/{c}/{hex}"), b"")?;
+                pod.termination_log(c, &self.rng.hex(8), b"");
             }
-            // The secret volume, atomic-writer layout.
-            let vol = format!("{dir}/volumes/kubernetes.io~secret/{app}-secrets");
+            // The secret volume.
             let ts = format!("..2025_05_01_10_{:02}_{:02}.{}", p % 60, p % 59, 100_000_000 + p);
+            let vol = pod.secret_volume_at(&format!("{app}-secrets"), &ts);
             let value = match (p % 4 == 0).then(|| planted.pop()).flatten() {
                 Some(v) => {
-                    self.plant(format!("{vol}/password"), v);
+                    self.plant(vol.visible("password"), v);
                     v.value.clone()
                 }
                 None => self.rng.chars(common::TOKEN_CHARS, 24).into_bytes(),
             };
-            self.write(&format!("{vol}/{ts}/password"), &value)?;
-            self.write(&format!("{vol}/{ts}/username"), app.as_bytes())?;
-            self.link(&vol, &ts, &["password", "username"])?;
+            vol.key("password", &value).key("username", app.as_bytes());
             // The projected service-account token volume.
-            let proj = format!(
-                "{dir}/volumes/kubernetes.io~projected/kube-api-access-{}",
-                self.rng.hex(5)
-            );
+            let proj = format!("kube-api-access-{}", self.rng.hex(5));
             let ts2 = format!("..2025_05_01_11_{:02}_{:02}.{}", p % 60, p % 57, 200_000_000 + p);
             let token = self.jwt_like();
-            self.write(&format!("{proj}/{ts2}/token"), &token)?;
-            self.write(&format!("{proj}/{ts2}/namespace"), ns.as_bytes())?;
             let ca = common::fake_pem(&mut self.rng, 1100);
-            self.write(&format!("{proj}/{ts2}/ca.crt"), &ca)?;
-            self.link(&proj, &ts2, &["token", "namespace", "ca.crt"])?;
+            pod.projected_volume_at(&proj, &ts2)
+                .key("token", &token)
+                .key("namespace", ns.as_bytes())
+                .key("ca.crt", &ca);
+            pod_dirs.push((uid, ns, name, app));
         }
         // emptyDirs: application logs and configs, some holding values.
         let mut written = 0u64;
         let mut k = 0;
         while written < pod_budget {
-            let (uid, _, _, app) = pod_dirs[k % pods].clone();
+            let (uid, _, _, app) = &pod_dirs[k % pods];
             k += 1;
-            let dir =
-                format!("/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~empty-dir/{app}-data");
             // Mostly small files, a few large ones (up to 16 MiB).
             let size = match self.rng.chance(3) {
                 true => self.rng.log_range(1 << 20, 16 << 20),
@@ -529,30 +526,30 @@ impl Builder {
             };
             let mut text = self.text(size);
             let name = if k % 3 == 0 { format!("config-{k}.yaml") } else { format!("app-{k}.log") };
-            let path = format!("{dir}/{name}");
-            if k % 2 == 0 {
-                if let Some(v) = planted.pop() {
-                    // JSON-escaped and raw forms alike: a config line.
-                    let esc = serde_json::to_string(&String::from_utf8_lossy(&v.value))?;
-                    let line = [b"\napi_key: ".as_slice(), esc.as_bytes(), b"\n"].concat();
-                    let at = self.rng.range(0, text.len().max(1));
-                    text.splice(at..at, line);
-                    self.plant(path.clone(), v);
-                }
+            let plant = if k % 2 == 0 { planted.pop() } else { None };
+            if let Some(v) = plant {
+                // JSON-escaped and raw forms alike: a config line.
+                let esc = serde_json::to_string(&String::from_utf8_lossy(&v.value))?;
+                let line = [b"\napi_key: ".as_slice(), esc.as_bytes(), b"\n"].concat();
+                let at = self.rng.range(0, text.len().max(1));
+                text.splice(at..at, line);
             }
             written += text.len() as u64;
-            self.write(&path, &text)?;
+            let path = tree.pod(uid).empty_dir_file(&format!("{app}-data"), &name, &text);
+            if let Some(v) = plant {
+                self.plant(path, v);
+            }
         }
         // Pod logs in CRI format.
         let mut written = 0u64;
         let mut k = 0;
         while written < log_budget {
-            let (uid, ns, pod, app) = pod_dirs[k % pods].clone();
+            let (uid, ns, name, app) = &pod_dirs[k % pods];
             k += 1;
-            let path = format!("/var/log/pods/{ns}_{pod}_{uid}/{app}/{k}.log");
             let size = self.rng.log_range(2 << 10, 10 << 20);
             let mut log = Vec::with_capacity(size + 256);
             let mut plant = if k % 2 == 0 { planted.pop() } else { None };
+            let mut placed = None;
             let at = self.rng.range(0, size);
             let mut second = 0u64;
             while log.len() < size {
@@ -571,7 +568,7 @@ impl Builder {
                         log.extend_from_slice(b"token=");
                         log.extend_from_slice(&v.value);
                         log.push(b'\n');
-                        self.plant(path.clone(), v);
+                        placed = Some(v);
                         continue;
                     }
                 }
@@ -581,39 +578,39 @@ impl Builder {
             }
             written += log.len() as u64;
             self.node.log_bytes += log.len() as u64;
-            self.write(&path, &log)?;
+            let path = tree.pod(uid).log(ns, name, app, &format!("{k}.log"), &log);
+            if let Some(v) = placed {
+                self.plant(path, v);
+            }
         }
         // Container layers: real files from /usr (spread over all of it, or all of it
-        // again and again for a large node), and a base64 value now and then.
+        // again and again for a large node) in containerd's overlayfs snapshots, and a
+        // base64 value now and then.
         let sources = usr_files();
         anyhow::ensure!(!sources.is_empty(), "no files under /usr to copy");
         let available: u64 = sources.iter().map(|s| s.1).sum();
         let stride = (available / layer_budget).max(1) as usize;
-        let snaps = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots";
         let per_layer = (layer_budget / 16).max(8 << 20);
         let (mut written, mut in_layer, mut layer, mut next) = (0u64, 0u64, 1, 0usize);
+        let mut copied = 0u64;
         while written < layer_budget {
-            let (src, len) = &sources[next % sources.len()];
+            let src = &sources[next % sources.len()].0;
             next += stride;
-            let rel = src.strip_prefix("/").expect("absolute");
-            let fs =
-                self.root.join(snaps.trim_start_matches('/')).join(layer.to_string()).join("fs");
-            let dst = fs.join(rel);
-            std::fs::create_dir_all(dst.parent().expect("has a parent"))?;
-            if dst.exists() || std::fs::copy(src, &dst).is_err() {
+            let fs = tree.snapshot(layer);
+            let dst = Path::new(&fs).join(src.strip_prefix("/").expect("absolute"));
+            if tree.host(&dst).exists() {
                 continue;
             }
-            self.node.files += 1;
-            self.node.bytes += len;
+            let Ok(len) = tree.copy(&dst, src) else { continue };
+            copied += 1;
             self.node.layer_bytes += len;
             in_layer += len;
             written += len;
-            if self.node.files.is_multiple_of(150) {
+            if copied.is_multiple_of(150) {
                 if let Some(v) = planted.pop() {
-                    let path =
-                        format!("{snaps}/{layer}/fs/etc/app-{}/credentials.b64", self.node.files);
                     let b64 = STANDARD.encode(&v.value);
-                    self.write(&path, format!("{b64}\n").as_bytes())?;
+                    let path = format!("{fs}/etc/app-{copied}/credentials.b64");
+                    let path = tree.write(path, format!("{b64}\n").as_bytes());
                     self.plant(path, v);
                 }
             }
@@ -622,17 +619,8 @@ impl Builder {
             }
         }
         self.node.pods = pods;
+        (self.node.files, self.node.bytes) = regular_files(tree.root());
         Ok(self.node)
-    }
-
-    /// `..data` → `ts`, and `<key>` → `..data/<key>` for each key.
-    fn link(&self, vol: &str, ts: &str, keys: &[&str]) -> anyhow::Result<()> {
-        let v = self.root.join(vol.trim_start_matches('/'));
-        std::os::unix::fs::symlink(ts, v.join("..data"))?;
-        for k in keys {
-            std::os::unix::fs::symlink(Path::new("..data").join(k), v.join(k))?;
-        }
-        Ok(())
     }
 
     /// A JWT-shaped token that is not one (its header does not decode to JSON).
@@ -655,6 +643,17 @@ impl Builder {
         }
         out
     }
+}
+
+/// How many regular files are under `root` (no symlinks followed), and their bytes.
+fn regular_files(root: &Path) -> (u64, u64) {
+    walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.metadata().ok())
+        .fold((0, 0), |(n, b), m| (n + 1, b + m.len()))
 }
 
 /// Regular files under `/usr` of at most 2 MiB (an image's files: mostly small), sorted by
@@ -823,21 +822,29 @@ fn startup(bin: &Path, base: &Path, fp: &Path) -> anyhow::Result<f64> {
 }
 
 /// Peak RSS (KiB) of a scan of a node holding one 20 GiB sparse file with 1 MiB of data
-/// every GiB; `None` without `/usr/bin/time`.
-fn sparse(bin: &Path, base: &Path, fp: &Path, time: Option<&Path>) -> anyhow::Result<Option<u64>> {
+/// every GiB (a kept node of its own, `<kept>/sparse`); `None` without `/usr/bin/time`.
+fn sparse(
+    bin: &Path,
+    kept: &str,
+    base: &Path,
+    fp: &Path,
+    time: Option<&Path>,
+) -> anyhow::Result<Option<u64>> {
     let Some(time) = time else { return Ok(None) };
-    let root = base.join("sparse-root");
-    let file = root.join("var/lib/kubelet/pods/5ba25e00-0000-4000-8000-000000000020/volumes/kubernetes.io~empty-dir/disk/disk.img");
-    if !file.exists() {
-        std::fs::create_dir_all(file.parent().expect("has a parent"))?;
-        let f = std::fs::File::create(&file)?;
+    let tree = NodeTree::kept(&format!("{kept}/sparse"));
+    if !tree.is_built() {
+        let pod = tree.pod("5ba25e00-0000-4000-8000-000000000020");
+        let file = tree.host(pod.empty_dir_file("disk", "disk.img", b""));
+        let f = std::fs::OpenOptions::new().write(true).open(file)?;
         f.set_len(20 << 30)?;
-        let mut rng = Rng::new(20);
+        let mut rng = Prng::new(20);
         for gib in 0..20u64 {
             use std::os::unix::fs::FileExt;
             f.write_all_at(&rng.bytes(1 << 20), gib << 30)?;
         }
+        tree.mark_built();
     }
+    let root = tree.root();
     let args: Vec<String> = [
         "scan",
         "--no-cri",
@@ -845,7 +852,7 @@ fn sparse(bin: &Path, base: &Path, fp: &Path, time: Option<&Path>) -> anyhow::Re
         "--format",
         "json",
         "--root",
-        path_str(&root),
+        path_str(root),
         "--fingerprints",
         path_str(fp),
     ]

@@ -25,6 +25,7 @@ pub mod fuzzing;
 pub mod kubectl;
 pub mod matcher;
 pub mod node;
+pub mod prng;
 pub mod progress;
 pub mod report;
 pub mod rules;

@@ -505,8 +505,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
 /// Random printable filler from the same alphabet as the values (so partial matches and
 /// window-hash candidates happen).
 fn prop_filler(seed: u64, len: usize) -> Vec<u8> {
-    let mut rng = Prng::new(seed);
-    (0..len).map(|_| rng.pick(PROP_CHARS)).collect()
+    Prng::new(seed).chars(PROP_CHARS, len).into_bytes()
 }
 
 proptest! {

@@ -12,7 +12,7 @@ const UID: &str = "5a5a5a5a-0000-4000-8000-00000000000a";
 
 fn node() -> (NodeTree, std::path::PathBuf) {
     let tree = NodeTree::new();
-    let (value, secrets) = db_password(&tree, 8101);
+    let (value, secrets) = db_password(&tree, 8109);
     let pod = tree.pod(UID);
     pod.secret_volume("db").key("password", value.as_bytes());
     let big = [filler(8102, 300_000), value.clone().into_bytes()].concat();

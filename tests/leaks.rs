@@ -178,7 +178,7 @@ fn truncate_lines(s: &str) -> String {
 fn jwt(claims: &Value, seed: u64) -> Vec<u8> {
     let enc = |v: &[u8]| URL_SAFE_NO_PAD.encode(v);
     let mut rng = Prng::new(seed);
-    let sig: Vec<u8> = (0..256).map(|_| rng.next_u64() as u8).collect();
+    let sig = rng.bytes(256);
     format!(
         "{}.{}.{}",
         enc(br#"{"alg":"RS256","kid":"k1"}"#),

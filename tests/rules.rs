@@ -139,8 +139,7 @@ fn slug(s: &str) -> String {
 
 /// `n` random bytes.
 fn random_bytes(seed: u64, n: usize) -> Vec<u8> {
-    let mut rng = Prng::new(seed);
-    (0..n).map(|_| rng.next_u64() as u8).collect()
+    Prng::new(seed).bytes(n)
 }
 
 /// A JWT with header `{"alg":"RS256","kid":…}`, the given claims and a random 256-byte
@@ -148,7 +147,7 @@ fn random_bytes(seed: u64, n: usize) -> Vec<u8> {
 fn make_jwt(claims: &Value, seed: u64) -> Vec<u8> {
     const B64URL: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut rng = Prng::new(seed);
-    let kid: String = (0..43).map(|_| rng.pick(B64URL) as char).collect();
+    let kid = rng.chars(B64URL, 43);
     let header = json!({"alg": "RS256", "kid": kid});
     let enc = |v: &[u8]| URL_SAFE_NO_PAD.encode(v);
     format!(

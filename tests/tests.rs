@@ -1,8 +1,9 @@
 //! Integration tests for `kresidue`: one test binary (`autotests = false`) that runs the
 //! built CLI over node trees laid out in temp dirs.
 //!
-//! - `util`: the `NodeTree` builder (kubelet layouts, hostile entries, digests), fake
-//!   secrets and kubectl JSON, and the `Kr` runner that checks every run for leaks/panics.
+//! - `util`: the `NodeTree` builder (`util/tree.rs`, kubelet and containerd layouts, shared
+//!   with the benches), hostile entries, digests, fake secrets and kubectl JSON, and the
+//!   `Kr` runner that checks every run for leaks/panics.
 //! - `scan`: every kubelet site, every encoding, positions in a file, chunk boundaries,
 //!   atomic-writer volumes, `--path`, `--kubelet-dir`, `--threads`.
 //! - `fingerprint`: the fingerprint file (no leak, labels, type-aware selection, short

@@ -1,9 +1,9 @@
 //! Generated examples for rules: a tiny, deterministic template language.
 //!
 //! A rule's `positive` and `negative` examples are templates, never literal secrets:
-//! [`render`] fills their random parts from a PRNG seeded by the caller, so the tests can
-//! try every example with several seeds and nothing that looks like a real credential is
-//! ever committed. Only the rule-table tests use this module; nothing in a scan does.
+//! [`render`] fills their random parts from a [`Prng`] seeded by the caller, so the tests
+//! can try every example with several seeds and nothing that looks like a real credential
+//! is ever committed. Only the rule-table tests use this module; nothing in a scan does.
 //!
 //! # Syntax
 //! Text is copied as is, except for placeholders in braces:
@@ -43,6 +43,7 @@
 //! system clock (JWT expiry examples need real time).
 
 use super::check::BASE62;
+use crate::prng::Prng;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 
@@ -59,35 +60,9 @@ const PRINTABLE: &[u8] =
 /// Renders an example template into bytes, deterministically for a given `seed` (see the
 /// module docs for the syntax). Panics on a malformed template.
 pub fn render(template: &str, seed: u64) -> Vec<u8> {
-    let mut r = Renderer { rng: SplitMix64(seed), now: None };
+    let mut r = Renderer { rng: Prng::new(seed), now: None };
     let mut p = Parser { src: template.as_bytes(), at: 0, template };
     r.seq(&mut p, false)
-}
-
-/// splitmix64: tiny, fast, and good enough for test data.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`; the modulo bias is irrelevant here).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-
-    fn chars(&mut self, set: &[u8], n: usize) -> Vec<u8> {
-        (0..n).map(|_| set[self.below(set.len())]).collect()
-    }
 }
 
 struct Parser<'a> {
@@ -118,7 +93,7 @@ impl Parser<'_> {
 }
 
 struct Renderer {
-    rng: SplitMix64,
+    rng: Prng,
     /// The clock, read once per render so that every `{now…}` agrees.
     now: Option<i64>,
 }
@@ -174,7 +149,7 @@ impl Renderer {
             let set = expand_set(set);
             let spec = p.until_close();
             let n = self.count(&spec, p);
-            out.extend(self.rng.chars(&set, n));
+            out.extend(self.rng.chars(&set, n).into_bytes());
             return;
         }
         let has_args = p.src[p.at + name_len] == b':';
@@ -210,21 +185,7 @@ impl Renderer {
     /// Placeholders whose arguments are plain text.
     fn simple(&mut self, name: &str, args: &str, p: &Parser, out: &mut Vec<u8>) {
         match name {
-            "uuid" => {
-                let hex = self.rng.chars(HEX_LOWER, 32);
-                for (i, range) in [0..8, 8..12, 12..16, 16..20, 20..32].into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(b'-');
-                    }
-                    let mut part = hex[range].to_vec();
-                    match i {
-                        2 => part[0] = b'4',
-                        3 => part[0] = b"89ab"[self.rng.below(4)],
-                        _ => {}
-                    }
-                    out.extend(part);
-                }
-            }
+            "uuid" => out.extend(self.rng.uuid().into_bytes()),
             "pem" => {
                 let (label, n) = args.rsplit_once(':').unwrap_or_else(|| p.fail("pem needs L:N"));
                 let n = self.count(n, p);
@@ -240,7 +201,7 @@ impl Renderer {
                 if args.is_empty() {
                     p.fail("ghtoken needs a prefix");
                 }
-                let body = self.rng.chars(BASE62, 30);
+                let body = self.rng.chars(BASE62, 30).into_bytes();
                 let mut sum = super::check::github_checksum(&body);
                 if name == "ghtoken-bad" {
                     // Any other base62 digit in any position makes the checksum wrong.
@@ -282,7 +243,7 @@ impl Renderer {
                     _ => p.fail(&format!("unknown placeholder {name:?}")),
                 };
                 let n = self.count(args, p);
-                out.extend(self.rng.chars(set, n));
+                out.extend(self.rng.chars(set, n).into_bytes());
             }
         }
     }
@@ -311,7 +272,7 @@ impl Renderer {
     }
 
     fn jwt(&mut self, payload: &[u8], out: &mut Vec<u8>) {
-        let kid = String::from_utf8(self.rng.chars(BASE64URL, 43)).expect("ASCII");
+        let kid = self.rng.chars(BASE64URL, 43);
         let header = format!(r#"{{"alg":"RS256","kid":"{kid}"}}"#);
         out.extend(URL_SAFE_NO_PAD.encode(header).into_bytes());
         out.push(b'.');

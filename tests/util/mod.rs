@@ -1,6 +1,7 @@
-//! The test harness: a node tree that speaks kubelet's layout, fake secrets and the
-//! `kubectl get secrets -A -o json` text that carries them, and `Kr`, the one way tests run
-//! the built binary.
+//! The test harness: a node tree that speaks kubelet's layout ([`tree`], shared with the
+//! benchmarks), fake secrets and the `kubectl get secrets -A -o json` text that carries
+//! them, and `Kr`, the one way tests run the built binary. Random values come from the
+//! crate's one generator, [`Prng`].
 //!
 //! Every run goes through [`Kr`], which checks, whatever the test is about, that no
 //! guarded secret value (raw, base64, JSON-escaped) appears in stdout or stderr and that
@@ -13,14 +14,17 @@
 
 pub mod containerd;
 pub mod fuse;
+pub mod tree;
 
-use std::cell::RefCell;
+pub use kresidue::prng::Prng;
+pub use tree::{NodeTree, CURRENT_TS};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{symlink, FileExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -36,42 +40,9 @@ const GUARD_MIN: usize = 8;
 /// How long any run may take before it counts as hung (debug builds, 1 GiB sparse file).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// The timestamped directory name the atomic writer uses for the current payload.
-pub const CURRENT_TS: &str = "..2025_01_02_03_04_05.123456789";
-
 // ---------------------------------------------------------------------------------------
 // Random but reproducible fake values
 // ---------------------------------------------------------------------------------------
-
-/// A tiny deterministic PRNG (splitmix64) so every test is reproducible from its seeds.
-#[derive(Clone, Debug)]
-pub struct Prng(u64);
-
-impl Prng {
-    /// A generator for `seed`.
-    pub fn new(seed: u64) -> Self {
-        Prng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n`.
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// One byte picked from `set`.
-    pub fn pick(&mut self, set: &[u8]) -> u8 {
-        set[self.below(set.len())]
-    }
-}
 
 /// Characters of fake secret values: letters, digits and a few symbols.
 const SECRET_CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.!@";
@@ -96,7 +67,7 @@ pub fn fake_secret_len(seed: u64, len: usize) -> Vec<u8> {
 
 fn fake_from(rng: &mut Prng, len: usize) -> Vec<u8> {
     loop {
-        let v: Vec<u8> = (0..len).map(|_| rng.pick(SECRET_CHARS)).collect();
+        let v = rng.chars(SECRET_CHARS, len).into_bytes();
         if !CREDENTIAL_PREFIXES.iter().any(|p| v.starts_with(p)) {
             return v;
         }
@@ -396,153 +367,10 @@ pub fn docker_cfg(auths: &[DockerAuth]) -> Vec<u8> {
 }
 
 // ---------------------------------------------------------------------------------------
-// The node tree
+// The node tree: built in `tree` (shared with the benches), guarded and run here
 // ---------------------------------------------------------------------------------------
 
-/// A fake node root in a temp dir, built in kubelet's terms.
-pub struct NodeTree {
-    base: Base,
-    root: PathBuf,
-    kubelet_dir: String,
-    guards: RefCell<Vec<Vec<u8>>>,
-}
-
 impl NodeTree {
-    /// An empty node with kubelet at `/var/lib/kubelet`.
-    pub fn new() -> Self {
-        Self::with_kubelet_dir("/var/lib/kubelet")
-    }
-
-    /// An empty node whose kubelet dir is the node path `kubelet_dir`.
-    pub fn with_kubelet_dir(kubelet_dir: &str) -> Self {
-        // Under the cargo target dir rather than /tmp: a tmpfs /tmp would turn every
-        // `non-tmpfs-volume` expectation upside down.
-        let base = tempfile::Builder::new()
-            .prefix("kresidue-node-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .expect("create temp dir");
-        Self::at(Base::Temp(base), kubelet_dir)
-    }
-
-    /// The node kept across test runs at `$CARGO_TARGET_TMPDIR/NAME` (for trees too
-    /// costly to build each time, such as a million files); it is created when missing
-    /// and never removed. Its builder marks it complete (see [`NodeTree::mark_built`]).
-    pub fn kept(name: &str) -> Self {
-        let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-        fs::create_dir_all(&base).unwrap();
-        Self::at(Base::Kept(base), "/var/lib/kubelet")
-    }
-
-    fn at(base: Base, kubelet_dir: &str) -> Self {
-        let root = base.path().join("root");
-        for d in ["root", "outside", "work"] {
-            fs::create_dir_all(base.path().join(d)).unwrap();
-        }
-        let tree =
-            NodeTree { base, root, kubelet_dir: kubelet_dir.into(), guards: RefCell::default() };
-        tree.mkdir(format!("{kubelet_dir}/pods"));
-        tree.write("/etc/hostname", b"node-a\n");
-        tree
-    }
-
-    /// True when a kept tree was completely built by an earlier run.
-    pub fn is_built(&self) -> bool {
-        self.base.path().join("built").exists()
-    }
-
-    /// Holds the tree's lock (an exclusive flock on `lock` beside the root) until dropped,
-    /// so concurrent test runs do not build or rebuild a kept tree under each other.
-    pub fn lock(&self) -> nix::fcntl::Flock<fs::File> {
-        let f = fs::File::create(self.base.path().join("lock")).unwrap();
-        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| e).unwrap()
-    }
-
-    /// Marks a kept tree completely built.
-    pub fn mark_built(&self) {
-        fs::write(self.base.path().join("built"), b"").unwrap();
-    }
-
-    /// The node root as a `--root` argument.
-    pub fn root_arg(&self) -> &str {
-        self.root.to_str().unwrap()
-    }
-
-    /// A directory next to the root (not under it) that the scan must never read.
-    pub fn outside(&self) -> PathBuf {
-        self.base.path().join("outside")
-    }
-
-    /// `work/NAME`: scratch space for inputs and outputs of the binary (not digested).
-    pub fn work(&self, name: &str) -> PathBuf {
-        self.base.path().join("work").join(name)
-    }
-
-    /// The kubelet dir as a node path.
-    pub fn kubelet_dir(&self) -> &str {
-        &self.kubelet_dir
-    }
-
-    /// The host path of a node path.
-    pub fn host(&self, node_path: impl AsRef<Path>) -> PathBuf {
-        let p = node_path.as_ref();
-        assert!(p.is_absolute(), "node paths start with /: {}", p.display());
-        self.root.join(p.strip_prefix("/").unwrap())
-    }
-
-    /// Creates the directory at a node path (and its parents).
-    pub fn mkdir(&self, node_path: impl AsRef<Path>) {
-        fs::create_dir_all(self.host(node_path)).unwrap();
-    }
-
-    /// Writes a regular file (mode 0644) at a node path; returns the node path.
-    pub fn write(&self, node_path: impl AsRef<Path>, bytes: &[u8]) -> String {
-        let host = self.host(&node_path);
-        fs::create_dir_all(host.parent().unwrap()).unwrap();
-        fs::write(&host, bytes).unwrap();
-        fs::set_permissions(&host, fs::Permissions::from_mode(0o644)).unwrap();
-        node_path.as_ref().to_string_lossy().into_owned()
-    }
-
-    /// Creates a FIFO at a node path.
-    pub fn fifo(&self, node_path: impl AsRef<Path>) {
-        let host = self.host(node_path);
-        fs::create_dir_all(host.parent().unwrap()).unwrap();
-        nix::unistd::mkfifo(&host, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
-    }
-
-    /// Creates a unix socket inode at a node path (by mknod: socket paths under temp dirs
-    /// are too long for bind's 108-byte limit).
-    pub fn socket(&self, node_path: impl AsRef<Path>) {
-        use nix::sys::stat::{mknod, Mode, SFlag};
-        let host = self.host(node_path);
-        fs::create_dir_all(host.parent().unwrap()).unwrap();
-        mknod(&host, SFlag::S_IFSOCK, Mode::from_bits_truncate(0o755), 0).unwrap();
-    }
-
-    /// Creates a symlink at a node path pointing at `target` (taken literally: absolute
-    /// host paths, relative paths and node paths are all possible).
-    pub fn symlink(&self, node_path: impl AsRef<Path>, target: impl AsRef<Path>) {
-        let host = self.host(node_path);
-        fs::create_dir_all(host.parent().unwrap()).unwrap();
-        symlink(target, host).unwrap();
-    }
-
-    /// A pod dir `<kubelet-dir>/pods/<uid>/` (created with kubelet's usual entries).
-    pub fn pod(&self, uid: &str) -> Pod<'_> {
-        let pod = Pod { tree: self, uid: uid.into() };
-        let dir = pod.dir();
-        if !self.host(&dir).exists() {
-            for d in ["containers", "plugins", "volumes"] {
-                self.mkdir(format!("{dir}/{d}"));
-            }
-            self.write(
-                format!("{dir}/etc-hosts"),
-                b"# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n",
-            );
-        }
-        pod
-    }
-
     /// Writes kubectl List JSON of `secrets` to `work/NAME` and guards every value.
     pub fn secrets_file(&self, name: &str, secrets: &[Secret]) -> PathBuf {
         self.guard_secrets(secrets);
@@ -612,25 +440,10 @@ impl NodeTree {
     pub fn digest(&self) -> Digest {
         let mut entries = Vec::new();
         for d in ["root", "outside"] {
-            walk_digest(self.base.path(), &self.base.path().join(d), &mut entries);
+            walk_digest(self.base(), &self.base().join(d), &mut entries);
         }
         entries.sort();
         Digest(entries)
-    }
-}
-
-/// Where a [`NodeTree`] lives: a temp dir removed on drop, or a kept dir.
-enum Base {
-    Temp(tempfile::TempDir),
-    Kept(PathBuf),
-}
-
-impl Base {
-    fn path(&self) -> &Path {
-        match self {
-            Base::Temp(t) => t.path(),
-            Base::Kept(p) => p,
-        }
     }
 }
 
@@ -651,124 +464,6 @@ pub fn is_root() -> bool {
 /// A path as a UTF-8 command-line argument (temp paths always are).
 pub fn path_arg(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
-}
-
-/// One pod dir in a [`NodeTree`].
-pub struct Pod<'a> {
-    tree: &'a NodeTree,
-    uid: String,
-}
-
-impl<'a> Pod<'a> {
-    /// The pod uid.
-    pub fn uid(&self) -> &str {
-        &self.uid
-    }
-
-    /// The pod dir's node path.
-    pub fn dir(&self) -> String {
-        format!("{}/pods/{}", self.tree.kubelet_dir, self.uid)
-    }
-
-    /// The node path of `rel` inside the pod dir.
-    pub fn path(&self, rel: &str) -> String {
-        format!("{}/{rel}", self.dir())
-    }
-
-    /// A secret volume `volumes/kubernetes.io~secret/<vol>/` (atomic writer layout).
-    pub fn secret_volume(&self, vol: &str) -> AtomicVolume<'a> {
-        AtomicVolume::create(self.tree, self.path(&format!("volumes/kubernetes.io~secret/{vol}")))
-    }
-
-    /// A projected volume `volumes/kubernetes.io~projected/<vol>/` (atomic writer layout).
-    pub fn projected_volume(&self, vol: &str) -> AtomicVolume<'a> {
-        AtomicVolume::create(
-            self.tree,
-            self.path(&format!("volumes/kubernetes.io~projected/{vol}")),
-        )
-    }
-
-    /// A CSI volume `volumes/kubernetes.io~csi/<vol>/mount/` as the Secrets Store CSI driver
-    /// writes it (atomic writer layout in `mount/`, `vol_data.json` beside it).
-    pub fn csi_volume(&self, vol: &str) -> AtomicVolume<'a> {
-        let dir = self.path(&format!("volumes/kubernetes.io~csi/{vol}"));
-        let meta = format!(
-            r#"{{"attachmentID":"csi-0a1b","driverName":"secrets-store.csi.k8s.io","specVolumeID":"{vol}","volumeHandle":"csi-{vol}","volumeLifecycleMode":"Ephemeral"}}"#
-        );
-        self.tree.write(format!("{dir}/vol_data.json"), meta.as_bytes());
-        AtomicVolume::create(self.tree, format!("{dir}/mount"))
-    }
-
-    /// A subPath bind-mount source `volume-subpaths/<vol>/<ctr>/<idx>` holding `bytes`;
-    /// returns its node path.
-    pub fn subpath(&self, vol: &str, ctr: &str, idx: u32, bytes: &[u8]) -> String {
-        self.tree.write(self.path(&format!("volume-subpaths/{vol}/{ctr}/{idx}")), bytes)
-    }
-
-    /// Any file in the pod dir, e.g. `containers/app/1a2b3c4d`; returns its node path.
-    pub fn file(&self, rel: &str, bytes: &[u8]) -> String {
-        self.tree.write(self.path(rel), bytes)
-    }
-}
-
-/// A volume written by kubelet's atomic writer: `..<timestamp>/` real dir, `..data` ->
-/// that dir, and one user-visible symlink per key `<key>` -> `..data/<key>`.
-pub struct AtomicVolume<'a> {
-    tree: &'a NodeTree,
-    dir: String,
-}
-
-impl<'a> AtomicVolume<'a> {
-    fn create(tree: &'a NodeTree, dir: String) -> Self {
-        let ts = format!("{dir}/{CURRENT_TS}");
-        tree.mkdir(&ts);
-        fs::set_permissions(tree.host(&ts), fs::Permissions::from_mode(0o755)).unwrap();
-        let data = tree.host(format!("{dir}/..data"));
-        if data.symlink_metadata().is_err() {
-            symlink(CURRENT_TS, data).unwrap();
-        }
-        AtomicVolume { tree, dir }
-    }
-
-    /// The node path of the volume dir (the one holding `..data`).
-    pub fn dir(&self) -> &str {
-        &self.dir
-    }
-
-    /// Adds key `name` (may be nested, `conf/app.env`) with `bytes` to the live payload.
-    pub fn key(&self, name: &str, bytes: &[u8]) -> &Self {
-        self.tree.write(format!("{}/{CURRENT_TS}/{name}", self.dir), bytes);
-        let top = name.split('/').next().unwrap();
-        let link = self.tree.host(format!("{}/{top}", self.dir));
-        if link.symlink_metadata().is_err() {
-            symlink(format!("..data/{top}"), link).unwrap();
-        }
-        self
-    }
-
-    /// Leaves an older payload dir `ts` (not pointed to by `..data`) holding `key`.
-    pub fn stale_copy(&self, ts: &str, key: &str, bytes: &[u8]) -> &Self {
-        assert!(ts.starts_with("..") && ts != CURRENT_TS);
-        self.tree.write(format!("{}/{ts}/{key}", self.dir), bytes);
-        self
-    }
-
-    /// Leaves a `..data_tmp` symlink -> `ts`, as an interrupted update does.
-    pub fn data_tmp(&self, ts: &str) -> &Self {
-        self.tree.mkdir(format!("{}/{ts}", self.dir));
-        symlink(ts, self.tree.host(format!("{}/..data_tmp", self.dir))).unwrap();
-        self
-    }
-
-    /// The user-visible node path of `key`, as findings must report it.
-    pub fn visible(&self, key: &str) -> String {
-        format!("{}/{key}", self.dir)
-    }
-
-    /// The real node path of `key` inside payload dir `ts`.
-    pub fn real(&self, ts: &str, key: &str) -> String {
-        format!("{}/{ts}/{key}", self.dir)
-    }
 }
 
 // ---------------------------------------------------------------------------------------
