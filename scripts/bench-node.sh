@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The node-scale benchmark (README "Performance"): installs ripgrep for the comparison when
+# The node-scale benchmark (docs/PERFORMANCE.md): installs ripgrep for the comparison when
 # it is missing, then runs `cargo bench --bench node` with any arguments given
 # (`--large`, `--rounds N`, `--rg-rounds N`, `--threads N`). The generated node is kept under
 # target/tmp/node-bench/ between runs.

@@ -516,7 +516,7 @@ impl Report {
     }
 }
 
-/// The process exit contract (PRODUCT.md "Exit codes").
+/// The process exit contract (`docs/CONTRACT.md` "Exit codes").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitStatus {
     /// 0: nothing at or above `--fail-on`.

@@ -8,7 +8,7 @@
 //!   bundle, the writable layer and the pod log, each attributed to the container and pod,
 //!   all live; the baked value in the image layer, named after its image;
 //! - a kubelet pod dir of the live pod's uid is `live: true`, another is `live: false`,
-//!   with the categories and severities of the README;
+//!   with the categories and severities of `docs/CONTRACT.md`;
 //! - once the container is stopped its leftovers are `dead-container`; once removed,
 //!   nothing is attributed to it and whatever remains is marked for what it is.
 //!

@@ -1,7 +1,7 @@
 //! Discovery's own reads of node files (the runtimes' records and databases, read to
 //! learn what each dir is) cannot be turned against the scan: a crafted `meta.db` whose
 //! buckets share pages costs linear work; record files of tens of MiB cost no more memory
-//! than the README's bound; a device or FIFO where a record should be is refused with one
+//! than docs/CONTRACT.md's bound; a device or FIFO where a record should be is refused with one
 //! error, never read; nothing outside the root is listed through a symlinked dir.
 //! Time and memory are the process's own: each run has a generous kill timeout, a
 //! `--timeout` it must meet, and its peak RSS measured.
@@ -45,7 +45,7 @@ fn bounded_scan(tree: &NodeTree, extra: &[&str]) -> Out {
 }
 
 /// A scan with four threads under the kill timeout, its peak RSS measured (and shown with
-/// `--nocapture`: the figures of the README).
+/// `--nocapture`: the figures of `docs/CONTRACT.md`).
 #[allow(clippy::print_stderr)]
 fn measured_scan(tree: &NodeTree, extra: &[&str]) -> Out {
     let mut args = vec!["--format", "json", "--threads", "4"];

@@ -558,7 +558,7 @@ fn a_journal_that_is_a_fifo_is_refused() {
     before.assert_same(&tree.digest(), "clean --apply with a FIFO journal");
 }
 
-/// Item 4 (the README's promise): a SIGTERM while `clean --apply` removes a volume of many files finishes that action
+/// Item 4 (the promise of `docs/CONTRACT.md`): a SIGTERM while `clean --apply` removes a volume of many files finishes that action
 /// (its journal has `begin` and `end`), refuses the rest and exits 143, not 1.
 #[test]
 fn sigterm_during_clean_apply_exits_143() {

@@ -2,7 +2,7 @@
 //! which bytes of the file belong to which container.
 //!
 //! The file is searched like any other, as a whole; this module then says, per byte
-//! offset, whose data a match is in. Facts from NODE-LAYOUT.md and containerd
+//! offset, whose data a match is in. Facts from `docs/NODE-LAYOUT.md` and containerd
 //! (`metadata/buckets.go`, `containers.go`, `boltutil/helpers.go`, `pkg/cri/server/
 //! helpers.go`): `v1/<namespace>/containers/<id>/` holds `spec` (a protobuf `Any` wrapping
 //! the OCI spec as JSON, with every env var), `extensions/<name>` (the CRI plugin's

@@ -1,4 +1,4 @@
-//! Pod logs as the kubelet and the CRI runtime keep them (NODE-LAYOUT.md; kubelet
+//! Pod logs as the kubelet and the CRI runtime keep them (`docs/NODE-LAYOUT.md`; kubelet
 //! `pkg/kubelet/kuberuntime/logs`): `/var/log/pods/<namespace>_<pod>_<uid>/<container>/
 //! <restart>.log`, rotated to `<restart>.log.<timestamp>` and compressed to `….gz`.
 //!

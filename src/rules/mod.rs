@@ -47,7 +47,7 @@ pub struct RuleSpec {
     pub id: &'static str,
     /// One line for `kresidue rules`.
     pub description: &'static str,
-    /// Severity of the material itself (see the severity model in the README).
+    /// Severity of the material itself (see the severity model in `docs/CONTRACT.md`).
     pub severity: Severity,
     /// Case-sensitive literals, at least one of which every match starts with (or, with
     /// `before > 0`, contains). No literal's key may be a prefix of another's in the whole

@@ -24,7 +24,7 @@
 //!
 //! Written here rather than taken from a crate: aho-corasick has no AVX-512 Teddy, and no
 //! other maintained crate offers a multi-literal search on 512-bit vectors. On the node
-//! benchmark it halves the time of the rules' key search (see README, Performance).
+//! benchmark it halves the time of the rules' key search (see `docs/PERFORMANCE.md`).
 
 #![allow(unsafe_code)]
 
