@@ -1,5 +1,6 @@
 //! A read-only reader of bbolt database files (containerd's `meta.db` and the snapshotters'
-//! `metadata.db`, etcd's `member/snap/db`), over bytes already read into memory.
+//! `metadata.db`; etcd's `member/snap/db` has the same format but is streamed as raw bytes),
+//! over bytes already read into memory.
 //!
 //! It never touches the file itself: the scanner reads a copy without taking bbolt's
 //! `flock`, so a live containerd is not disturbed, and hands the bytes here. Everything is

@@ -168,7 +168,7 @@ pub struct MatchInfo {
     pub kind: MatchKind,
     /// `<namespace>/<name>` of the Secret the value came from.
     pub secret: Option<String>,
-    /// The key under `data` of that Secret (or a derived key like `.dockerconfigjson#auths/reg/auth`).
+    /// The key under `data` of that Secret (or a derived key like `.dockerconfigjson/<registry>/auth`).
     pub key: Option<String>,
     /// The fingerprint label (`current`, `revoked`, …).
     pub label: Option<String>,
@@ -372,7 +372,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The severity of a finding, from the severity of where it sits (`place`: category and
-/// liveness, see `scan::assess`), of what it is (`material`: `high` for a known Secret
+/// liveness, see [`crate::severity::place`]), of what it is (`material`: `high` for a known Secret
 /// value, the rule's or decoded token's severity for a rule match) and its label: the
 /// material shifts the place's rank up or down by its distance from `high`, a `revoked`
 /// value ranks one step higher, and the result is clamped to `info..=critical`.

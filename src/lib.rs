@@ -10,7 +10,8 @@
 //! [`severity`] and [`finding`] (the model); [`cri`] asks the container runtime which pods
 //! and containers live; [`report`] writers print a finished [`finding::Report`]; [`clean`]
 //! plans and applies cleanup; [`sys`] is the only home of system calls. [`bbolt`] reads the
-//! runtime's metadata databases (containerd's `meta.db`, etcd's db) from bytes.
+//! runtime's metadata databases (containerd's `meta.db`, the snapshotters' `metadata.db`) from
+//! bytes.
 #![deny(missing_docs)]
 
 pub mod app;
