@@ -47,6 +47,7 @@ use sha2::{Digest, Sha256};
 use std::cell::Cell;
 
 mod simd;
+pub(crate) use simd::prefetch;
 use simd::{Kernel, Sampler};
 
 /// A confirmed occurrence of a fingerprinted form in a buffer.
@@ -214,7 +215,7 @@ impl Index {
     /// Starts loading the bounds of the bucket of `h`.
     #[inline(always)]
     fn prefetch(&self, h: u32) {
-        crate::sys::prefetch(&self.slots[self.bucket(h)]);
+        simd::prefetch(&self.slots[self.bucket(h)]);
     }
 
     /// The index of the first of `candidates` (those indexed) with hash `h`, if any.

@@ -276,7 +276,7 @@ impl KeyMarks {
         let fetch = |step: &[u64]| {
             for (w, &m) in step[1..].iter().enumerate().filter(|&(_, &m)| m != 0) {
                 if let Some(byte) = buf.get(at(step) + 64 * w + m.trailing_zeros() as usize) {
-                    crate::sys::prefetch(byte);
+                    crate::matcher::prefetch(byte);
                 }
             }
         };
