@@ -225,6 +225,23 @@ impl RootDir {
         Ok(entries.into_iter().map(|(name, t)| (name, kind(t))).collect())
     }
 
+    /// What is at `rel` (relative to the root; `""` is the root), as `lstat` says it:
+    /// asked of an `O_PATH` descriptor opened beneath the root without following a symlink
+    /// (one at `rel` is the symlink, one on the way an error), nothing on a FUSE or network
+    /// filesystem. Mount points are crossed, at `rel` too: a mount point is what is mounted
+    /// there.
+    pub fn lstat(&self, rel: &Path) -> io::Result<Lstat> {
+        let fd = self.open_beneath(rel, OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)?;
+        let st = nix::sys::stat::fstat(&fd)?;
+        let kind = match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+            SFlag::S_IFDIR => Kind::Dir,
+            SFlag::S_IFREG => Kind::File,
+            SFlag::S_IFLNK => Kind::Symlink,
+            _ => Kind::Other,
+        };
+        Ok(Lstat { kind, ident: tree::Ident::of(&st), size: st.st_size.max(0) as u64 })
+    }
+
     /// Walks the tree at `rel` (relative to the root; a directory or a file) by directory
     /// descriptors, never through a symlink (see [`walk`]).
     pub fn walk(&self, rel: &Path) -> walk::Walk {
@@ -277,7 +294,7 @@ impl RootDir {
     }
 }
 
-/// What a listed entry is ([`RootDir::list`]).
+/// What an entry is ([`RootDir::list`], [`RootDir::lstat`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
     /// A directory.
@@ -288,6 +305,17 @@ pub enum Kind {
     Symlink,
     /// A FIFO, socket or device.
     Other,
+}
+
+/// What [`RootDir::lstat`] says of an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lstat {
+    /// What it is.
+    pub kind: Kind,
+    /// Its device and inode.
+    pub ident: tree::Ident,
+    /// Its size (a symlink's is the length of its target).
+    pub size: u64,
 }
 
 /// The name a person knows a file type by, for errors.
