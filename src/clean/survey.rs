@@ -10,10 +10,10 @@
 
 use crate::finding::{ScanError, SiteId};
 use crate::node::kubelet::{PODS, SUBPATHS, VOLUMES, VOLUME_PLUGINS};
-use crate::report::display_path;
 use crate::sys::mount::Mount;
 use crate::sys::tree::{Ident, Met, Step};
 use crate::sys::{Kind, RootDir};
+use crate::text::display_path;
 use std::path::{Path, PathBuf};
 
 /// What a removable entry is.

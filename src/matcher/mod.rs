@@ -40,14 +40,14 @@
 //! rules' Teddy byte tables, marking where a key may start (see [`KeyScan`]).
 
 use crate::fingerprint::{Entry, FingerprintSet, Form, WindowKeys, HASH_BITS, STRIDE, WINDOW};
-#[cfg(target_arch = "x86_64")]
-use crate::rules::KeyTables;
-use crate::rules::{KeyMarks, KeyScan, KEY_READ, KEY_SPAN};
 use sha2::{Digest, Sha256};
 use std::cell::Cell;
 
+mod keys;
 mod simd;
-pub(crate) use simd::prefetch;
+#[cfg(target_arch = "x86_64")]
+pub use keys::KeyTables;
+pub use keys::{KeyMarks, KeyScan, KEY_BYTES, KEY_READ, KEY_SPAN};
 use simd::{Kernel, Sampler};
 
 /// A confirmed occurrence of a fingerprinted form in a buffer.

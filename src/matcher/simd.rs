@@ -281,7 +281,7 @@ pub(super) fn unprintable_mask(word: &[u8; 64]) -> u64 {
 /// load returns). The matcher prefetches the table slots of its rare filter hits one
 /// block ahead of looking them up, so the lookups do not wait for memory.
 #[inline(always)]
-pub(crate) fn prefetch<T>(r: &T) {
+pub(super) fn prefetch<T>(r: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has; it reads no memory
     // architecturally and cannot fault, and `r` is a valid reference anyway.

@@ -7,10 +7,10 @@
 use super::search::{aggregate, Cx, Span};
 use super::{ScanSettings, Searchers, Seen};
 use crate::finding::{Finding, UnreadMount};
-use crate::matcher::Hit;
+use crate::matcher::{Hit, KeyMarks};
 use crate::node::io_message;
 use crate::node::logs::{Extractor, HEAD_MAX};
-use crate::rules::{KeyMarks, RuleHit};
+use crate::rules::RuleHit;
 use crate::severity::place;
 use crate::sites::{self, Reading};
 use crate::sys;

@@ -1,6 +1,6 @@
 //! The one home of system calls (through `nix`), and nothing but them: opening files
 //! confined beneath the scanned root, link reading, filesystem type, hole skipping,
-//! read-ahead advice, priorities, stop signals, hostname, the run lock, output files
+//! read-ahead advice, priorities, stop signals, the clock, hostname, the run lock, output files
 //! resolved without trusting another user's symlinks; [`walk`] walks the scanned trees by
 //! directory descriptors, [`tree`] removes trees through them and unmounts for `clean`, and
 //! [`mount`] reads the mount table. Pure computation lives with its users (the SIMD byte
@@ -804,6 +804,13 @@ pub fn same_mount_namespace(runtime_pid: Option<i32>) -> Result<(), String> {
             "cannot read the mount namespace of the runtime's process (pid {pid}): {e}"
         )),
     }
+}
+
+/// Seconds since the Unix epoch by the system clock (0 if the clock is before it).
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// The running machine's hostname.

@@ -71,7 +71,7 @@ pub enum Stop {
 
 impl fmt::Display for Stop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let show = |p: &PathBuf| crate::report::display_path(p.as_os_str());
+        let show = |p: &PathBuf| crate::text::display_path(p.as_os_str());
         match self {
             Stop::Mount(p) => write!(f, "something is mounted at {}", show(p)),
             Stop::Symlink(p) => write!(f, "{} is a symlink now", show(p)),
