@@ -31,10 +31,10 @@
 use kresidue::finding::Encoding;
 use kresidue::fingerprint::{self, FingerprintSet};
 use kresidue::kubectl::SecretValue;
-use kresidue::matcher::{self, Matcher};
+use kresidue::matcher::{self, KeyMarks, Matcher};
 use kresidue::rules::examples::render;
 use kresidue::rules::table::RULES;
-use kresidue::rules::{KeyMarks, RuleHit, Rules};
+use kresidue::rules::{RuleHit, Rules};
 use std::hint::black_box;
 use std::io::Write as _;
 use std::time::{Duration, Instant};

@@ -232,6 +232,109 @@ impl Preview {
     }
 }
 
+/// What kind of token a JWT is (see `rules::jwt`, which decodes them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JwtKind {
+    /// A legacy, secret-based Kubernetes service-account token (`iss` is
+    /// `kubernetes/serviceaccount`, usually no `exp`).
+    LegacyServiceAccount,
+    /// A bound (projected, TokenRequest) Kubernetes service-account token.
+    BoundServiceAccount,
+    /// Any other JWT.
+    Other,
+}
+
+impl JwtKind {
+    /// True for Kubernetes service-account tokens, legacy or bound.
+    pub fn is_service_account(self) -> bool {
+        matches!(self, JwtKind::LegacyServiceAccount | JwtKind::BoundServiceAccount)
+    }
+}
+
+/// What a JWT says about itself (unverified), decoded by `rules::jwt`. Holds no part of the
+/// raw token; every string is a claim in its expected shape (see `rules::jwt`), printable
+/// ASCII.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JwtInsight {
+    /// The kind of token.
+    pub kind: JwtKind,
+    /// `iss`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// `sub`, e.g. `system:serviceaccount:<ns>:<name>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// `aud`, a string or an array of strings in the token (at most `rules::jwt::MAX_AUDIENCES`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub audience: Vec<String>,
+    /// `exp`, seconds since the epoch (a fractional `exp` is rounded up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+    /// `iat`, seconds since the epoch (a fractional `iat` is rounded up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issued_at: Option<i64>,
+    /// Whether `exp <= now`; `None` when the token has no `exp`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expired: Option<bool>,
+    /// Namespace of the service account, for service-account tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name of the service account, for service-account tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<String>,
+    /// Name of the pod a bound token was issued for, when the token says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_name: Option<String>,
+    /// The fields above the token has but that are not shown: not in their shape, or
+    /// holding a fingerprinted value (field names, in the order above).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<&'static str>,
+}
+
+/// The fields of an [`JwtInsight`] that can be withheld, in their order.
+const CLAIM_FIELDS: [&str; 6] =
+    ["issuer", "subject", "audience", "namespace", "service_account", "pod_name"];
+
+impl JwtInsight {
+    /// The severity of the token as material (the table in `rules::jwt`'s docs).
+    pub fn severity(&self) -> Severity {
+        match (self.kind.is_service_account(), self.expired) {
+            (true, None) => Severity::Critical,
+            (true, Some(false)) => Severity::High,
+            (true, Some(true)) => Severity::Low,
+            (false, Some(true)) => Severity::Low,
+            (false, _) => Severity::Medium,
+        }
+    }
+
+    /// Withholds every shown claim for which `holds` is true (one that holds a
+    /// fingerprinted value): it is left out and named in [`JwtInsight::withheld`].
+    pub fn withhold(&mut self, mut holds: impl FnMut(&str) -> bool) {
+        let mut withheld = std::mem::take(&mut self.withheld);
+        for (field, name) in [
+            (&mut self.issuer, "issuer"),
+            (&mut self.subject, "subject"),
+            (&mut self.namespace, "namespace"),
+            (&mut self.service_account, "service_account"),
+            (&mut self.pod_name, "pod_name"),
+        ] {
+            if field.as_deref().is_some_and(&mut holds) {
+                *field = None;
+                withheld.push(name);
+            }
+        }
+        let before = self.audience.len();
+        self.audience.retain(|a| !holds(a));
+        if self.audience.len() < before {
+            withheld.push("audience");
+        }
+        withheld.sort_by_key(|f| CLAIM_FIELDS.iter().position(|c| c == f));
+        withheld.dedup();
+        self.withheld = withheld;
+    }
+}
+
 /// One place where secret material was found. Owned, small, and free of secret values.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Finding {
@@ -244,7 +347,7 @@ pub struct Finding {
     /// Where it was found.
     pub site: SiteId,
     /// The node path a person sees (user-visible name for atomic-writer volumes), as
-    /// `report::display_path` makes it: a name holding secret material is withheld.
+    /// `text::display_path` makes it: a name holding secret material is withheld.
     pub path: String,
     /// Byte offset of the (first) match in the file (in its name, for a name).
     pub offset: u64,
@@ -276,7 +379,7 @@ pub struct Finding {
     pub note: Option<&'static str>,
     /// What a matched JWT says about itself (issuer, subject, audience, expiry).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub token: Option<crate::rules::jwt::Insight>,
+    pub token: Option<JwtInsight>,
     /// What the severity is made of besides the place, kept to rate the finding again
     /// once its owner's liveness is known.
     #[serde(skip)]
@@ -537,6 +640,35 @@ impl ExitStatus {
         }
     }
 }
+
+/// A run stopped by SIGINT or SIGTERM (the signal): nothing written, lock released; the
+/// process exits with 128 + the signal (the exit contract's case outside [`ExitStatus`]).
+#[derive(Debug)]
+pub struct Interrupted(pub i32);
+
+impl Interrupted {
+    /// The signal's name: `SIGINT`, `SIGTERM`.
+    pub fn name(&self) -> &'static str {
+        match self.0 {
+            2 => "SIGINT",
+            15 => "SIGTERM",
+            _ => "a signal",
+        }
+    }
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A clean --apply finished the action under way: its journal says what was done.
+        write!(
+            f,
+            "interrupted by {}: no report was written (what clean --apply did is in its journal)",
+            self.name()
+        )
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 #[cfg(test)]
 mod tests {

@@ -18,11 +18,11 @@
 
 use crate::finding::{ScanError, SiteId, UnreadMount};
 use crate::node::io_message;
-use crate::report::display_path;
 use crate::sites::kubelet::{mount_place, secrets_store, MountPlace};
 use crate::sites::{Owner, Owners, Scope};
 use crate::sys::walk::{Cross, DirFd, Entry};
 use crate::sys::RootDir;
+use crate::text::display_path;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;

@@ -3,13 +3,14 @@
 
 use super::printer::Printer;
 use super::scan::{search, Scanned, Searching};
-use super::{node_name, take_lock, unix_now, Interrupted, Outcome};
+use super::{node_name, stopped, take_lock, Outcome};
 use crate::clean::witness::Witness;
 use crate::clean::{self, Plan, PlanFile};
 use crate::cli::CleanArgs;
 use crate::config::{self, Needs, ScanConfig};
 use crate::finding::{CriInfo, ExitStatus, ScanError};
-use crate::{cri, kubectl, report, scan, sys};
+use crate::sys::unix_now;
+use crate::{cri, kubectl, report, scan, sys, text};
 use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::path::Path;
@@ -36,9 +37,9 @@ pub fn run(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     if let Some(seen) = kubelet_dir_seen.filter(|seen| *seen != kubelet_dir) {
         let why = format!(
             "the runtime's containers mount their volumes from {}, not from kubelet dir {}: pass --kubelet-dir {} if that is kubelet's dir",
-            report::display_path(seen.as_os_str()),
+            text::display_path(seen.as_os_str()),
             kubelet_dir.display(),
-            report::display_path(seen.as_os_str()),
+            text::display_path(seen.as_os_str()),
         );
         if args.apply && args.search.kubelet_dir.is_none() {
             bail!("{why}; nothing was removed");
@@ -234,7 +235,7 @@ fn apply(
             .with_context(|| format!("journal {}", args.journal.display()))?;
     }
     // The action under way was finished and journaled; the rest was refused.
-    Interrupted::check()
+    stopped()
 }
 
 /// What a clean run has done, to report.
@@ -275,7 +276,7 @@ fn finish(
     );
     let report = clean::CleanReport {
         schema: clean::CleanReport::SCHEMA,
-        root: report::display_path(cfg.root_arg.as_os_str()),
+        root: text::display_path(cfg.root_arg.as_os_str()),
         node: node_name(&cfg.root),
         cri,
         applied: args.apply,

@@ -9,48 +9,19 @@ pub mod printer;
 pub mod rules;
 pub mod scan;
 
-use crate::finding::ExitStatus;
+use crate::finding::{ExitStatus, Interrupted};
 use crate::fingerprint::{BuildStats, MAX_FORM_LEN, MIN_VALUE_LEN};
-use crate::{report, sys};
+use crate::{sys, text};
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
 
-/// A run stopped by SIGINT or SIGTERM (the signal): nothing written, lock released; the
-/// process exits with 128 + the signal.
-#[derive(Debug)]
-pub struct Interrupted(pub i32);
-
-impl Interrupted {
-    /// The signal's name: `SIGINT`, `SIGTERM`.
-    pub fn name(&self) -> &'static str {
-        match self.0 {
-            2 => "SIGINT",
-            15 => "SIGTERM",
-            _ => "a signal",
-        }
-    }
-
-    /// `Err(Interrupted)` when a stop signal came.
-    fn check() -> Result<()> {
-        match sys::stop_signal() {
-            Some(signal) => Err(Interrupted(signal).into()),
-            None => Ok(()),
-        }
+/// `Err(Interrupted)` when a stop signal came.
+fn stopped() -> Result<()> {
+    match sys::stop_signal() {
+        Some(signal) => Err(Interrupted(signal).into()),
+        None => Ok(()),
     }
 }
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // A clean --apply finished the action under way: its journal says what was done.
-        write!(
-            f,
-            "interrupted by {}: no report was written (what clean --apply did is in its journal)",
-            self.name()
-        )
-    }
-}
-
-impl std::error::Error for Interrupted {}
 
 /// What a run ended with: the exit status and notes for stderr (never holding values).
 #[derive(Debug)]
@@ -93,13 +64,6 @@ fn take_lock(path: &Option<PathBuf>, required: bool) -> Result<Option<sys::Lock>
     }
 }
 
-/// Seconds since the Unix epoch (0 if the clock is before it).
-pub(crate) fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 /// The note on the values fingerprinting left out, if any.
 fn skip_note(stats: &BuildStats) -> Option<String> {
     (stats.too_short + stats.too_long > 0).then(|| {
@@ -118,5 +82,5 @@ fn node_name(root: &sys::RootDir) -> Option<String> {
     }
     let s = String::from_utf8(root.read_file(Path::new("etc/hostname"), 256).ok()?).ok()?;
     let name = s.trim();
-    (!name.is_empty()).then(|| report::terminal_safe(name))
+    (!name.is_empty()).then(|| text::terminal_safe(name))
 }

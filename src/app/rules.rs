@@ -1,9 +1,10 @@
 //! `kresidue rules`: the built-in detection rules.
 
 use super::printer::Printer;
-use super::{unix_now, Outcome};
+use super::Outcome;
 use crate::cli::{FormatArg, RulesArgs};
 use crate::rules::Rules;
+use crate::sys::unix_now;
 use anyhow::Result;
 use std::io::Write;
 

@@ -2,7 +2,7 @@
 //! search itself, which `clean` plans from (`Searching`, `search`).
 
 use super::printer::{Printer, TRACE, VERBOSE};
-use super::{node_name, skip_note, take_lock, unix_now, Interrupted, Outcome};
+use super::{node_name, skip_note, stopped, take_lock, Outcome};
 use crate::cli::{ReportFormatArg, ScanArgs};
 use crate::config::{self, Needs, ScanConfig};
 use crate::finding::{CriInfo, CriStatus, Report, ScanError, Summary};
@@ -11,7 +11,8 @@ use crate::matcher::Matcher;
 use crate::rules::Rules;
 use crate::scan::{ScanResult, ScanSettings, Searchers, Walking};
 use crate::sites::Layout;
-use crate::{cri, kubectl, node, report, scan, sys};
+use crate::sys::unix_now;
+use crate::{cri, kubectl, node, report, scan, sys, text};
 use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::path::PathBuf;
@@ -76,7 +77,7 @@ fn report_of(
 ) -> Report {
     Report {
         schema: Report::SCHEMA,
-        root: report::display_path(cfg.root_arg.as_os_str()),
+        root: text::display_path(cfg.root_arg.as_os_str()),
         node: node_name(&cfg.root),
         cri,
         summary: Summary {
@@ -224,10 +225,10 @@ pub(crate) fn search(
         deadline: cfg.timeout.map(|t| Instant::now() + t),
     };
     let mut result = printer.with_progress(|p| scan::scan(&settings, walking, &searchers, p))?;
-    Interrupted::check()?;
+    stopped()?;
     if result.incomplete {
         result.errors.push(ScanError {
-            path: report::display_path(cfg.root_arg.as_os_str()),
+            path: text::display_path(cfg.root_arg.as_os_str()),
             error: format!(
                 "the scan stopped at --timeout {}: files not read by then are not in this report",
                 humantime::format_duration(cfg.timeout.unwrap_or_default())
@@ -313,7 +314,7 @@ fn searching_line(matcher: &Matcher, rules: &Rules, cfg: &ScanConfig) -> String 
 fn tell_scan(result: &ScanResult, printer: &mut Printer) {
     printer.detail(TRACE, || {
         let mut lines = vec![format!("{} scopes to walk:", result.scopes.len())];
-        lines.extend(result.scopes.iter().map(|s| format!("  scope {}", report::terminal_safe(s))));
+        lines.extend(result.scopes.iter().map(|s| format!("  scope {}", text::terminal_safe(s))));
         if !result.skipped.is_empty() {
             let kinds: Vec<String> =
                 result.skipped.iter().map(|(kind, n)| format!("{kind}: {n}")).collect();

@@ -127,7 +127,7 @@ fn apply_pod(uid: &str, actions: &mut [Action], cx: &mut Context<'_>) -> std::io
                 Ok((ident, _)) if planned_pod.is_some_and(|p| p != ident) => {
                     Some("the pod dir changed since it was planned".to_owned())
                 }
-                Ok((_, mtime)) if crate::unix_now().saturating_sub(mtime) < min_age => {
+                Ok((_, mtime)) if crate::sys::unix_now().saturating_sub(mtime) < min_age => {
                     Some("the pod dir was modified less than --min-age ago".to_owned())
                 }
                 Ok((_, mtime)) if cx.listed_at.is_some_and(|t| mtime >= t) => Some(

@@ -2,16 +2,18 @@
 //! age, its secret-bearing volume dirs and subPath copies (identity, files, bytes, a
 //! tmpfs mounted there), what else it holds, and what is mounted below it.
 //!
-//! Read-only and by path (`lstat`, never following a symlink): a survey only informs the
-//! plan. [`super::apply`] checks every action again through descriptors before acting.
+//! Read-only, through the root's descriptors like the scan (never through a symlink,
+//! never leaving the root, each directory listed through its parent's descriptor, no
+//! mount point crossed but a whole tmpfs, nothing on a FUSE or network filesystem): a
+//! survey only informs the plan. [`super::apply`] checks every action again through
+//! descriptors before acting.
 
 use crate::finding::{ScanError, SiteId};
 use crate::node::kubelet::{PODS, SUBPATHS, VOLUMES, VOLUME_PLUGINS};
-use crate::report::display_path;
 use crate::sys::mount::Mount;
-use crate::sys::tree::Ident;
+use crate::sys::tree::{Ident, Met, Step};
 use crate::sys::{Kind, RootDir};
-use std::os::unix::fs::MetadataExt;
+use crate::text::display_path;
 use std::path::{Path, PathBuf};
 
 /// What a removable entry is.
@@ -121,15 +123,11 @@ pub fn survey(
             continue;
         }
         let node = node_pods.join(&name);
-        let Ok((ident, mtime)) = root.open_dir(&rel(&node)).and_then(|d| d.stat()) else {
-            continue;
-        };
+        let Ok(dir) = root.open_dir(&rel(&node)) else { continue };
+        let Ok((ident, mtime)) = dir.stat() else { continue };
         let below = crate::sys::mount::below(mounts, &host(&node));
         let mounted: Vec<(PathBuf, String, bool)> =
             below.iter().map(|m| (root.node(&m.point), m.describe(), m.is_whole_tmpfs())).collect();
-        // Mount points the walks must not enter: all but a whole tmpfs (kubelet's).
-        let fences: Vec<PathBuf> =
-            below.iter().filter(|m| !m.is_whole_tmpfs()).map(|m| m.point.clone()).collect();
         let mut pod = PodDir {
             uid: name.to_string_lossy().into_owned(),
             ident,
@@ -153,7 +151,7 @@ pub fn survey(
                     Some(data) => path.join(data),
                     None => path,
                 };
-                pod.targets.extend(target(&host(&path), path, kind, &pod.mounts, &fences));
+                pod.targets.extend(target(root, path, kind, &pod.mounts, &below));
             }
         }
         for vol in children(root, &rel(&node.join(SUBPATHS))) {
@@ -162,42 +160,34 @@ pub fn survey(
                 for index in children(root, &rel(&dir)) {
                     let path = dir.join(index);
                     pod.targets.extend(target(
-                        &host(&path),
+                        root,
                         path,
                         TargetKind::Subpath,
                         &pod.mounts,
-                        &fences,
+                        &below,
                     ));
                 }
             }
         }
-        // Everything else in the pod dir.
-        let targets: Vec<PathBuf> = pod.targets.iter().map(|t| host(&t.path)).collect();
-        let walk = walkdir::WalkDir::new(host(&node))
-            .follow_links(false)
-            .into_iter()
-            .filter_entry(|e| !targets.iter().chain(&fences).any(|t| t == e.path()));
-        for e in walk {
-            let e = match e {
-                Ok(e) => e,
-                Err(e) => {
-                    // What cannot be read cannot be shown to be only bookkeeping.
-                    let p = e.path().map(Path::to_path_buf).unwrap_or_else(|| host(&node));
-                    pod.others.push(p.strip_prefix(host(&node)).unwrap_or(&p).to_path_buf());
-                    err(&p, e.into());
-                    continue;
+        // Everything else in the pod dir, through the descriptor its identity came from.
+        let targets: Vec<PathBuf> = pod.targets.iter().map(|t| t.path.clone()).collect();
+        let step = steps(root, &node, &below, &targets);
+        if step(Path::new("")) != Step::Skip {
+            dir.visit(&step, &mut |met| match met {
+                Met::Entry { rel, regular, size } => {
+                    if super::bookkeeping(rel) && regular {
+                        pod.bookkeeping_files += 1;
+                        pod.bookkeeping_bytes += size;
+                    } else {
+                        pod.others.push(rel.to_path_buf());
+                    }
                 }
-            };
-            if e.file_type().is_dir() {
-                continue;
-            }
-            let rel = e.path().strip_prefix(host(&node)).unwrap_or(e.path()).to_path_buf();
-            if super::bookkeeping(&rel) && e.file_type().is_file() {
-                pod.bookkeeping_files += 1;
-                pod.bookkeeping_bytes += e.metadata().map_or(0, |m| m.len());
-            } else {
-                pod.others.push(rel);
-            }
+                Met::Error { rel, error } => {
+                    // What cannot be read cannot be shown to be only bookkeeping.
+                    pod.others.push(rel.to_path_buf());
+                    err(&node.join(rel), error);
+                }
+            });
         }
         pods.push(pod);
     }
@@ -213,25 +203,62 @@ fn children(root: &RootDir, rel: &Path) -> Vec<std::ffi::OsString> {
     root.list(rel).map(|e| e.into_iter().map(|(name, _)| name).collect()).unwrap_or_default()
 }
 
-/// A target at `host` (node path `path`), unless it is missing or a symlink (left to the
-/// "others" of its pod: a symlink where kubelet makes dirs is not kubelet's).
+/// How a walk below the node path `start` treats each path below it (relative to
+/// `start`; `""` is `start`): what `skip` names (node paths) and the mount points of the
+/// mounts `below` that are not a whole tmpfs are left out, a whole tmpfs is entered.
+fn steps<'a>(
+    root: &'a RootDir,
+    start: &'a Path,
+    below: &'a [&'a Mount],
+    skip: &'a [PathBuf],
+) -> impl Fn(&Path) -> Step + 'a {
+    move |rel| {
+        let node = if rel.as_os_str().is_empty() { start.to_path_buf() } else { start.join(rel) };
+        if skip.contains(&node) {
+            return Step::Skip;
+        }
+        let host = root.host(&node);
+        let here: Vec<&Mount> = below.iter().copied().filter(|m| m.point == host).collect();
+        match here.last() {
+            None => Step::Look,
+            Some(_) if here.iter().any(|m| !m.is_whole_tmpfs()) => Step::Skip,
+            // The one on top of any others there.
+            Some(m) => Step::Enter(m.id),
+        }
+    }
+}
+
+/// A target at node path `path`, unless it is missing or a symlink (left to the "others"
+/// of its pod: a symlink where kubelet makes dirs is not kubelet's), or on a FUSE or
+/// network filesystem (its pod has a mount no plan touches).
 fn target(
-    host: &Path,
+    root: &RootDir,
     path: PathBuf,
     kind: TargetKind,
     mounts: &[(PathBuf, String, bool)],
-    fences: &[PathBuf],
+    below: &[&Mount],
 ) -> Option<Target> {
-    let meta = std::fs::symlink_metadata(host).ok()?;
-    if meta.file_type().is_symlink() {
+    let rel = path.strip_prefix("/").unwrap_or(&path).to_path_buf();
+    let st = root.lstat(&rel).ok()?;
+    if st.kind == Kind::Symlink {
         return None;
     }
     let (mut files, mut bytes) = (0, 0);
-    let walk = walkdir::WalkDir::new(host).follow_links(false).into_iter();
-    for e in walk.filter_entry(|e| !fences.iter().any(|f| f == e.path())).flatten() {
-        if !e.file_type().is_dir() {
-            files += 1;
-            bytes += e.metadata().map_or(0, |m| m.len());
+    {
+        let step = steps(root, &path, below, &[]);
+        match st.kind {
+            _ if step(Path::new("")) == Step::Skip => {}
+            Kind::Dir => {
+                if let Ok(dir) = root.open_dir(&rel) {
+                    dir.visit(&step, &mut |met| {
+                        if let Met::Entry { size, .. } = met {
+                            files += 1;
+                            bytes += size;
+                        }
+                    });
+                }
+            }
+            _ => (files, bytes) = (1, st.size),
         }
     }
     Some(Target {
@@ -240,8 +267,96 @@ fn target(
             && mounts.iter().any(|(p, _, whole_tmpfs)| *p == path && *whole_tmpfs),
         path,
         kind,
-        ident: Ident { dev: meta.dev(), ino: meta.ino() },
+        ident: st.ident,
         files,
         bytes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{symlink, MetadataExt};
+
+    fn write(p: &Path, data: &[u8]) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, data).unwrap();
+    }
+
+    /// An atomic-writer volume at `dir`: two files, `..data` and a symlink per key.
+    fn volume(dir: &Path) {
+        write(&dir.join("..2026_01_01_00_00_00.1/password"), b"hunter2hunter2");
+        write(&dir.join("..2026_01_01_00_00_00.1/user"), b"admin");
+        symlink("..2026_01_01_00_00_00.1", dir.join("..data")).unwrap();
+        symlink("..data/password", dir.join("password")).unwrap();
+        symlink("..data/user", dir.join("user")).unwrap();
+    }
+
+    /// Through the root's descriptors, the survey counts what `lstat` by path says: every
+    /// entry but directories (symlinks at the length of their targets), a target's
+    /// identity its own; symlinks where kubelet makes dirs are no targets, and whatever is
+    /// not kubelet's bookkeeping is the pod's "others", however deep.
+    #[test]
+    fn counts_are_lstats_over_every_entry_but_directories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pod = tmp.path().join("var/lib/kubelet/pods/u1");
+        write(&pod.join("etc-hosts"), b"127.0.0.1 localhost\n");
+        write(&pod.join("containers/app/abcd"), b"x");
+        write(&pod.join("plugins/kubernetes.io~empty-dir/cache/ready"), b"");
+        let secret = pod.join("volumes/kubernetes.io~secret/db");
+        volume(&secret);
+        write(&pod.join("volumes/kubernetes.io~csi/vault/vol_data.json"), b"{}");
+        write(&pod.join("volumes/kubernetes.io~csi/vault/mount/secret.txt"), b"abc");
+        write(&pod.join("volume-subpaths/tls/nginx/0"), b"file subpath");
+        write(&pod.join("volume-subpaths/tls/nginx/1/inner"), b"dir subpath");
+        let mut deep = pod.join("volumes/kubernetes.io~empty-dir/deep");
+        for _ in 0..40 {
+            deep.push("d");
+        }
+        write(&deep.join("bottom"), b"deep");
+        std::fs::create_dir_all(pod.join("volumes/kubernetes.io~empty-dir/empty")).unwrap();
+        nix::unistd::mkfifo(&pod.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        symlink("/etc", pod.join("outside")).unwrap();
+        symlink("/etc", pod.join("volumes/kubernetes.io~secret/linked")).unwrap();
+        std::fs::create_dir_all(pod.join("volumes/kubernetes.io~projected")).unwrap();
+        symlink("/etc", pod.join("volumes/kubernetes.io~projected/linked")).unwrap();
+
+        let root = RootDir::open(tmp.path()).unwrap();
+        let (pods, errors) = survey(&root, Path::new("/var/lib/kubelet"), &[], &|_| false);
+        assert!(errors.is_empty(), "{errors:?}");
+        let [pod_dir] = &pods[..] else { panic!("{pods:?}") };
+        let node = Path::new("/var/lib/kubelet/pods/u1");
+        let counts: Vec<(PathBuf, TargetKind, u64, u64)> =
+            pod_dir.targets.iter().map(|t| (t.path.clone(), t.kind, t.files, t.bytes)).collect();
+        // The volume: 14 + 5 bytes of files, 23 + 15 + 11 of symlinks.
+        assert_eq!(
+            counts,
+            [
+                (node.join("volumes/kubernetes.io~secret/db"), TargetKind::SecretVolume, 5, 68),
+                (node.join("volumes/kubernetes.io~csi/vault/mount"), TargetKind::CsiVolume, 1, 3),
+                (node.join("volume-subpaths/tls/nginx/0"), TargetKind::Subpath, 1, 12),
+                (node.join("volume-subpaths/tls/nginx/1"), TargetKind::Subpath, 1, 11),
+            ]
+        );
+        let st = std::fs::symlink_metadata(&secret).unwrap();
+        assert_eq!(pod_dir.targets[0].ident, Ident { dev: st.dev(), ino: st.ino() });
+        let st = std::fs::symlink_metadata(&pod).unwrap();
+        assert_eq!(pod_dir.ident, Ident { dev: st.dev(), ino: st.ino() });
+        // etc-hosts, containers/app/abcd, plugins/…/ready and the CSI volume's record.
+        assert_eq!((pod_dir.bookkeeping_files, pod_dir.bookkeeping_bytes), (4, 23));
+        let mut others = pod_dir.others.clone();
+        others.sort();
+        let deep = deep.join("bottom");
+        let deep = deep.strip_prefix(&pod).unwrap();
+        assert_eq!(
+            others,
+            [
+                Path::new("fifo"),
+                Path::new("outside"),
+                deep,
+                Path::new("volumes/kubernetes.io~projected/linked"),
+                Path::new("volumes/kubernetes.io~secret/linked"),
+            ]
+        );
+    }
 }

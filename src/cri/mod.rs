@@ -86,9 +86,9 @@ impl std::error::Error for Error {}
 
 impl Error {
     /// One line, at most 300 characters, of what a peer said (it is not ours to trust):
-    /// controls, format and separator characters escaped ([`crate::report::terminal_safe`]).
+    /// controls, format and separator characters escaped ([`crate::text::terminal_safe`]).
     fn from_peer(what: &str, detail: &str) -> Error {
-        let detail: String = crate::report::terminal_safe(detail).chars().take(300).collect();
+        let detail: String = crate::text::terminal_safe(detail).chars().take(300).collect();
         Error(format!("{what}: {detail}"))
     }
 }
@@ -129,7 +129,7 @@ impl Client {
         let peer = Arc::new(AtomicI32::new(0));
         let channel = open(&tokio, endpoint, timeout, started + timeout, false, &peer)?;
         let inner = RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE);
-        let shown = crate::report::terminal_safe(&endpoint.to_string());
+        let shown = crate::text::terminal_safe(&endpoint.to_string());
         let trace = vec![format!("connected to {shown} in {}", millis(started.elapsed()))];
         Ok(Client {
             tokio,

@@ -40,13 +40,14 @@
 //! rules' Teddy byte tables, marking where a key may start (see [`KeyScan`]).
 
 use crate::fingerprint::{Entry, FingerprintSet, Form, WindowKeys, HASH_BITS, STRIDE, WINDOW};
-#[cfg(target_arch = "x86_64")]
-use crate::rules::KeyTables;
-use crate::rules::{KeyMarks, KeyScan, KEY_READ, KEY_SPAN};
 use sha2::{Digest, Sha256};
 use std::cell::Cell;
 
+mod keys;
 mod simd;
+#[cfg(target_arch = "x86_64")]
+pub use keys::KeyTables;
+pub use keys::{KeyMarks, KeyScan, KEY_BYTES, KEY_READ, KEY_SPAN};
 use simd::{Kernel, Sampler};
 
 /// A confirmed occurrence of a fingerprinted form in a buffer.
@@ -214,7 +215,7 @@ impl Index {
     /// Starts loading the bounds of the bucket of `h`.
     #[inline(always)]
     fn prefetch(&self, h: u32) {
-        crate::sys::prefetch(&self.slots[self.bucket(h)]);
+        simd::prefetch(&self.slots[self.bucket(h)]);
     }
 
     /// The index of the first of `candidates` (those indexed) with hash `h`, if any.

@@ -5,6 +5,10 @@
 //! all are set. The AVX-512 and AVX2 kernels compute exactly the same bits: the 64×64→128
 //! multiply of the window hash is built from four 32×32→64 lane multiplies, and the filter
 //! words are gathered. [`Kernel::detect`] picks the widest one the CPU runs.
+//!
+//! The byte classification the kernels share lives here too ([`unprintable_mask`], its
+//! SSE2 form, and its AVX2 and AVX-512 widenings), with the cache prefetch hint the
+//! matcher's table lookups and the rules' marked positions use ([`prefetch`]).
 
 #![allow(unsafe_code)]
 
@@ -147,7 +151,7 @@ pub(super) struct Scalar;
 impl Sampler for Scalar {
     #[inline(always)]
     fn unprintable(self, word: &[u8; 64]) -> u64 {
-        crate::sys::unprintable_mask(word)
+        unprintable_mask(word)
     }
     #[inline(always)]
     fn token_samples(self, block: &Block) -> u64 {
@@ -231,7 +235,66 @@ impl Sampler for Avx512 {
     }
 }
 
-/// As [`crate::sys::unprintable_mask`], 32 bytes per compare.
+/// Bit `i` set when `word[i]` is not printable text (see
+/// [`crate::fingerprint::is_printable`]). The matcher classifies every byte it may skip
+/// with this ([`Scalar`]'s kernel; the others widen it), so it must cost far less than sampling them: on x86_64, SSE2 compares and
+/// byte masks, 16 bytes at a time.
+#[inline(always)]
+pub(super) fn unprintable_mask(word: &[u8; 64]) -> u64 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        use std::arch::x86_64::*;
+        let mut good = 0u64;
+        for (k, part) in word.chunks_exact(16).enumerate() {
+            // SAFETY: SSE2 is enabled (cfg above; every x86_64 CPU has it); the load reads the 16 bytes of
+            // `part`, a valid slice of exactly that length, with no alignment required.
+            let m = unsafe {
+                let v = _mm_loadu_si128(part.as_ptr().cast::<__m128i>());
+                let text = _mm_and_si128(
+                    _mm_cmpgt_epi8(v, _mm_set1_epi8(0x1f)),
+                    _mm_cmplt_epi8(v, _mm_set1_epi8(0x7f)),
+                );
+                let space = _mm_or_si128(
+                    _mm_or_si128(
+                        _mm_cmpeq_epi8(v, _mm_set1_epi8(9)),
+                        _mm_cmpeq_epi8(v, _mm_set1_epi8(10)),
+                    ),
+                    _mm_cmpeq_epi8(v, _mm_set1_epi8(13)),
+                );
+                _mm_movemask_epi8(_mm_or_si128(text, space)) as u32 as u64
+            };
+            good |= m << (16 * k);
+        }
+        !good
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        let mut m = 0u64;
+        for (i, &b) in word.iter().enumerate() {
+            m |= u64::from(!crate::fingerprint::is_printable(b)) << i;
+        }
+        m
+    }
+}
+
+/// Asks the CPU to start loading the cache line of `r` (a hint: no effect on what any
+/// load returns). The matcher prefetches the table slots of its rare filter hits one
+/// block ahead of looking them up, so the lookups do not wait for memory.
+#[inline(always)]
+pub(super) fn prefetch<T>(r: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has; it reads no memory
+    // architecturally and cannot fault, and `r` is a valid reference anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            (r as *const T).cast::<i8>(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = r;
+}
+
+/// As [`unprintable_mask`], 32 bytes per compare.
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -261,7 +324,7 @@ unsafe fn unprintable_avx2(word: &[u8; 64]) -> u64 {
     !good
 }
 
-/// As [`crate::sys::unprintable_mask`], the 64 bytes in one register.
+/// As [`unprintable_mask`], the 64 bytes in one register.
 ///
 /// # Safety
 /// The CPU must support AVX-512F and AVX-512BW.

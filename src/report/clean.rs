@@ -2,8 +2,9 @@
 //! and what to do about it, then a summary) or the `kresidue/clean/v1` JSON document.
 //! Every path and reason is passed through [`terminal_safe`] in the table.
 
-use super::{human_size as size, terminal_safe, Format};
+use super::{human_size as size, Format};
 use crate::clean::{Action, CleanReport};
+use crate::text::terminal_safe;
 use std::io::{self, Write};
 
 /// Writes `report` in `format`.

@@ -1,7 +1,7 @@
 //! `kresidue pods`: what the container runtime reports, as a table or JSON.
 
-use super::terminal_safe;
 use crate::cri::Live;
+use crate::text::terminal_safe;
 use serde_json::json;
 use std::io::{self, Write};
 

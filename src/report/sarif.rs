@@ -30,11 +30,11 @@ fn rule_id(f: &Finding) -> String {
 }
 
 /// A node path as a `file://` URI: the bytes the path stands for (a name that is not
-/// UTF-8 by its own bytes, see [`super::path_bytes`]), each outside RFC 3986's unreserved
+/// UTF-8 by its own bytes, see [`crate::text::path_bytes`]), each outside RFC 3986's unreserved
 /// set and `/` percent-encoded.
 pub fn file_uri(path: &str) -> String {
     let mut out = String::from("file://");
-    for b in super::path_bytes(path) {
+    for b in crate::text::path_bytes(path) {
         if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
             out.push(b as char);
         } else {

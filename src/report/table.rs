@@ -1,8 +1,8 @@
 //! The table for a person at a terminal: one line per finding, a summary, then errors.
 //! Every path and name is passed through [`terminal_safe`].
 
-use super::terminal_safe;
 use crate::finding::{Finding, Report, Severity, Within};
+use crate::text::terminal_safe;
 use std::io::{self, Write};
 
 /// Writes the table.

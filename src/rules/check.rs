@@ -260,8 +260,8 @@ fn is_mostly_filler(s: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finding::JwtKind;
     use crate::rules::examples::render;
-    use crate::rules::jwt;
 
     #[test]
     fn documentation_examples_are_placeholders() {
@@ -405,6 +405,6 @@ mod tests {
     #[test]
     fn none_and_jwt_always_pass() {
         assert!(passes(Check::None, b""));
-        assert!(passes(Check::Jwt(jwt::Kind::Other), b"not a jwt"));
+        assert!(passes(Check::Jwt(JwtKind::Other), b"not a jwt"));
     }
 }

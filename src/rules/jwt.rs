@@ -9,9 +9,9 @@
 //! Anything else — and any input longer than [`MAX_TOKEN_LEN`] — is not a JWT and gives
 //! `None`. Nothing here panics on any input, and memory use is bounded by that cap.
 //!
-//! The [`Insight`] holds claims only: never the signature nor any part of the raw token.
+//! The [`JwtInsight`] holds claims only: never the signature nor any part of the raw token.
 //! Anyone who can write a file can write a token, so a claim is shown only in the shape it
-//! is meant to have, and any other is withheld (named in [`Insight::withheld`]):
+//! is meant to have, and any other is withheld (named in [`JwtInsight::withheld`]):
 //! - `sub`: `system:serviceaccount:<namespace>:<name>`, the namespace a DNS label, the name
 //!   a DNS subdomain (RFC 1123, lowercase);
 //! - `iss`: `kubernetes/serviceaccount`, or an `https://` URL of a host name (a port and a
@@ -20,9 +20,9 @@
 //! - the service account's namespace, name and pod name: a DNS label, DNS subdomains.
 //!
 //! Every shown string is printable ASCII of at most [`MAX_CLAIM_CHARS`] characters. The
-//! scan also withholds a claim that holds a fingerprinted value ([`Insight::withhold`]).
+//! scan also withholds a claim that holds a fingerprinted value ([`JwtInsight::withhold`]).
 //!
-//! What kind a token is ([`Kind`]):
+//! What kind a token is ([`JwtKind`]):
 //! - `legacy-service-account`: `iss` is `kubernetes/serviceaccount` (the token of a
 //!   `kubernetes.io/service-account-token` Secret);
 //! - `bound-service-account`: otherwise, when the payload has a `kubernetes.io` object
@@ -30,7 +30,7 @@
 //!   starts with `system:serviceaccount:`;
 //! - `other`: any other JWT.
 //!
-//! Severity of a token as material ([`Insight::severity`]); "passed" means `exp <= now`,
+//! Severity of a token as material ([`JwtInsight::severity`]); "passed" means `exp <= now`,
 //! and an `exp` that is not a number counts as absent:
 //!
 //! | kind | `exp` | severity |
@@ -41,21 +41,20 @@
 //! | other JWT | absent or in the future | medium |
 //! | other JWT | passed | low |
 
-use crate::finding::Severity;
+use crate::finding::{JwtInsight, JwtKind};
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine as _;
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// Longest input [`decode`] looks at; longer input is not a JWT. Real service-account
 /// tokens are about 1 KiB; OIDC tokens with many claims stay well under this.
 pub const MAX_TOKEN_LEN: usize = 64 * 1024;
 
-/// Longest string, in characters, an [`Insight`] keeps from a claim.
+/// Longest string, in characters, an [`JwtInsight`] keeps from a claim.
 pub const MAX_CLAIM_CHARS: usize = 256;
 
-/// Most audiences an [`Insight`] keeps.
+/// Most audiences an [`JwtInsight`] keeps.
 pub const MAX_AUDIENCES: usize = 16;
 
 /// The `iss` of legacy, secret-based service-account tokens.
@@ -75,195 +74,93 @@ const BASE64URL: GeneralPurpose = GeneralPurpose::new(
         .with_decode_allow_trailing_bits(true),
 );
 
-/// What kind of token a JWT is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Kind {
-    /// A legacy, secret-based Kubernetes service-account token (`iss` is
-    /// `kubernetes/serviceaccount`, usually no `exp`).
-    LegacyServiceAccount,
-    /// A bound (projected, TokenRequest) Kubernetes service-account token.
-    BoundServiceAccount,
-    /// Any other JWT.
-    Other,
-}
+/// Reads the claims of a decoded payload; `now` is seconds since the epoch.
+fn from_claims(claims: &Map<String, Value>, now: i64) -> JwtInsight {
+    let issuer = str_claim(claims, "iss");
+    let subject = str_claim(claims, "sub");
+    let k8s = claims.get("kubernetes.io").and_then(Value::as_object);
+    let k8s_sa = k8s.and_then(|k| k.get("serviceaccount")).and_then(Value::as_object);
 
-impl Kind {
-    /// True for Kubernetes service-account tokens, legacy or bound.
-    pub fn is_service_account(self) -> bool {
-        matches!(self, Kind::LegacyServiceAccount | Kind::BoundServiceAccount)
+    let kind = if issuer == Some(LEGACY_ISSUER) {
+        JwtKind::LegacyServiceAccount
+    } else if k8s_sa.is_some() || subject.is_some_and(|s| s.starts_with(SA_SUBJECT_PREFIX)) {
+        JwtKind::BoundServiceAccount
+    } else {
+        JwtKind::Other
+    };
+
+    let (mut namespace, mut service_account, mut pod_name) = (None, None, None);
+    match kind {
+        JwtKind::LegacyServiceAccount => {
+            namespace = str_claim(claims, "kubernetes.io/serviceaccount/namespace");
+            service_account =
+                str_claim(claims, "kubernetes.io/serviceaccount/service-account.name");
+        }
+        JwtKind::BoundServiceAccount => {
+            namespace = k8s.and_then(|k| str_claim(k, "namespace"));
+            service_account = k8s_sa.and_then(|sa| str_claim(sa, "name"));
+            pod_name = k8s
+                .and_then(|k| k.get("pod"))
+                .and_then(Value::as_object)
+                .and_then(|pod| str_claim(pod, "name"));
+        }
+        JwtKind::Other => {}
     }
-}
-
-/// What a JWT says about itself (unverified). Holds no part of the raw token; every string
-/// is a claim in its expected shape (see the module docs), printable ASCII.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Insight {
-    /// The kind of token.
-    pub kind: Kind,
-    /// `iss`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub issuer: Option<String>,
-    /// `sub`, e.g. `system:serviceaccount:<ns>:<name>`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub subject: Option<String>,
-    /// `aud`, a string or an array of strings in the token (at most [`MAX_AUDIENCES`]).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub audience: Vec<String>,
-    /// `exp`, seconds since the epoch (a fractional `exp` is rounded up).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<i64>,
-    /// `iat`, seconds since the epoch (a fractional `iat` is rounded up).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub issued_at: Option<i64>,
-    /// Whether `exp <= now`; `None` when the token has no `exp`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expired: Option<bool>,
-    /// Namespace of the service account, for service-account tokens.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// Name of the service account, for service-account tokens.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub service_account: Option<String>,
-    /// Name of the pod a bound token was issued for, when the token says.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pod_name: Option<String>,
-    /// The fields above the token has but that are not shown: not in their shape, or
-    /// holding a fingerprinted value (field names, in the order above).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub withheld: Vec<&'static str>,
-}
-
-/// The fields of an [`Insight`] that can be withheld, in their order.
-const CLAIM_FIELDS: [&str; 6] =
-    ["issuer", "subject", "audience", "namespace", "service_account", "pod_name"];
-
-impl Insight {
-    /// The severity of the token as material (the table in the module docs).
-    pub fn severity(&self) -> Severity {
-        match (self.kind.is_service_account(), self.expired) {
-            (true, None) => Severity::Critical,
-            (true, Some(false)) => Severity::High,
-            (true, Some(true)) => Severity::Low,
-            (false, Some(true)) => Severity::Low,
-            (false, _) => Severity::Medium,
+    if kind.is_service_account() {
+        if let Some((ns, name)) = subject.and_then(parse_sa_subject) {
+            namespace = namespace.or(Some(ns));
+            service_account = service_account.or(Some(name));
         }
     }
 
-    /// Withholds every shown claim for which `holds` is true (one that holds a
-    /// fingerprinted value): it is left out and named in [`Insight::withheld`].
-    pub fn withhold(&mut self, mut holds: impl FnMut(&str) -> bool) {
-        let mut withheld = std::mem::take(&mut self.withheld);
-        for (field, name) in [
-            (&mut self.issuer, "issuer"),
-            (&mut self.subject, "subject"),
-            (&mut self.namespace, "namespace"),
-            (&mut self.service_account, "service_account"),
-            (&mut self.pod_name, "pod_name"),
-        ] {
-            if field.as_deref().is_some_and(&mut holds) {
-                *field = None;
-                withheld.push(name);
-            }
+    let audiences: Vec<&str> = match claims.get("aud") {
+        Some(Value::String(s)) => vec![s],
+        Some(Value::Array(items)) => {
+            items.iter().filter_map(Value::as_str).take(MAX_AUDIENCES).collect()
         }
-        let before = self.audience.len();
-        self.audience.retain(|a| !holds(a));
-        if self.audience.len() < before {
-            withheld.push("audience");
-        }
-        withheld.sort_by_key(|f| CLAIM_FIELDS.iter().position(|c| c == f));
-        withheld.dedup();
-        self.withheld = withheld;
-    }
+        _ => Vec::new(),
+    };
+    let expires_at = claims.get("exp").and_then(numeric_date);
 
-    /// Reads the claims of a decoded payload; `now` is seconds since the epoch.
-    fn from_claims(claims: &Map<String, Value>, now: i64) -> Insight {
-        let issuer = str_claim(claims, "iss");
-        let subject = str_claim(claims, "sub");
-        let k8s = claims.get("kubernetes.io").and_then(Value::as_object);
-        let k8s_sa = k8s.and_then(|k| k.get("serviceaccount")).and_then(Value::as_object);
-
-        let kind = if issuer == Some(LEGACY_ISSUER) {
-            Kind::LegacyServiceAccount
-        } else if k8s_sa.is_some() || subject.is_some_and(|s| s.starts_with(SA_SUBJECT_PREFIX)) {
-            Kind::BoundServiceAccount
+    let mut withheld = Vec::new();
+    let mut shaped = |claim: Option<&str>, name: &'static str, shape: fn(&str) -> bool| {
+        let claim = claim?;
+        if claim.len() <= MAX_CLAIM_CHARS && shape(claim) {
+            Some(claim.to_owned())
         } else {
-            Kind::Other
-        };
-
-        let (mut namespace, mut service_account, mut pod_name) = (None, None, None);
-        match kind {
-            Kind::LegacyServiceAccount => {
-                namespace = str_claim(claims, "kubernetes.io/serviceaccount/namespace");
-                service_account =
-                    str_claim(claims, "kubernetes.io/serviceaccount/service-account.name");
-            }
-            Kind::BoundServiceAccount => {
-                namespace = k8s.and_then(|k| str_claim(k, "namespace"));
-                service_account = k8s_sa.and_then(|sa| str_claim(sa, "name"));
-                pod_name = k8s
-                    .and_then(|k| k.get("pod"))
-                    .and_then(Value::as_object)
-                    .and_then(|pod| str_claim(pod, "name"));
-            }
-            Kind::Other => {}
+            withheld.push(name);
+            None
         }
-        if kind.is_service_account() {
-            if let Some((ns, name)) = subject.and_then(parse_sa_subject) {
-                namespace = namespace.or(Some(ns));
-                service_account = service_account.or(Some(name));
-            }
-        }
+    };
+    let issuer = shaped(issuer, "issuer", |s| s == LEGACY_ISSUER || is_https_url(s));
+    let subject = shaped(subject, "subject", |s| parse_sa_subject(s).is_some());
+    let audience: Vec<String> = audiences
+        .into_iter()
+        .filter_map(|a| shaped(Some(a), "audience", |s| is_https_url(s) || is_dns_name(s)))
+        .collect();
+    let namespace = shaped(namespace, "namespace", is_dns_label);
+    let service_account = shaped(service_account, "service_account", is_dns_name);
+    let pod_name = shaped(pod_name, "pod_name", is_dns_name);
+    withheld.dedup();
 
-        let audiences: Vec<&str> = match claims.get("aud") {
-            Some(Value::String(s)) => vec![s],
-            Some(Value::Array(items)) => {
-                items.iter().filter_map(Value::as_str).take(MAX_AUDIENCES).collect()
-            }
-            _ => Vec::new(),
-        };
-        let expires_at = claims.get("exp").and_then(numeric_date);
-
-        let mut withheld = Vec::new();
-        let mut shaped = |claim: Option<&str>, name: &'static str, shape: fn(&str) -> bool| {
-            let claim = claim?;
-            if claim.len() <= MAX_CLAIM_CHARS && shape(claim) {
-                Some(claim.to_owned())
-            } else {
-                withheld.push(name);
-                None
-            }
-        };
-        let issuer = shaped(issuer, "issuer", |s| s == LEGACY_ISSUER || is_https_url(s));
-        let subject = shaped(subject, "subject", |s| parse_sa_subject(s).is_some());
-        let audience: Vec<String> = audiences
-            .into_iter()
-            .filter_map(|a| shaped(Some(a), "audience", |s| is_https_url(s) || is_dns_name(s)))
-            .collect();
-        let namespace = shaped(namespace, "namespace", is_dns_label);
-        let service_account = shaped(service_account, "service_account", is_dns_name);
-        let pod_name = shaped(pod_name, "pod_name", is_dns_name);
-        withheld.dedup();
-
-        Insight {
-            kind,
-            issuer,
-            subject,
-            audience,
-            expires_at,
-            issued_at: claims.get("iat").and_then(numeric_date),
-            expired: expires_at.map(|exp| exp <= now),
-            namespace,
-            service_account,
-            pod_name,
-            withheld,
-        }
+    JwtInsight {
+        kind,
+        issuer,
+        subject,
+        audience,
+        expires_at,
+        issued_at: claims.get("iat").and_then(numeric_date),
+        expired: expires_at.map(|exp| exp <= now),
+        namespace,
+        service_account,
+        pod_name,
+        withheld,
     }
 }
 
 /// Decodes `token` without verifying it; `now` (seconds since the epoch) decides whether it
 /// expired. `None` when `token` is not a JWT (see the module docs for what is accepted).
-pub fn decode(token: &[u8], now: i64) -> Option<Insight> {
+pub fn decode(token: &[u8], now: i64) -> Option<JwtInsight> {
     if token.len() > MAX_TOKEN_LEN {
         return None;
     }
@@ -283,7 +180,7 @@ pub fn decode(token: &[u8], now: i64) -> Option<Insight> {
         BASE64URL.decode(signature).ok()?;
     }
     let claims = json_object(payload)?;
-    Some(Insight::from_claims(&claims, now))
+    Some(from_claims(&claims, now))
 }
 
 /// A base64url part that decodes to a JSON object. serde_json's recursion limit keeps
@@ -366,10 +263,11 @@ mod tests {
             "AB" // 12 bits, the last 4 of which are not zero
         );
         let insight = decode(token.as_bytes(), 100).expect("decodes");
-        assert_eq!(insight.kind, Kind::BoundServiceAccount);
+        assert_eq!(insight.kind, JwtKind::BoundServiceAccount);
         assert_eq!(insight.expired, Some(true));
     }
     use super::*;
+    use crate::finding::Severity;
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use proptest::prelude::*;
     use serde_json::json;
@@ -399,7 +297,7 @@ mod tests {
         token_with(&json!({"alg": "RS256", "kid": "test-key-1"}), &payload, &fake_signature())
     }
 
-    fn decode_str(t: &str) -> Option<Insight> {
+    fn decode_str(t: &str) -> Option<JwtInsight> {
         decode(t.as_bytes(), NOW)
     }
 
@@ -435,8 +333,8 @@ mod tests {
         let insight = decode_str(&token(legacy_payload())).unwrap();
         assert_eq!(
             insight,
-            Insight {
-                kind: Kind::LegacyServiceAccount,
+            JwtInsight {
+                kind: JwtKind::LegacyServiceAccount,
                 issuer: Some("kubernetes/serviceaccount".into()),
                 subject: Some("system:serviceaccount:ci:builder".into()),
                 audience: vec![],
@@ -459,7 +357,7 @@ mod tests {
         let live = decode_str(&token(p.clone())).unwrap();
         assert_eq!(
             (live.kind, live.expired, live.severity()),
-            (Kind::LegacyServiceAccount, Some(false), Severity::High)
+            (JwtKind::LegacyServiceAccount, Some(false), Severity::High)
         );
         p["exp"] = json!(NOW - 60);
         let dead = decode_str(&token(p)).unwrap();
@@ -481,8 +379,8 @@ mod tests {
         let insight = decode_str(&token(bound_payload(NOW + 3600))).unwrap();
         assert_eq!(
             insight,
-            Insight {
-                kind: Kind::BoundServiceAccount,
+            JwtInsight {
+                kind: JwtKind::BoundServiceAccount,
                 issuer: Some("https://kubernetes.default.svc.cluster.local".into()),
                 subject: Some("system:serviceaccount:payments:api".into()),
                 audience: vec!["https://kubernetes.default.svc.cluster.local".into()],
@@ -501,7 +399,7 @@ mod tests {
     #[test]
     fn bound_projected_token_expired_is_low() {
         let insight = decode_str(&token(bound_payload(NOW - 1))).unwrap();
-        assert_eq!(insight.kind, Kind::BoundServiceAccount);
+        assert_eq!(insight.kind, JwtKind::BoundServiceAccount);
         assert_eq!(insight.expired, Some(true));
         assert_eq!(insight.severity(), Severity::Low);
         // exp == now has passed.
@@ -515,19 +413,19 @@ mod tests {
         let mut p = bound_payload(NOW + 10);
         p.as_object_mut().unwrap().remove("sub");
         let insight = decode_str(&token(p)).unwrap();
-        assert_eq!(insight.kind, Kind::BoundServiceAccount);
+        assert_eq!(insight.kind, JwtKind::BoundServiceAccount);
         assert_eq!(insight.service_account.as_deref(), Some("api"));
         // sub alone makes a bound token too; names come from sub.
         let t = token(json!({"iss": "https://oidc.example.test", "exp": NOW + 10,
                              "sub": "system:serviceaccount:team-a:deployer"}));
         let insight = decode_str(&t).unwrap();
-        assert_eq!(insight.kind, Kind::BoundServiceAccount);
+        assert_eq!(insight.kind, JwtKind::BoundServiceAccount);
         assert_eq!(insight.namespace.as_deref(), Some("team-a"));
         assert_eq!(insight.service_account.as_deref(), Some("deployer"));
         assert_eq!(insight.pod_name, None);
         // A kubernetes.io claim without a serviceaccount object is not enough.
         let t = token(json!({"kubernetes.io": {"namespace": "x"}, "sub": "alice"}));
-        assert_eq!(decode_str(&t).unwrap().kind, Kind::Other);
+        assert_eq!(decode_str(&t).unwrap().kind, JwtKind::Other);
     }
 
     #[test]
@@ -535,7 +433,7 @@ mod tests {
         let mut p = bound_payload(0);
         p.as_object_mut().unwrap().remove("exp");
         let insight = decode_str(&token(p)).unwrap();
-        assert_eq!((insight.kind, insight.expired), (Kind::BoundServiceAccount, None));
+        assert_eq!((insight.kind, insight.expired), (JwtKind::BoundServiceAccount, None));
         assert_eq!(insight.severity(), Severity::Critical);
     }
 
@@ -545,7 +443,7 @@ mod tests {
         let mut valid = base.clone();
         valid["exp"] = json!(NOW + 3600);
         let insight = decode_str(&token(valid)).unwrap();
-        assert_eq!((insight.kind, insight.expired), (Kind::Other, Some(false)));
+        assert_eq!((insight.kind, insight.expired), (JwtKind::Other, Some(false)));
         assert_eq!(insight.severity(), Severity::Medium);
         assert_eq!((insight.namespace, insight.service_account), (None, None));
 
@@ -670,7 +568,7 @@ mod tests {
             "exp": NOW + 10,
         }));
         let insight = decode_str(&t).unwrap();
-        assert_eq!(insight.kind, Kind::BoundServiceAccount);
+        assert_eq!(insight.kind, JwtKind::BoundServiceAccount);
         assert_eq!((&insight.issuer, &insight.subject), (&None, &None));
         assert_eq!((&insight.namespace, &insight.service_account), (&None, &None));
         assert_eq!(insight.audience, vec!["vault", "https://x.example.test:8443/a%20b"]);

@@ -27,12 +27,8 @@ pub mod prefilter;
 pub mod table;
 mod teddy;
 
-pub use teddy::KeyScan;
-#[cfg(target_arch = "x86_64")]
-pub(crate) use teddy::KeyTables;
-pub(crate) use teddy::{KEY_READ, KEY_SPAN};
-
-use crate::finding::Severity;
+use crate::finding::{JwtInsight, JwtKind, Severity};
+use crate::matcher::{KeyMarks, KeyScan};
 use prefilter::Prefilter;
 use regex_automata::meta::Regex;
 use regex_automata::util::syntax;
@@ -119,7 +115,7 @@ pub enum Check {
     GithubChecksum,
     /// Decodes as a JWT (header and payload are base64url JSON objects) of this kind; the
     /// decoded claims set the finding's severity (see [`jwt`]).
-    Jwt(jwt::Kind),
+    Jwt(JwtKind),
 }
 
 /// How many bytes of regex work a rule may spend per byte of a buffer (plus
@@ -147,7 +143,7 @@ pub struct RuleHit {
     /// The material's severity: the rule's, or the decoded token's.
     pub severity: Severity,
     /// What a decoded JWT says about itself.
-    pub token: Option<jwt::Insight>,
+    pub token: Option<JwtInsight>,
 }
 
 struct Compiled {
@@ -193,107 +189,6 @@ impl Compiled {
             Pattern::new(self.spec)
                 .expect("every pattern compiles (checked when the rules were made)")
         })
-    }
-}
-
-/// Where a pass over a buffer with [`Rules::key_scan`]'s tables marked that a key may
-/// start, from position `start` on, 256 (`KEY_SPAN`) positions per pass step; the positions
-/// [`KeyMarks::covered`] that are not marked hold no key. A worker keeps one for its
-/// buffers.
-#[derive(Debug, Default)]
-pub struct KeyMarks {
-    start: usize,
-    /// The length of the buffer marked: marks given with another buffer are not used.
-    len: usize,
-    /// Steps taken.
-    steps: usize,
-    /// The steps that marked a position, each as [`MARKED`] words: the step's number,
-    /// then its marks (bit `i` of word `w`: position `64w + i` of the step). Room for
-    /// every step of a buffer is made before the pass, so that its loop does not branch
-    /// on the marks and holds no call that may grow this; the first `filled` words are
-    /// written.
-    words: Vec<u64>,
-    filled: usize,
-}
-
-/// Words a step that marked a position takes in [`KeyMarks::words`].
-const MARKED: usize = 1 + KEY_SPAN / 64;
-
-impl KeyMarks {
-    /// No position covered.
-    pub fn clear(&mut self) {
-        self.start = 0;
-        self.len = 0;
-        self.steps = 0;
-        self.filled = 0;
-    }
-
-    /// Starts marks from position `start` of a buffer of `len` bytes.
-    pub(crate) fn begin(&mut self, start: usize, len: usize) {
-        self.clear();
-        self.start = start;
-        self.len = len;
-        let room = len.saturating_sub(start).div_ceil(KEY_SPAN) * MARKED + MARKED;
-        if self.words.len() < room {
-            self.words.resize(room, 0);
-        }
-    }
-
-    /// Takes the marks of the next [`KEY_SPAN`] positions (of the buffer given to
-    /// [`KeyMarks::begin`]).
-    #[inline(always)]
-    pub(crate) fn push(&mut self, marks: [u64; KEY_SPAN / 64]) {
-        // Written whether or not any position is marked; kept only if one is.
-        let slot = &mut self.words[self.filled..self.filled + MARKED];
-        slot[0] = self.steps as u64;
-        slot[1..].copy_from_slice(&marks);
-        self.filled += MARKED * usize::from(marks.iter().fold(0, |a, &m| a | m) != 0);
-        self.steps += 1;
-    }
-
-    /// The positions the marks cover.
-    pub fn covered(&self) -> Range<usize> {
-        self.start..self.start + KEY_SPAN * self.steps
-    }
-
-    /// The positions the marks cover in `buf`: none unless they were made for a buffer of
-    /// its length.
-    fn covered_in(&self, buf: &[u8]) -> Range<usize> {
-        if buf.len() == self.len {
-            self.covered()
-        } else {
-            0..0
-        }
-    }
-
-    /// Calls `f` with each marked position, in order. The bytes at the first mark of each
-    /// word of the steps a few ahead are prefetched: by the time the rules read the marks,
-    /// the matcher's tables have pushed most of the buffer out of the nearer caches (in a
-    /// harness, a third of this loop's time).
-    fn each(&self, buf: &[u8], mut f: impl FnMut(usize)) {
-        const AHEAD: usize = 4;
-        let at = |step: &[u64]| self.start + KEY_SPAN * step[0] as usize;
-        let fetch = |step: &[u64]| {
-            for (w, &m) in step[1..].iter().enumerate().filter(|&(_, &m)| m != 0) {
-                if let Some(byte) = buf.get(at(step) + 64 * w + m.trailing_zeros() as usize) {
-                    crate::sys::prefetch(byte);
-                }
-            }
-        };
-        let steps = || self.words[..self.filled].chunks_exact(MARKED);
-        steps().take(AHEAD).for_each(fetch);
-        for (k, step) in steps().enumerate() {
-            if let Some(ahead) = steps().nth(k + AHEAD) {
-                fetch(ahead);
-            }
-            for (w, &m) in step[1..].iter().enumerate() {
-                let mut rest = m;
-                while rest != 0 {
-                    f(at(step) + 64 * w + rest.trailing_zeros() as usize);
-                    rest &= rest - 1;
-                }
-            }
-        }
     }
 }
 
@@ -650,25 +545,6 @@ mod tests {
         }];
         let set = crate::fingerprint::FingerprintSet::build(&vals, "current", [7; 32]).0;
         crate::matcher::Matcher::new(vec![set])
-    }
-
-    #[test]
-    fn marks_are_given_back_in_order_and_cover_their_steps() {
-        let mut marks = KeyMarks::default();
-        marks.begin(12, 12 + 5 * KEY_SPAN + 9);
-        marks.push([1, 0, 0, 1 << 63]);
-        marks.push([0; 4]);
-        marks.push([0, 1 << 5 | 1 << 6, 0, 0]);
-        marks.push([0; 4]);
-        assert_eq!(marks.covered(), 12..12 + 4 * KEY_SPAN);
-        let buf = vec![0u8; 12 + 5 * KEY_SPAN + 9];
-        let mut got = Vec::new();
-        marks.each(&buf, |p| got.push(p));
-        let step = |k: usize| 12 + k * KEY_SPAN;
-        assert_eq!(got, [step(0), step(0) + 255, step(2) + 69, step(2) + 70]);
-        marks.clear();
-        assert!(marks.covered().is_empty());
-        marks.each(&buf, |_| panic!("a cleared mark"));
     }
 
     proptest! {

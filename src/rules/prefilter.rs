@@ -26,8 +26,9 @@
 //! cover (a custom rule set) gets aho-corasick's own choice. Either way the matches are
 //! the same; only the speed differs, which `cargo bench --bench scan` measures.
 
-use super::teddy::{KeyScan, Teddy512};
-use super::{KeyMarks, Literal};
+use super::teddy::Teddy512;
+use super::Literal;
+use crate::matcher::{KeyMarks, KeyScan};
 use aho_corasick::{packed, AhoCorasick, Input, MatchKind, Span};
 
 /// Teddy's bucket count when it runs on 256-bit vectors with 8 buckets ("slim").

@@ -33,8 +33,8 @@
 //! credentials and database passwords high; narrower or protected material lower. For
 //! JWT rules it is only a default: the decoded token decides ([`super::jwt`]).
 
-use super::{jwt, lit, lit_at, lit_in, Check, Literal, RuleSpec};
-use crate::finding::Severity;
+use super::{lit, lit_at, lit_in, Check, Literal, RuleSpec};
+use crate::finding::{JwtKind, Severity};
 
 /// Separator between PEM lines: whitespace, or `\n`/`\r` escaped once to three times (a
 /// key inside a JSON string, or JSON inside JSON).
@@ -342,7 +342,7 @@ pub static RULES: &[RuleSpec] = &[
         pattern: JWT,
         before: 0,
         after: 16384,
-        check: Check::Jwt(jwt::Kind::LegacyServiceAccount),
+        check: Check::Jwt(JwtKind::LegacyServiceAccount),
         positive: &[
             "token: {jwt:{{\"iss\":\"kubernetes/serviceaccount\",\"kubernetes.io/serviceaccount/namespace\":\"ci\",\"kubernetes.io/serviceaccount/secret.name\":\"builder-token-{l:5}\",\"kubernetes.io/serviceaccount/service-account.name\":\"builder\",\"kubernetes.io/serviceaccount/service-account.uid\":\"{uuid}\",\"sub\":\"system:serviceaccount:ci:builder\"}}\n",
             "{{\"token\":\"{jwt:{{\"iss\":\"kubernetes/serviceaccount\",\"sub\":\"system:serviceaccount:kube-system:{l:8}\"}}\"}\n",
@@ -361,7 +361,7 @@ pub static RULES: &[RuleSpec] = &[
         pattern: JWT,
         before: 0,
         after: 16384,
-        check: Check::Jwt(jwt::Kind::BoundServiceAccount),
+        check: Check::Jwt(JwtKind::BoundServiceAccount),
         positive: &[
             "{jwt:{{\"aud\":[\"https://kubernetes.default.svc.cluster.local\"],\"exp\":{now+3600},\"iat\":{now-60},\"iss\":\"https://kubernetes.default.svc.cluster.local\",\"kubernetes.io\":{{\"namespace\":\"kube-system\",\"pod\":{{\"name\":\"coredns-{l:5}\",\"uid\":\"{uuid}\"},\"serviceaccount\":{{\"name\":\"coredns\",\"uid\":\"{uuid}\"}},\"nbf\":{now-60},\"sub\":\"system:serviceaccount:kube-system:coredns\"}}",
             "{jwt:{{\"aud\":[\"sts.amazonaws.com\"],\"exp\":{now-86400},\"iss\":\"https://oidc.eks.test/id/{X:32}\",\"sub\":\"system:serviceaccount:{l:6}:{l:8}\"}}\n",
@@ -382,7 +382,7 @@ pub static RULES: &[RuleSpec] = &[
         pattern: JWT,
         before: 0,
         after: 16384,
-        check: Check::Jwt(jwt::Kind::Other),
+        check: Check::Jwt(JwtKind::Other),
         positive: &[
             "Authorization: Bearer {jwt:{{\"iss\":\"https://auth.{l:8}.test\",\"sub\":\"{uuid}\",\"aud\":\"api\",\"exp\":{now+3600}}}\n",
             "{{\"id_token\":\"{jwt:{{\"iss\":\"https://accounts.{l:6}.test\",\"sub\":\"{d:21}\",\"email\":\"{l:6}@{l:6}.test\"}}\"}\n",
@@ -1388,13 +1388,13 @@ mod tests {
         let checked = |id: &str| RULES.iter().find(|r| r.id == id).expect("present").check;
         assert_eq!(
             checked("kubernetes-service-account-token-legacy"),
-            Check::Jwt(jwt::Kind::LegacyServiceAccount)
+            Check::Jwt(JwtKind::LegacyServiceAccount)
         );
         assert_eq!(
             checked("kubernetes-service-account-token"),
-            Check::Jwt(jwt::Kind::BoundServiceAccount)
+            Check::Jwt(JwtKind::BoundServiceAccount)
         );
-        assert_eq!(checked("jwt"), Check::Jwt(jwt::Kind::Other));
+        assert_eq!(checked("jwt"), Check::Jwt(JwtKind::Other));
         for id in [
             "github-personal-access-token",
             "github-oauth-token",

@@ -18,7 +18,8 @@
 //! through every pairing of a bucket's nibbles. A test checks that both find exactly what
 //! aho-corasick's Teddy finds.
 //!
-//! The byte tables can also be lent to the matcher's pass over a buffer ([`KeyScan`]),
+//! The byte tables can also be lent to the matcher's pass over a buffer ([`KeyScan`], the
+//! matcher's),
 //! which marks the positions whose four bytes pass them; the rules then verify only the
 //! marked positions ([`Teddy512::key_at`]).
 //!
@@ -28,8 +29,10 @@
 
 #![allow(unsafe_code)]
 
-/// Bytes of a key matched with the nibble (or byte) tables.
-pub(super) const MASK: usize = 4;
+use crate::matcher::{KeyScan, KEY_BYTES};
+
+/// Bytes of a key matched with the nibble (or byte) tables (as many as a [`KeyScan`] lends).
+pub(super) const MASK: usize = KEY_BYTES;
 /// Buckets: one bit each in a table entry.
 const BUCKETS: usize = 8;
 
@@ -186,7 +189,9 @@ impl Teddy512 {
     /// The byte tables, for a pass over the bytes that marks where keys may start (see
     /// [`KeyScan`]); `None` where the search uses the nibble tables (the CPU lacks VBMI).
     pub(super) fn key_scan(&self) -> Option<KeyScan<'_>> {
-        self.vbmi.then_some(KeyScan { bytes: &self.bytes })
+        // SAFETY: `vbmi` is set only where the CPU has AVX-512 VBMI, and `new` made `self`
+        // only after checking the CPU has AVX-512F and AVX-512BW.
+        self.vbmi.then(|| unsafe { KeyScan::new(&self.bytes) })
     }
 
     /// # Safety
@@ -367,85 +372,5 @@ impl Teddy512 {
             }
         }
         best
-    }
-}
-
-/// Positions a [`KeyScan`] marks per call: the 256 at the start of the block it is given.
-pub const KEY_SPAN: usize = 256;
-/// Bytes a [`KeyScan`] reads per call: the 256 positions' and the three after them.
-pub const KEY_READ: usize = KEY_SPAN + MASK - 1;
-
-/// The byte tables of a `Teddy512` that uses them, lent to a pass that reads every byte
-/// anyway (the matcher's: `Matcher::find_keyed`), to mark where a key may start: a
-/// position whose four bytes all pass the tables. Run there, the byte permutes keep a
-/// port busy that the matcher's multiplies and gathers leave idle, and the rules' own
-/// pass over the bytes is left with the marked positions (see `Rules::find_marked`).
-/// Exists only where the CPU has AVX-512F, AVX-512BW and AVX-512 VBMI.
-#[derive(Clone, Copy)]
-pub struct KeyScan<'t> {
-    bytes: &'t [[u8; 64]; MASK],
-}
-
-/// A [`KeyScan`]'s tables in registers, for the length of one pass.
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-pub struct KeyTables([std::arch::x86_64::__m512i; MASK]);
-
-#[cfg(target_arch = "x86_64")]
-impl KeyScan<'_> {
-    /// The tables as vectors (loaded with AVX-512F, which a `KeyScan` proves the CPU has).
-    #[inline(always)]
-    pub fn tables(self) -> KeyTables {
-        // SAFETY: a `KeyScan` exists only where the CPU has AVX-512F, BW and VBMI (see
-        // `Teddy512::key_scan`).
-        unsafe { self.tables_vbmi() }
-    }
-
-    /// # Safety
-    /// The CPU must support AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn tables_vbmi(self) -> KeyTables {
-        // SAFETY: 64 bytes of each table.
-        KeyTables(std::array::from_fn(|j| unsafe {
-            std::arch::x86_64::_mm512_loadu_si512(self.bytes[j].as_ptr().cast())
-        }))
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-impl KeyTables {
-    /// Bit `i` of word `w`: a key may start at position `64w + i` of `block` (its four
-    /// bytes pass the byte tables), for the [`KEY_SPAN`] positions at its start.
-    #[inline(always)]
-    pub fn marks(self, block: &[u8; KEY_READ]) -> [u64; KEY_SPAN / 64] {
-        // SAFETY: `KeyTables` come only from a `KeyScan`, which exists only where the CPU
-        // has AVX-512F, BW and VBMI.
-        unsafe { self.marks_vbmi(block) }
-    }
-
-    /// # Safety
-    /// The CPU must support AVX-512F, AVX-512BW and AVX-512 VBMI.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-    #[inline]
-    unsafe fn marks_vbmi(self, block: &[u8; KEY_READ]) -> [u64; KEY_SPAN / 64] {
-        use std::arch::x86_64::*;
-        let [t0, t1, t2, t3] = self.0;
-        let p = block.as_ptr();
-        // The candidates of the 64 positions at `p + at`.
-        let step = |at: usize| {
-            // SAFETY: bytes at..at + 67 of `block`, at most KEY_READ.
-            let load = |j: usize| unsafe { _mm512_loadu_si512(p.add(at + j).cast()) };
-            let a = _mm512_and_si512(
-                _mm512_permutexvar_epi8(load(0), t0),
-                _mm512_permutexvar_epi8(load(1), t1),
-            );
-            let b = _mm512_and_si512(
-                _mm512_permutexvar_epi8(load(2), t2),
-                _mm512_permutexvar_epi8(load(3), t3),
-            );
-            _mm512_test_epi8_mask(a, b)
-        };
-        [step(0), step(64), step(128), step(192)]
     }
 }

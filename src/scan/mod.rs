@@ -14,10 +14,10 @@ mod search;
 
 use crate::finding::{Finding, ScanError, SiteId, UnreadMount};
 use crate::matcher::Matcher;
-use crate::report;
 use crate::rules::Rules;
 use crate::sites::{self, Layout};
 use crate::sys::{self, RootDir};
+use crate::text;
 use crate::walk::{self, FileJob, WalkItem};
 use rayon::prelude::*;
 use read::Worker;
@@ -147,7 +147,7 @@ impl Walking {
             let mut errors = Vec::new();
             let scopes = sites::discover(&root, &layout, &mut errors);
             let walked =
-                scopes.iter().map(|s| report::display_path(s.node_path.as_os_str())).collect();
+                scopes.iter().map(|s| text::display_path(s.node_path.as_os_str())).collect();
             if found_tx.send((walked, errors)).is_err() {
                 return;
             }
@@ -314,9 +314,9 @@ impl Gathered {
         let mut errors = self.errors.into_inner().expect("lock");
         // The walk made some of these paths text before the names in them were matched.
         for e in &mut errors {
-            e.path = report::redisplay(&e.path);
+            e.path = text::redisplay(&e.path);
         }
-        let walked = walked.iter().map(|s| report::redisplay(s)).collect();
+        let walked = walked.iter().map(|s| text::redisplay(s)).collect();
         errors.sort();
         errors.dedup();
         let mut unread_mounts = self.unread.into_inner().expect("lock");

@@ -6,10 +6,10 @@ use super::search::{aggregate, lift, lift_rule};
 use super::{Searchers, Seen};
 use crate::finding::{Finding, Within};
 use crate::matcher::Hit;
-use crate::report;
 use crate::rules::RuleHit;
 use crate::severity::place;
 use crate::sys;
+use crate::text;
 use crate::walk::{FileJob, WalkItem};
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
@@ -108,7 +108,7 @@ impl Names {
     /// directory's files together, so each directory is checked about once). The names are
     /// searched joined, in one pass of the matcher and of the rules (a pass per name would
     /// cost more than reading a small file); a match running into the next name is none.
-    /// What matches is withheld from every path shown from now on ([`report::withhold`]),
+    /// What matches is withheld from every path shown from now on ([`text::withhold`]),
     /// before any file of the batch is read, and is a finding at the path of its name
     /// (`"in": "name"`; a directory's once a scan). Names come from the walk: nothing is
     /// read again.
@@ -145,7 +145,7 @@ impl Names {
                 let name = &names.text[span.start..span.end];
                 let rel = job.rel.as_os_str().as_bytes();
                 let path = match span.dir_end {
-                    None => report::path_bytes(&job.node_path()),
+                    None => text::path_bytes(&job.node_path()),
                     Some(end) => {
                         if !seen.lock().expect("lock").named_dirs.insert(rel[..end].to_vec()) {
                             continue;
@@ -165,7 +165,7 @@ impl Names {
 /// is `name`: cut from the file's node path (which shows the names a person sees) before
 /// `name` is withheld; else the path from the root.
 fn dir_path(job: &FileJob, rel: &[u8], name: &[u8]) -> Vec<u8> {
-    let shown = report::path_bytes(&job.node_path());
+    let shown = text::path_bytes(&job.node_path());
     let mut end = 0;
     for component in shown.split(|&c| c == b'/') {
         end += component.len();
@@ -189,12 +189,12 @@ fn name_findings(
 ) -> Vec<Finding> {
     let at = |offset: u64, len: u64| &name[offset as usize..(offset + len) as usize];
     for h in hits {
-        report::withhold::withhold(at(h.offset, h.len as u64));
+        text::withhold::withhold(at(h.offset, h.len as u64));
     }
     for h in rule_hits {
-        report::withhold::withhold(at(h.offset, h.len as u64));
+        text::withhold::withhold(at(h.offset, h.len as u64));
     }
-    let path = report::display_path(std::ffi::OsStr::from_bytes(path));
+    let path = text::display_path(std::ffi::OsStr::from_bytes(path));
     let on_tmpfs = || job.open().is_ok_and(|f| sys::is_tmpfs(&f.0));
     let place = place(job.owner.category(on_tmpfs), job.owner.stale, None);
     let in_name = |mut f: Finding, secret: &[u8]| {

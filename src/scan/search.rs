@@ -6,10 +6,10 @@ use crate::finding::{
     rank, Category, ContainerRef, Encoding, Finding, MatchInfo, MatchKind, Material, PodRef,
     Preview, Severity, Within,
 };
-use crate::matcher::{Hit, Matcher};
-use crate::report;
-use crate::rules::{KeyMarks, RuleHit};
+use crate::matcher::{Hit, KeyMarks, Matcher};
+use crate::rules::RuleHit;
 use crate::sites::Owner;
+use crate::text;
 use crate::walk::FileJob;
 
 /// The file being searched: what is searched for, and its place before liveness.
@@ -219,7 +219,7 @@ fn finding(job: &FileJob, (category, place): (Category, Severity), m: Match) -> 
 /// container the records', else the log path's. Names taken from a path are withheld
 /// where the path's are.
 pub(super) fn stamp(owner: &Owner, f: &mut Finding) {
-    let shown = report::withhold::shown;
+    let shown = text::withhold::shown;
     let records = owner.records.as_deref();
     let log = owner.log.as_deref();
     f.site = owner.site;

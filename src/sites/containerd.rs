@@ -269,5 +269,5 @@ fn read_quietly(cx: &Discovery<'_>, node: &Path) -> Option<Vec<u8>> {
 
 /// An error entry for a damaged database at `node_path`.
 fn bolt_error(node_path: &Path, e: &crate::bbolt::Error) -> ScanError {
-    ScanError { path: crate::report::display_path(node_path.as_os_str()), error: e.to_string() }
+    ScanError { path: crate::text::display_path(node_path.as_os_str()), error: e.to_string() }
 }

@@ -411,7 +411,7 @@ pub fn resolve(root: &RootDir, node_path: &Path) -> io::Result<PathBuf> {
 /// An error entry for a node path. The message is the OS error text only.
 pub fn error_at(node_path: &Path, e: &io::Error) -> ScanError {
     ScanError {
-        path: crate::report::display_path(node_path.as_os_str()),
+        path: crate::text::display_path(node_path.as_os_str()),
         error: crate::node::io_message(e),
     }
 }

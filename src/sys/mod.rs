@@ -1,11 +1,13 @@
-//! The one home of system calls (through `nix`): opening files confined beneath the
-//! scanned root, link reading, filesystem type, hole skipping, hostname, the run lock,
-//! output files resolved without trusting another user's symlinks;
-//! [`walk`] walks the scanned trees by directory descriptors, [`tree`] removes trees
-//! through them and unmounts for `clean`, and [`mount`] reads the mount table. `unsafe`
-//! code lives here (a cache prefetch hint, the SSE2 byte masks, three calls with no safe
-//! binding in `nix`, `getdents64` among them) and in the SIMD kernels of `matcher::simd`
-//! and `rules::teddy`, each block with its `SAFETY` reason.
+//! The one home of system calls (through `nix`), and nothing but them: opening files
+//! confined beneath the scanned root, link reading, filesystem type, hole skipping,
+//! read-ahead advice, priorities, stop signals, the clock, hostname, the run lock, output files
+//! resolved without trusting another user's symlinks; [`walk`] walks the scanned trees by
+//! directory descriptors, [`tree`] removes trees through them and unmounts for `clean`, and
+//! [`mount`] reads the mount table. Pure computation lives with its users (the SIMD byte
+//! masks and the cache prefetch hint in `matcher::simd`, the log-line masks in
+//! `node::logs`). `unsafe` code here is only for three calls with no safe binding in
+//! `nix`, `getdents64` among them; the rest is in the SIMD kernels of `matcher::simd`,
+//! `rules::teddy` and `node::logs`, each block with its `SAFETY` reason.
 //!
 //! Confinement: every file is opened with `openat2(2)` relative to a descriptor of the
 //! root, or of a directory opened that way from it, with `RESOLVE_BENEATH |
@@ -223,6 +225,23 @@ impl RootDir {
         Ok(entries.into_iter().map(|(name, t)| (name, kind(t))).collect())
     }
 
+    /// What is at `rel` (relative to the root; `""` is the root), as `lstat` says it:
+    /// asked of an `O_PATH` descriptor opened beneath the root without following a symlink
+    /// (one at `rel` is the symlink, one on the way an error), nothing on a FUSE or network
+    /// filesystem. Mount points are crossed, at `rel` too: a mount point is what is mounted
+    /// there.
+    pub fn lstat(&self, rel: &Path) -> io::Result<Lstat> {
+        let fd = self.open_beneath(rel, OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)?;
+        let st = nix::sys::stat::fstat(&fd)?;
+        let kind = match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+            SFlag::S_IFDIR => Kind::Dir,
+            SFlag::S_IFREG => Kind::File,
+            SFlag::S_IFLNK => Kind::Symlink,
+            _ => Kind::Other,
+        };
+        Ok(Lstat { kind, ident: tree::Ident::of(&st), size: st.st_size.max(0) as u64 })
+    }
+
     /// Walks the tree at `rel` (relative to the root; a directory or a file) by directory
     /// descriptors, never through a symlink (see [`walk`]).
     pub fn walk(&self, rel: &Path) -> walk::Walk {
@@ -275,7 +294,7 @@ impl RootDir {
     }
 }
 
-/// What a listed entry is ([`RootDir::list`]).
+/// What an entry is ([`RootDir::list`], [`RootDir::lstat`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
     /// A directory.
@@ -286,6 +305,17 @@ pub enum Kind {
     Symlink,
     /// A FIFO, socket or device.
     Other,
+}
+
+/// What [`RootDir::lstat`] says of an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lstat {
+    /// What it is.
+    pub kind: Kind,
+    /// Its device and inode.
+    pub ident: tree::Ident,
+    /// Its size (a symlink's is the length of its target).
+    pub size: u64,
 }
 
 /// The name a person knows a file type by, for errors.
@@ -776,27 +806,16 @@ pub fn same_mount_namespace(runtime_pid: Option<i32>) -> Result<(), String> {
     }
 }
 
+/// Seconds since the Unix epoch by the system clock (0 if the clock is before it).
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// The running machine's hostname.
 pub fn hostname() -> Option<String> {
     nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok())
-}
-
-/// Asks the CPU to start loading the cache line of `r` (a hint: no effect on what any
-/// load returns). The matcher prefetches the table slots of its rare filter hits one
-/// block ahead of looking them up, so the lookups do not wait for memory.
-#[inline(always)]
-#[allow(unsafe_code)]
-pub fn prefetch<T>(r: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has; it reads no memory
-    // architecturally and cannot fault, and `r` is a valid reference anyway.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            (r as *const T).cast::<i8>(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
 }
 
 /// Tells the kernel `f` will be read from start to end (`POSIX_FADV_SEQUENTIAL`: a larger
@@ -804,85 +823,6 @@ pub fn prefetch<T>(r: &T) {
 pub fn read_sequentially(f: &File) {
     use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
     let _ = posix_fadvise(f, 0, 0, PosixFadviseAdvice::POSIX_FADV_SEQUENTIAL);
-}
-
-/// Bit `i` set when `word[i]` is not printable text (see
-/// [`crate::fingerprint::is_printable`]). The matcher classifies every byte it may skip
-/// with this, so it must cost far less than sampling them: on x86_64, SSE2 compares and
-/// byte masks, 16 bytes at a time.
-#[inline(always)]
-#[allow(unsafe_code)]
-pub fn unprintable_mask(word: &[u8; 64]) -> u64 {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    {
-        use std::arch::x86_64::*;
-        let mut good = 0u64;
-        for (k, part) in word.chunks_exact(16).enumerate() {
-            // SAFETY: SSE2 is enabled (cfg above; every x86_64 CPU has it); the load reads the 16 bytes of
-            // `part`, a valid slice of exactly that length, with no alignment required.
-            let m = unsafe {
-                let v = _mm_loadu_si128(part.as_ptr().cast::<__m128i>());
-                let text = _mm_and_si128(
-                    _mm_cmpgt_epi8(v, _mm_set1_epi8(0x1f)),
-                    _mm_cmplt_epi8(v, _mm_set1_epi8(0x7f)),
-                );
-                let space = _mm_or_si128(
-                    _mm_or_si128(
-                        _mm_cmpeq_epi8(v, _mm_set1_epi8(9)),
-                        _mm_cmpeq_epi8(v, _mm_set1_epi8(10)),
-                    ),
-                    _mm_cmpeq_epi8(v, _mm_set1_epi8(13)),
-                );
-                _mm_movemask_epi8(_mm_or_si128(text, space)) as u32 as u64
-            };
-            good |= m << (16 * k);
-        }
-        !good
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    {
-        let mut m = 0u64;
-        for (i, &b) in word.iter().enumerate() {
-            m |= u64::from(!crate::fingerprint::is_printable(b)) << i;
-        }
-        m
-    }
-}
-
-/// Bits set where `word` holds a space, and where it holds a newline: a pod log line's
-/// head (time, stream, tag) is read from these, one pass over its first 64 bytes. On
-/// x86_64, SSE2 compares and byte masks, 16 bytes at a time.
-#[inline(always)]
-#[allow(unsafe_code)]
-pub fn space_newline_masks(word: &[u8; 64]) -> (u64, u64) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    {
-        use std::arch::x86_64::*;
-        let (mut spaces, mut newlines) = (0u64, 0u64);
-        for (k, part) in word.chunks_exact(16).enumerate() {
-            // SAFETY: SSE2 is enabled (cfg above); the load reads the 16 bytes of `part`, a
-            // valid slice of exactly that length, with no alignment required.
-            let (s, n) = unsafe {
-                let v = _mm_loadu_si128(part.as_ptr().cast::<__m128i>());
-                (
-                    _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b' ' as i8))) as u32,
-                    _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\n' as i8))) as u32,
-                )
-            };
-            spaces |= u64::from(s) << (16 * k);
-            newlines |= u64::from(n) << (16 * k);
-        }
-        (spaces, newlines)
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    {
-        let (mut spaces, mut newlines) = (0u64, 0u64);
-        for (i, &b) in word.iter().enumerate() {
-            spaces |= u64::from(b == b' ') << i;
-            newlines |= u64::from(b == b'\n') << i;
-        }
-        (spaces, newlines)
-    }
 }
 
 /// Lowers this thread's CPU priority to nice 19 and its I/O priority to the idle class;

@@ -41,7 +41,7 @@ pub struct Ident {
 }
 
 impl Ident {
-    fn of(st: &FileStat) -> Ident {
+    pub(super) fn of(st: &FileStat) -> Ident {
         Ident { dev: st.st_dev, ino: st.st_ino }
     }
 }
@@ -71,7 +71,7 @@ pub enum Stop {
 
 impl fmt::Display for Stop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let show = |p: &PathBuf| crate::report::display_path(p.as_os_str());
+        let show = |p: &PathBuf| crate::text::display_path(p.as_os_str());
         match self {
             Stop::Mount(p) => write!(f, "something is mounted at {}", show(p)),
             Stop::Symlink(p) => write!(f, "{} is a symlink now", show(p)),
@@ -93,6 +93,44 @@ pub struct Removed {
     pub bytes: u64,
     /// Directories removed (the removed entry included).
     pub dirs: u64,
+}
+
+/// What [`Dir::visit`] does at an entry, asked by the entry's path before anything of it
+/// is touched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Looks at it: gives it to the visitor, or walks into it when it is a directory
+    /// (crossing no mount point).
+    Look,
+    /// Leaves it out, with everything below it.
+    Skip,
+    /// Walks into the whole tmpfs mounted there (the mount `id` of the mount table), once
+    /// checked to be that mount.
+    Enter(u64),
+}
+
+/// What [`Dir::visit`] meets. Paths are relative to the directory visited.
+#[derive(Debug)]
+pub enum Met<'a> {
+    /// An entry that is not a directory: whether it is a regular file, and its size as
+    /// `lstat` says it (a symlink's is the length of its target).
+    Entry {
+        /// Its path.
+        rel: &'a Path,
+        /// It is a regular file.
+        regular: bool,
+        /// Its size.
+        size: u64,
+    },
+    /// What could not be looked at: a directory that could not be opened or listed (a
+    /// mount point not entered, a symlink swapped in, nested deeper than [`MAX_DEPTH`]),
+    /// or an entry of a type that could not be asked. Nothing below it was seen.
+    Error {
+        /// Its path.
+        rel: &'a Path,
+        /// Why.
+        error: io::Error,
+    },
 }
 
 /// What a restricted removal may remove besides directories: called with the path of a
@@ -257,6 +295,62 @@ impl Dir {
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
+    }
+
+    /// Gives `met` every entry below this directory that is not a directory, in name order,
+    /// never following a symlink: `step` is asked of each entry's path first. Directories
+    /// are opened relative to their parent's descriptor crossing no mount point (one met
+    /// where `step` says to look is an error), their atimes left alone where permitted;
+    /// a whole tmpfs `step` names is entered once checked. At most [`MAX_DEPTH`] levels
+    /// are opened (one descriptor each): a directory deeper is an error.
+    pub fn visit(&self, step: &dyn Fn(&Path) -> Step, met: &mut dyn FnMut(Met<'_>)) {
+        self.visit_below(Path::new(""), 0, step, met);
+    }
+
+    fn visit_below(
+        &self,
+        rel: &Path,
+        depth: usize,
+        step: &dyn Fn(&Path) -> Step,
+        met: &mut dyn FnMut(Met<'_>),
+    ) {
+        let entries = match self.list() {
+            Ok(entries) => entries,
+            Err(error) => return met(Met::Error { rel, error }),
+        };
+        for (name, ty) in entries {
+            let path = rel.join(&name);
+            let opened = match (step(&path), ty) {
+                (Step::Skip, _) => continue,
+                (Step::Look, Some(Type::Directory)) | (Step::Enter(_), _) if depth >= MAX_DEPTH => {
+                    Err(io::Error::other(format!("nests deeper than {MAX_DEPTH} dirs; not walked")))
+                }
+                (Step::Enter(id), _) => super::walk::mount_root(self.0.as_fd(), &name, id, true)
+                    .and_then(|root| Ok(super::walk::open_dir_below(root.as_fd(), ".")?)),
+                (Step::Look, Some(Type::Directory)) => {
+                    super::walk::open_dir_below(self.0.as_fd(), name.as_os_str()).map_err(|e| {
+                        match e {
+                            Errno::EXDEV => io::Error::other("a mount point; not walked"),
+                            e => e.into(),
+                        }
+                    })
+                }
+                (Step::Look, Some(t)) => {
+                    let size =
+                        stat::fstatat(&self.0, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+                            .map_or(0, |st| st.st_size.max(0) as u64);
+                    met(Met::Entry { rel: &path, regular: t == Type::File, size });
+                    continue;
+                }
+                // A mount point, or a type the filesystem did not say and that could not
+                // be asked without crossing one.
+                (Step::Look, None) => Err(io::Error::other("of a type that cannot be asked")),
+            };
+            match opened {
+                Ok(fd) => Dir(fd).visit_below(&path, depth + 1, step, met),
+                Err(error) => met(Met::Error { rel: &path, error }),
+            }
+        }
     }
 
     /// Whether `name` is a directory (asking the filesystem when the entry did not say).

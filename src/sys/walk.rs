@@ -85,7 +85,10 @@ pub(super) fn without_atime(
 
 /// Opens the directory `path` beneath `dir` for listing, crossing no mount point, its
 /// atime left alone where permitted.
-fn open_dir_below<P: ?Sized + nix::NixPath>(dir: BorrowedFd<'_>, path: &P) -> nix::Result<OwnedFd> {
+pub(super) fn open_dir_below<P: ?Sized + nix::NixPath>(
+    dir: BorrowedFd<'_>,
+    path: &P,
+) -> nix::Result<OwnedFd> {
     without_atime(|f| open_below(dir, path, f), dir_flags())
 }
 
@@ -140,7 +143,12 @@ fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
 /// Opens the root of the mount at `name` in `dir` as `O_PATH` (nothing on it is called) and
 /// checks it is the mount `id` (and a tmpfs when `tmpfs`): what was decided on is what is
 /// entered.
-fn mount_root(dir: BorrowedFd<'_>, name: &OsStr, id: u64, tmpfs: bool) -> io::Result<OwnedFd> {
+pub(super) fn mount_root(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    id: u64,
+    tmpfs: bool,
+) -> io::Result<OwnedFd> {
     let fd = open_beneath(dir, name, OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)?;
     if mount_id(fd.as_fd())? != id {
         return Err(io::Error::other("the mount changed during the scan; not read"));
