@@ -207,8 +207,8 @@ fn save_fixtures(c: &Containerd, id: &str) {
     std::fs::write(out.join("container-id"), id).unwrap();
 }
 
-/// containerd killed while a scan runs (after it connected, while it walks 48 MiB of an
-/// emptyDir, or before it connected), then started again before or after the scan asks
+/// containerd killed while a scan runs (after it connected, while it reads an emptyDir made
+/// big enough for a 2 s scan, or before it connected), then started again before or after the scan asks
 /// for the pods: each scan ends well within its timeout, with `cri.status` "ok" and the
 /// live pod judged live when the runtime was back in time (the lost connection is made
 /// again), or "unreachable" with the reason in `errors` and liveness left unknown when it
@@ -216,10 +216,8 @@ fn save_fixtures(c: &Containerd, id: &str) {
 fn restarted_mid_scan(c: &mut Containerd, secrets: &Path, kubelet: &Path, guards: &[&str]) {
     let slow = kubelet.join("pods").join(DEAD_UID).join("volumes/kubernetes.io~empty-dir/big");
     std::fs::create_dir_all(&slow).unwrap();
-    std::fs::write(slow.join("data.bin"), filler(4603, 48 << 20)).unwrap();
     let bin = env!("CARGO_BIN_EXE_kresidue");
-    // (kill after, start again after): down until after the scan, or back within it.
-    for (kill_at, back_at) in [(300, None), (300, Some(600)), (0, Some(100))] {
+    let command = |c: &Containerd| {
         let mut cmd = Command::new(bin);
         cmd.args(["scan", "--root", "/", "--format", "json", "--secrets"])
             .arg(secrets)
@@ -238,13 +236,39 @@ fn restarted_mid_scan(c: &mut Containerd, secrets: &Path, kubelet: &Path, guards
             .env("KRESIDUE_LOCK", c.dir.path().join("kresidue.lock"))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        cmd
+    };
+    // The kills below must fall within the scan, on a fast machine too: the emptyDir grows,
+    // 16 MiB files at a time, until a scan with the runtime up lasts 2 s (at most 1 GiB).
+    let chunk = filler(4603, 16 << 20);
+    let mut files = 0;
+    loop {
+        let t = Instant::now();
+        let out = command(c).output().unwrap();
+        assert!(matches!(out.status.code(), Some(0 | 1)), "calibration scan: {:?}", out.status);
+        if t.elapsed() >= Duration::from_secs(2) {
+            break;
+        }
+        assert!(files < 64, "a scan of 1 GiB took {:?}: under 2 s", t.elapsed());
+        for _ in 0..files.max(3) {
+            std::fs::write(slow.join(format!("data-{files}.bin")), &chunk).unwrap();
+            files += 1;
+        }
+    }
+    // (kill after, start again after): down until after the scan, or back within it.
+    for (kill_at, back_at) in [(300, None), (300, Some(600)), (0, Some(100))] {
+        let mut cmd = command(c);
         let started = Instant::now();
         let mut child = cmd.spawn().unwrap();
         std::thread::sleep(Duration::from_millis(kill_at));
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the scan ended before {kill_at} ms: make the emptyDir bigger so the kill falls within it"
-        );
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the scan ended before {kill_at} ms ({}; stderr: {}): make the emptyDir bigger so the kill falls within it",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         c.kill();
         if let Some(back) = back_at {
             std::thread::sleep(Duration::from_millis(back - kill_at));
