@@ -331,26 +331,33 @@ impl Worker {
         Ok(Some(read))
     }
 
-    /// Reads a file of at most its site's cap whole, searches it as one buffer, and has
-    /// its site attribute the matches ([`crate::sites::Site::attribute_whole`]).
+    /// Reads a file of at most its site's cap whole (or takes the bytes its site read at
+    /// discovery, [`crate::sites::Owner::kept`]), searches it as one buffer, and has its
+    /// site attribute the matches ([`crate::sites::Site::attribute_whole`]).
     fn scan_whole(
         &mut self,
         mut f: File,
         size: u64,
         cx: &Cx<'_>,
     ) -> Result<(u64, Vec<Finding>), String> {
-        let mut data = Vec::new();
-        f.by_ref().take(size).read_to_end(&mut data).map_err(|e| io_message(&e))?;
-        let n = data.len();
-        if (n as u64) < size {
-            note_shrunk(&f, size, &mut self.file_errors);
-        }
-        let mut raw = Vec::new();
-        let saved = std::mem::replace(&mut self.buf, data);
-        self.scratch.search(&self.buf, cx, Span { carry: 0, len: n, pos: 0, last: true }, &mut raw);
-        let data = std::mem::replace(&mut self.buf, saved);
-        let site = sites::site(cx.job.owner.site);
-        self.file_errors.extend(site.attribute_whole(cx.job.owner.site, &data, &mut raw));
+        let owner = &cx.job.owner;
+        let read;
+        let data = match owner.kept() {
+            Some(kept) => &kept.data,
+            None => {
+                let mut data = Vec::new();
+                f.by_ref().take(size).read_to_end(&mut data).map_err(|e| io_message(&e))?;
+                if (data.len() as u64) < size {
+                    note_shrunk(&f, size, &mut self.file_errors);
+                }
+                read = data;
+                &read
+            }
+        };
+        let (n, mut raw) = (data.len(), Vec::new());
+        self.scratch.search(data, cx, Span { carry: 0, len: n, pos: 0, last: true }, &mut raw);
+        let site = sites::site(owner.site);
+        self.file_errors.extend(site.attribute_whole(owner, data, &mut raw));
         Ok((n as u64, aggregate(raw)))
     }
 

@@ -2,11 +2,12 @@
 //! overlayfs and native snapshotters' layers. Facts in `docs/NODE-LAYOUT.md`
 //! (containerd); the record formats are read by [`crate::node::containerd`].
 
-use super::{Advice, Discovery, Ownership, Reading, ScopeKind, Site};
+use super::{Advice, Discovery, Kept, Ownership, Reading, ScopeKind, Site};
 use crate::finding::{Category, ContainerRef, Finding, ScanError, SiteId};
 use crate::node::containerd::{self, MetaDb, Owner, SnapshotKind};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The default containerd root (`root` in `config.toml`).
 pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
@@ -52,17 +53,38 @@ const FREED_PAGE: &str = "in a freed page of the database: data of a removed con
 /// containerd's root and state dirs.
 pub struct Containerd;
 
+/// What discovery parsed of `meta.db` ([`Kept::parsed`]): its records and the parts that
+/// could not be read, or why none could.
+type Parsed = Result<(MetaDb, Vec<crate::bbolt::Error>), String>;
+
+/// The parse of `meta.db` kept at discovery.
+fn parsed(kept: &Kept) -> Option<&Parsed> {
+    kept.parsed.downcast_ref()
+}
+
 impl Site for Containerd {
     fn ids(&self) -> &'static [SiteId] {
         &[SiteId::ContainerdSnapshot, SiteId::ContainerdMetadata, SiteId::OciBundle]
     }
 
+    /// `meta.db` is read and parsed once, here: the parse names the snapshots' containers,
+    /// and the same bytes and parse serve the scan of `meta.db` itself.
     fn discover(&self, cx: &mut Discovery<'_>) {
         let root = &cx.layout.containerd_root;
+        let mut kept = None;
         match super::resolve(cx.root, root) {
             Ok(_) => {
-                let kind = ScopeKind::Site(SiteId::ContainerdMetadata);
-                cx.push(&root.join(META_DB), kind, super::Unresolved::UnlessMissing);
+                let path = root.join(META_DB);
+                // Errors of meta.db are its own scope's to report: a file that cannot be
+                // read here is read by the scan, which says why.
+                kept = read_quietly(cx, &path).map(|data| {
+                    let parsed: Parsed = MetaDb::read(&data).map_err(|e| e.to_string());
+                    Arc::new(Kept { data, parsed: Box::new(parsed) })
+                });
+                let mut own =
+                    Ownership::new(SiteId::ContainerdMetadata, Category::EnvPersisted, None, None);
+                own.kept = kept.clone();
+                cx.push(&path, ScopeKind::Owned(own), super::Unresolved::UnlessMissing);
             }
             Err(e)
                 if e.kind() == std::io::ErrorKind::NotFound
@@ -70,7 +92,8 @@ impl Site for Containerd {
             Err(e) => cx.errors.push(super::error_at(root, &e)),
         }
         bundles(cx, &cx.layout.containerd_state.join(TASKS));
-        snapshots(cx);
+        let meta = kept.as_deref().and_then(parsed).and_then(|p| p.as_ref().ok());
+        snapshots(cx, meta.map(|(db, _)| db));
     }
 
     /// `meta.db` (megabytes) and bundle specs (kilobytes) are read whole and attributed by
@@ -86,20 +109,35 @@ impl Site for Containerd {
     /// In `meta.db` by offset, to the container whose record holds a match, or to a freed
     /// page (a removed container's data, marked stale); in a bundle's `config.json` to the
     /// pod and container its CRI annotations name (the container id is the bundle dir's).
-    fn attribute_whole(&self, id: SiteId, data: &[u8], found: &mut [Finding]) -> Vec<String> {
+    fn attribute_whole(
+        &self,
+        owner: &super::Owner,
+        data: &[u8],
+        found: &mut [Finding],
+    ) -> Vec<String> {
         let mut errors = Vec::new();
-        match id {
-            SiteId::ContainerdMetadata => match MetaDb::read(data) {
-                Ok((db, errs)) => {
-                    errors.extend(errs.iter().map(|e| format!("containerd metadata: {e}")));
-                    for f in found {
-                        attribute(f, db.owner(f.offset..f.offset + f.length));
+        match owner.site {
+            SiteId::ContainerdMetadata => {
+                let reparsed;
+                let meta = match owner.kept().and_then(parsed) {
+                    Some(kept) => kept,
+                    None => {
+                        reparsed = MetaDb::read(data).map_err(|e| e.to_string());
+                        &reparsed
                     }
+                };
+                match meta {
+                    Ok((db, errs)) => {
+                        errors.extend(errs.iter().map(|e| format!("containerd metadata: {e}")));
+                        for f in found {
+                            attribute(f, db.owner(f.offset..f.offset + f.length));
+                        }
+                    }
+                    Err(e) => errors.push(format!(
+                        "containerd metadata: {e}; its matches are not attributed to containers"
+                    )),
                 }
-                Err(e) => errors.push(format!(
-                    "containerd metadata: {e}; its matches are not attributed to containers"
-                )),
-            },
+            }
             SiteId::OciBundle => {
                 let owner = containerd::spec_owner(data);
                 for f in found {
@@ -192,7 +230,7 @@ fn bundles(cx: &mut Discovery<'_>, tasks: &Path) {
 /// key in `meta.db`, is that container's writable layer; a committed one is an image layer
 /// (scanned once however many containers share it), named after the images whose chains
 /// hold it; one no record names is an orphan.
-fn snapshots(cx: &mut Discovery<'_>) {
+fn snapshots(cx: &mut Discovery<'_>, meta: Option<&MetaDb>) {
     let ctrd = cx.layout.containerd_root.clone();
     let present: Vec<_> = SNAPSHOTTERS
         .iter()
@@ -205,11 +243,8 @@ fn snapshots(cx: &mut Discovery<'_>) {
     if present.is_empty() {
         return;
     }
-    // Errors of meta.db are its own scope's to report.
-    let meta = read_quietly(cx, &ctrd.join(META_DB))
-        .and_then(|data| MetaDb::read(&data).ok())
-        .map(|(db, _)| db)
-        .unwrap_or_default();
+    let none = MetaDb::default();
+    let meta = meta.unwrap_or(&none);
     let mut owners: HashMap<(&str, &str), (&str, Option<&str>)> = HashMap::new();
     for c in &meta.containers {
         if let Some((snapshotter, key)) = &c.snapshot {
@@ -270,4 +305,85 @@ fn read_quietly(cx: &Discovery<'_>, node: &Path) -> Option<Vec<u8>> {
 /// An error entry for a damaged database at `node_path`.
 fn bolt_error(node_path: &Path, e: &crate::bbolt::Error) -> ScanError {
     ScanError { path: crate::text::display_path(node_path.as_os_str()), error: e.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::Finding;
+
+    const META: &[u8] = include_bytes!("../../fixtures/containerd/meta.db");
+    const SNAPSHOT_DB: &[u8] = include_bytes!("../../fixtures/containerd/metadata.db");
+    const ID: &str = include_str!("../../fixtures/containerd/container-id");
+
+    fn layout() -> super::super::Layout {
+        super::super::Layout {
+            kubelet_dir: "/var/lib/kubelet".into(),
+            kubelet_dir_explicit: false,
+            containerd_root: DEFAULT_ROOT.into(),
+            containerd_state: DEFAULT_STATE.into(),
+            pod_logs: "/var/log/pods".into(),
+            etcd: Vec::new(),
+            containerd_root_explicit: false,
+            extra: Vec::new(),
+            max_file_size: None,
+        }
+    }
+
+    /// `meta.db` is read and parsed once, at discovery: its scope carries the bytes and
+    /// the parse, the snapshots are owned from that parse, and the scan's attribution uses
+    /// it too (the bytes given to `attribute_whole` are not parsed again).
+    #[test]
+    fn meta_db_is_read_and_parsed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctrd = dir.path().join("var/lib/containerd");
+        let db = ctrd.join(META_DB);
+        std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+        std::fs::write(&db, META).unwrap();
+        let overlay = ctrd.join(SNAPSHOTTERS[0].1);
+        std::fs::create_dir_all(&overlay).unwrap();
+        std::fs::write(overlay.join(SNAPSHOTTER_DB), SNAPSHOT_DB).unwrap();
+        let (snaps, _) = containerd::read_snapshots(SNAPSHOT_DB).unwrap();
+        for id in snaps.keys() {
+            std::fs::create_dir_all(overlay.join(SNAPSHOTS).join(id.to_string()).join("fs"))
+                .unwrap();
+        }
+        let root = crate::sys::RootDir::open(dir.path()).unwrap();
+        let mut errors = Vec::new();
+        let scopes = super::super::discover(&root, &layout(), &mut errors);
+        assert!(errors.is_empty(), "{errors:?}");
+
+        fn owned(s: &super::super::Scope) -> Option<&Ownership> {
+            match &s.kind {
+                ScopeKind::Owned(o) => Some(o),
+                _ => None,
+            }
+        }
+        let meta = scopes.iter().filter_map(owned).find(|o| o.site == SiteId::ContainerdMetadata);
+        let kept = meta.and_then(|o| o.kept.clone()).expect("meta.db's scope keeps its bytes");
+        assert_eq!(kept.data, META);
+        let Some(Ok((db, _))) = parsed(&kept) else { panic!("meta.db's parse is kept") };
+        assert!(db.containers.iter().any(|c| c.id == ID));
+        // The container's writable layer is owned from that parse.
+        let layer = scopes.iter().filter_map(owned).find(|o| o.container.as_deref() == Some(ID));
+        assert_eq!(layer.map(|o| o.category), Some(Category::ContainerLayer));
+
+        // Attribution takes the kept parse, whatever bytes it is handed: a match at a byte
+        // of the container's record is the container's.
+        let at = (0..META.len() as u64)
+            .find(|&i| matches!(db.owner(i..i + 1), containerd::Owner::Container(c) if c.id == ID))
+            .expect("a byte of the container's record");
+        let mut f = Finding::sample(SiteId::ContainerdMetadata, Category::EnvPersisted, "m");
+        (f.offset, f.length) = (at, 1);
+        let mut records =
+            Ownership::new(SiteId::ContainerdMetadata, Category::EnvPersisted, None, None);
+        records.kept = Some(kept.clone());
+        let own = super::super::Owner {
+            records: Some(Arc::new(records)),
+            ..super::super::Owner::of(SiteId::ContainerdMetadata)
+        };
+        let errors = Containerd.attribute_whole(&own, &[0; 64], std::slice::from_mut(&mut f));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(f.container.and_then(|x| x.id).as_deref(), Some(ID));
+    }
 }

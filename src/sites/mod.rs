@@ -72,6 +72,25 @@ pub struct Ownership {
     pub note: Option<&'static str>,
     /// The images an image layer belongs to, as far as the runtime's records tell.
     pub images: Vec<String>,
+    /// A file the site read and parsed whole at discovery (containerd's `meta.db`): the
+    /// engine searches these bytes instead of reading the file again, and the site
+    /// attributes the matches from the same parse.
+    pub kept: Option<Arc<Kept>>,
+}
+
+/// The bytes of a file read whole at discovery, and what its site parsed of them (for the
+/// site's own [`Site::attribute_whole`]).
+pub struct Kept {
+    /// The file's bytes, as read once.
+    pub data: Vec<u8>,
+    /// The site's parse of `data`.
+    pub parsed: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Kept({} bytes)", self.data.len())
+    }
 }
 
 impl Ownership {
@@ -82,7 +101,7 @@ impl Ownership {
         container: Option<String>,
         pod_uid: Option<String>,
     ) -> Ownership {
-        Ownership { site, category, container, pod_uid, note: None, images: Vec::new() }
+        Ownership { site, category, container, pod_uid, note: None, images: Vec::new(), kept: None }
     }
 }
 
@@ -111,6 +130,11 @@ impl Owner {
     /// An owner of site `site` that nothing more is known of.
     pub fn of(site: SiteId) -> Owner {
         Owner { site, stale: false, pod: None, volume: None, records: None, log: None }
+    }
+
+    /// The file read whole at discovery, when its site kept it.
+    pub fn kept(&self) -> Option<&Kept> {
+        self.records.as_ref()?.kept.as_deref()
     }
 
     /// The category of the file's place before liveness, as its site says; `on_tmpfs` is
@@ -242,10 +266,11 @@ pub trait Site: Sync {
         Reading::Stream
     }
 
-    /// After a file of site `id` read whole ([`Reading::Whole`]) was searched: attributes
-    /// its (not yet aggregated) findings from what `data` says about itself; problems
-    /// are messages for the file's error entry.
-    fn attribute_whole(&self, _id: SiteId, _data: &[u8], _found: &mut [Finding]) -> Vec<String> {
+    /// After a file read whole ([`Reading::Whole`]) was searched: attributes its (not yet
+    /// aggregated) findings from what `data` says about itself (or from what the site
+    /// parsed of it at discovery, [`Owner::kept`]); problems are messages for the file's
+    /// error entry.
+    fn attribute_whole(&self, _owner: &Owner, _data: &[u8], _found: &mut [Finding]) -> Vec<String> {
         Vec::new()
     }
 
