@@ -453,7 +453,7 @@ pub fn find_chunked(rules: &Rules, data: &[u8], chunk: usize, end_known: bool) -
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -534,7 +534,7 @@ mod tests {
     /// A matcher of one value: of token bytes only (every form a token form: its pass reads
     /// every block, and the rules' key search may ride along), or with spaces (it reads
     /// only runs of text, and marks nothing).
-    pub(super) fn matcher_of(token: bool) -> crate::matcher::Matcher {
+    pub(crate) fn matcher_of(token: bool) -> crate::matcher::Matcher {
         let value =
             if token { &b"Zq0v7TokenValueForTheMatcher42"[..] } else { b"a value with spaces!" };
         let vals = [crate::kubectl::SecretValue {

@@ -77,6 +77,19 @@ trait Source {
 
     /// How far into the file reading got: the offset told when a `--timeout` cuts it.
     fn reached(&self) -> u64;
+
+    /// When reading stops early (a stop signal, the deadline): writes into `out` what was
+    /// read but held back (a pod log's unfinished last line), and returns its offset and
+    /// length.
+    fn flush(&mut self, _out: &mut [u8]) -> Option<(u64, usize)> {
+        None
+    }
+
+    /// Whether every byte was read (what is left to give was read already): reading is
+    /// then not cut, whatever the clock says.
+    fn read_all(&self) -> bool {
+        false
+    }
 }
 
 /// A file's bytes, up to the size it had when opened (one that grows while it is read,
@@ -166,7 +179,10 @@ impl LogContent<'_> {
         let mut n = 0;
         while n < want {
             match self.log.read(&mut self.raw[n..want]) {
-                Ok(0) => break,
+                Ok(0) => {
+                    self.drained = true;
+                    break;
+                }
                 Ok(k) => n += k,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -191,20 +207,34 @@ impl LogContent<'_> {
 impl Source for LogContent<'_> {
     fn next(&mut self, out: &mut [u8], errors: &mut Vec<String>) -> io::Result<Piece> {
         let at = self.cpos;
-        let w = match (self.drained, self.finished) {
-            (false, _) => match self.read_raw(errors) {
-                0 => 0,
-                n => self.ex.feed(&self.raw[..n], out),
-            },
-            // The last line, if it has no newline, then the end of the content.
-            (true, false) => {
-                self.finished = true;
-                self.ex.finish(out)
+        if !self.drained {
+            let n = self.read_raw(errors);
+            if n > 0 {
+                let w = self.ex.feed(&self.raw[..n], out);
+                self.cpos += w as u64;
+                return Ok(Piece::Data { at, n: w, last: false });
             }
-            (true, true) => return Ok(Piece::End),
-        };
+        }
+        // The end: the last line, if it has no newline, in the same step as the read that
+        // found the end.
+        match self.flush(out) {
+            Some((at, n)) => Ok(Piece::Data { at, n, last: true }),
+            None => Ok(Piece::End),
+        }
+    }
+
+    fn read_all(&self) -> bool {
+        self.drained
+    }
+
+    fn flush(&mut self, out: &mut [u8]) -> Option<(u64, usize)> {
+        if self.finished {
+            return None;
+        }
+        self.finished = true;
+        let (at, w) = (self.cpos, self.ex.finish(out));
         self.cpos += w as u64;
-        Ok(Piece::Data { at, n: w, last: false })
+        Some((at, w))
     }
 
     fn file_offset(&self, at: u64) -> u64 {
@@ -331,33 +361,29 @@ impl Worker {
         Ok(Some(read))
     }
 
-    /// Reads a file of at most its site's cap whole (or takes the bytes its site read at
-    /// discovery, [`crate::sites::Owner::kept`]), searches it as one buffer, and has its
-    /// site attribute the matches ([`crate::sites::Site::attribute_whole`]).
+    /// Reads a file of at most its site's cap whole, searches it as one buffer, and has its
+    /// site attribute the matches ([`crate::sites::Site::attribute_whole`]), from what it
+    /// parsed of the same file at discovery when it kept that ([`crate::sites::Kept`]).
     fn scan_whole(
         &mut self,
         mut f: File,
         size: u64,
         cx: &Cx<'_>,
     ) -> Result<(u64, Vec<Finding>), String> {
-        let owner = &cx.job.owner;
-        let read;
-        let data = match owner.kept() {
-            Some(kept) => &kept.data,
-            None => {
-                let mut data = Vec::new();
-                f.by_ref().take(size).read_to_end(&mut data).map_err(|e| io_message(&e))?;
-                if (data.len() as u64) < size {
-                    note_shrunk(&f, size, &mut self.file_errors);
-                }
-                read = data;
-                &read
-            }
-        };
-        let (n, mut raw) = (data.len(), Vec::new());
-        self.scratch.search(data, cx, Span { carry: 0, len: n, pos: 0, last: true }, &mut raw);
-        let site = sites::site(owner.site);
-        self.file_errors.extend(site.attribute_whole(owner, data, &mut raw));
+        let mut data = Vec::new();
+        f.by_ref().take(size).read_to_end(&mut data).map_err(|e| io_message(&e))?;
+        let n = data.len();
+        if (n as u64) < size {
+            note_shrunk(&f, size, &mut self.file_errors);
+        }
+        let mut raw = Vec::new();
+        self.scratch.search(&data, cx, Span { carry: 0, len: n, pos: 0, last: true }, &mut raw);
+        // What the site parsed of the file at discovery, if it is still that file.
+        let now = f.metadata().ok().map(|m| sites::FileId::of(&m));
+        let kept = cx.job.owner.kept().filter(|k| Some(k.identity) == now);
+        let id = cx.job.owner.site;
+        let parsed = kept.map(|k| &*k.parsed);
+        self.file_errors.extend(sites::site(id).attribute_whole(id, parsed, &data, &mut raw));
         Ok((n as u64, aggregate(raw)))
     }
 
@@ -433,16 +459,22 @@ impl Worker {
         let (mut carry, mut pos) = (0usize, 0u64);
         let mut ended = false;
         while !ended {
-            if sys::stop_signal().is_some() || self.late(src.reached()) {
-                break;
+            let mut piece = Piece::End;
+            if !src.read_all() && (sys::stop_signal().is_some() || self.late(src.reached())) {
+                // What was read but held back is searched, as the last piece.
+                if let Some((at, n)) = src.flush(&mut self.buf[carry..]) {
+                    piece = Piece::Data { at, n, last: true };
+                }
+            } else {
+                piece = src.next(&mut self.buf[carry..], &mut self.file_errors)?;
             }
-            let Piece::Data { at, n, last } =
-                src.next(&mut self.buf[carry..], &mut self.file_errors)?
-            else {
-                break;
-            };
+            let Piece::Data { at, n, last } = piece else { break };
             pos = at + n as u64;
             if n == 0 {
+                // Nothing more to search but the carry (below), when this was the last.
+                if last {
+                    break;
+                }
                 continue;
             }
             let before = findings.len();
@@ -487,5 +519,113 @@ impl Worker {
         self.file_errors
             .push(format!("read up to byte {reached} only: the scan's --timeout passed"));
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::Category;
+    use crate::finding::{Severity, SiteId};
+    use crate::sites::{Layout, Scope, ScopeKind};
+    use crate::walk::WalkItem;
+    use std::time::Duration;
+
+    /// The value the matcher knows, in `rules::tests::matcher_of(true)`.
+    const VALUE: &[u8] = b"Zq0v7TokenValueForTheMatcher42";
+
+    /// A pod log read in two steps: its first `split` bytes, then the rest. The clock
+    /// passes `deadline` after the first step when `late_data`, else only once the end
+    /// was asked for (every byte was read by then).
+    struct Slow {
+        data: Vec<u8>,
+        split: usize,
+        at: usize,
+        deadline: Instant,
+        late_data: bool,
+    }
+
+    impl Slow {
+        fn wait(&self) {
+            while Instant::now() <= self.deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+
+    impl Read for Slow {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if self.at == self.data.len() && !self.late_data {
+                self.wait();
+            }
+            let limit = if self.at < self.split { self.split } else { self.data.len() };
+            let n = out.len().min(limit - self.at);
+            out[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            if self.at == self.split && self.late_data {
+                self.wait();
+            }
+            Ok(n)
+        }
+    }
+
+    /// Streams a log whose last line has no newline, with the deadline passing at the
+    /// point `late_data` says: (findings, the file's error entries).
+    fn stream_log(late_data: bool) -> (Vec<Finding>, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("0.log");
+        std::fs::write(&log, b"").unwrap();
+        let root = sys::RootDir::open(dir.path()).unwrap();
+        let scope = Scope {
+            rel: "0.log".into(),
+            node_path: "/0.log".into(),
+            kind: ScopeKind::Site(SiteId::PodLog),
+        };
+        let crossings = walk::Crossings::new(root.clone(), false);
+        let Some(WalkItem::File(job)) = walk::walk_scope(&root, scope, &crossings).next() else {
+            panic!("the log is walked")
+        };
+        let matcher = crate::rules::tests::matcher_of(true);
+        let rules = crate::rules::Rules::builtin(0);
+        let searchers = Searchers { matcher: &matcher, rules: &rules };
+        // The value ends the first step, at the start of a line the second step goes on
+        // with: held back until it is known whether the line is a CRI line.
+        let first =
+            [b"2024-01-01T00:00:00.000000000Z stdout F starting\n".as_slice(), VALUE].concat();
+        let rest: &[u8] = if late_data { b" and more\n" } else { b"" };
+        let split = first.len();
+        let data = [first.as_slice(), rest].concat();
+        let deadline = Instant::now() + Duration::from_millis(300);
+        let settings = ScanSettings {
+            layout: Layout::defaults(),
+            threads: 1,
+            chunk: if late_data { split } else { 1 << 16 },
+            max_file_size: None,
+            deadline: Some(deadline),
+        };
+        let mut w = Worker::new(&settings, searchers.overlap());
+        let mut slow = Slow { data, split, at: 0, deadline, late_data };
+        let cx = Cx { job: &job, searchers: &searchers, place: (Category::PodLog, Severity::High) };
+        let (_, found, error) = w.log(&mut slow, None, &cx);
+        assert!(error.is_none());
+        (found, std::mem::take(&mut w.file_errors))
+    }
+
+    /// A log read to its end before the deadline passes is read whole: its last line
+    /// (no newline) is searched, and no `--timeout` entry says otherwise.
+    #[test]
+    fn a_log_read_to_its_end_is_not_cut_by_a_later_deadline() {
+        let (found, errors) = stream_log(false);
+        assert_eq!(found.len(), 1, "the value in the last line is found: {found:?}");
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    /// When the deadline cuts a log, what was read but held back (its unfinished last
+    /// line) is searched too, and the cut is told.
+    #[test]
+    fn a_log_cut_by_the_deadline_searches_what_was_read() {
+        let (found, errors) = stream_log(true);
+        assert_eq!(found.len(), 1, "the value read before the cut is found: {found:?}");
+        assert!(errors.iter().any(|e| e.contains("--timeout")), "{errors:?}");
     }
 }

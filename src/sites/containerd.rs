@@ -2,7 +2,7 @@
 //! overlayfs and native snapshotters' layers. Facts in `docs/NODE-LAYOUT.md`
 //! (containerd); the record formats are read by [`crate::node::containerd`].
 
-use super::{Advice, Discovery, Kept, Ownership, Reading, ScopeKind, Site};
+use super::{Advice, Discovery, FileId, Kept, Ownership, Reading, ScopeKind, Site};
 use crate::finding::{Category, ContainerRef, Finding, ScanError, SiteId};
 use crate::node::containerd::{self, MetaDb, Owner, SnapshotKind};
 use std::collections::{BTreeMap, HashMap};
@@ -67,8 +67,8 @@ impl Site for Containerd {
         &[SiteId::ContainerdSnapshot, SiteId::ContainerdMetadata, SiteId::OciBundle]
     }
 
-    /// `meta.db` is read and parsed once, here: the parse names the snapshots' containers,
-    /// and the same bytes and parse serve the scan of `meta.db` itself.
+    /// `meta.db` is parsed once, here: the parse names the snapshots' containers, and
+    /// attributes the matches in `meta.db` itself while the file is unchanged.
     fn discover(&self, cx: &mut Discovery<'_>) {
         let root = &cx.layout.containerd_root;
         let mut kept = None;
@@ -77,9 +77,9 @@ impl Site for Containerd {
                 let path = root.join(META_DB);
                 // Errors of meta.db are its own scope's to report: a file that cannot be
                 // read here is read by the scan, which says why.
-                kept = read_quietly(cx, &path).map(|data| {
+                kept = read_quietly(cx, &path).map(|(data, identity)| {
                     let parsed: Parsed = MetaDb::read(&data).map_err(|e| e.to_string());
-                    Arc::new(Kept { data, parsed: Box::new(parsed) })
+                    Arc::new(Kept { identity, parsed: Box::new(parsed) })
                 });
                 let mut own =
                     Ownership::new(SiteId::ContainerdMetadata, Category::EnvPersisted, None, None);
@@ -111,15 +111,16 @@ impl Site for Containerd {
     /// pod and container its CRI annotations name (the container id is the bundle dir's).
     fn attribute_whole(
         &self,
-        owner: &super::Owner,
+        id: SiteId,
+        parsed: Option<&(dyn std::any::Any + Send + Sync)>,
         data: &[u8],
         found: &mut [Finding],
     ) -> Vec<String> {
         let mut errors = Vec::new();
-        match owner.site {
+        match id {
             SiteId::ContainerdMetadata => {
                 let reparsed;
-                let meta = match owner.kept().and_then(parsed) {
+                let meta = match parsed.and_then(|p| p.downcast_ref::<Parsed>()) {
                     Some(kept) => kept,
                     None => {
                         reparsed = MetaDb::read(data).map_err(|e| e.to_string());
@@ -297,9 +298,14 @@ fn snapshots(cx: &mut Discovery<'_>, meta: Option<&MetaDb>) {
 }
 
 /// The bytes of `meta.db` for the snapshots' owners, its errors left to its own scope.
-fn read_quietly(cx: &Discovery<'_>, node: &Path) -> Option<Vec<u8>> {
+fn read_quietly(cx: &Discovery<'_>, node: &Path) -> Option<(Vec<u8>, FileId)> {
+    use std::io::Read;
     let rel = super::resolve(cx.root, node).ok()?;
-    cx.root.read_file(&rel, cx.layout.cap(MAX_DB)).ok()
+    let (f, size) = cx.root.open_regular(&rel, cx.layout.cap(MAX_DB)).ok()?;
+    let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    (&f).take(size).read_to_end(&mut data).ok()?;
+    let identity = FileId::of(&f.metadata().ok()?);
+    Some((data, identity))
 }
 
 /// An error entry for a damaged database at `node_path`.
@@ -316,20 +322,6 @@ mod tests {
     const SNAPSHOT_DB: &[u8] = include_bytes!("../../fixtures/containerd/metadata.db");
     const ID: &str = include_str!("../../fixtures/containerd/container-id");
 
-    fn layout() -> super::super::Layout {
-        super::super::Layout {
-            kubelet_dir: "/var/lib/kubelet".into(),
-            kubelet_dir_explicit: false,
-            containerd_root: DEFAULT_ROOT.into(),
-            containerd_state: DEFAULT_STATE.into(),
-            pod_logs: "/var/log/pods".into(),
-            etcd: Vec::new(),
-            containerd_root_explicit: false,
-            extra: Vec::new(),
-            max_file_size: None,
-        }
-    }
-
     /// `meta.db` is read and parsed once, at discovery: its scope carries the bytes and
     /// the parse, the snapshots are owned from that parse, and the scan's attribution uses
     /// it too (the bytes given to `attribute_whole` are not parsed again).
@@ -337,9 +329,9 @@ mod tests {
     fn meta_db_is_read_and_parsed_once() {
         let dir = tempfile::tempdir().unwrap();
         let ctrd = dir.path().join("var/lib/containerd");
-        let db = ctrd.join(META_DB);
-        std::fs::create_dir_all(db.parent().unwrap()).unwrap();
-        std::fs::write(&db, META).unwrap();
+        let db_file = ctrd.join(META_DB);
+        std::fs::create_dir_all(db_file.parent().unwrap()).unwrap();
+        std::fs::write(&db_file, META).unwrap();
         let overlay = ctrd.join(SNAPSHOTTERS[0].1);
         std::fs::create_dir_all(&overlay).unwrap();
         std::fs::write(overlay.join(SNAPSHOTTER_DB), SNAPSHOT_DB).unwrap();
@@ -350,7 +342,7 @@ mod tests {
         }
         let root = crate::sys::RootDir::open(dir.path()).unwrap();
         let mut errors = Vec::new();
-        let scopes = super::super::discover(&root, &layout(), &mut errors);
+        let scopes = super::super::discover(&root, &super::super::Layout::defaults(), &mut errors);
         assert!(errors.is_empty(), "{errors:?}");
 
         fn owned(s: &super::super::Scope) -> Option<&Ownership> {
@@ -361,7 +353,8 @@ mod tests {
         }
         let meta = scopes.iter().filter_map(owned).find(|o| o.site == SiteId::ContainerdMetadata);
         let kept = meta.and_then(|o| o.kept.clone()).expect("meta.db's scope keeps its bytes");
-        assert_eq!(kept.data, META);
+        let on_disk = std::fs::metadata(&db_file).unwrap();
+        assert_eq!(kept.identity, FileId::of(&on_disk), "the version read is the one on disk");
         let Some(Ok((db, _))) = parsed(&kept) else { panic!("meta.db's parse is kept") };
         assert!(db.containers.iter().any(|c| c.id == ID));
         // The container's writable layer is owned from that parse.
@@ -375,15 +368,19 @@ mod tests {
             .expect("a byte of the container's record");
         let mut f = Finding::sample(SiteId::ContainerdMetadata, Category::EnvPersisted, "m");
         (f.offset, f.length) = (at, 1);
-        let mut records =
-            Ownership::new(SiteId::ContainerdMetadata, Category::EnvPersisted, None, None);
-        records.kept = Some(kept.clone());
-        let own = super::super::Owner {
-            records: Some(Arc::new(records)),
-            ..super::super::Owner::of(SiteId::ContainerdMetadata)
-        };
-        let errors = Containerd.attribute_whole(&own, &[0; 64], std::slice::from_mut(&mut f));
+        let parsed = Some(&*kept.parsed);
+        let one = std::slice::from_mut(&mut f);
+        let errors = Containerd.attribute_whole(SiteId::ContainerdMetadata, parsed, &[0; 64], one);
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(f.container.and_then(|x| x.id).as_deref(), Some(ID));
+        // Without it, the bytes given are parsed: these are no database.
+        let mut g = Finding::sample(SiteId::ContainerdMetadata, Category::EnvPersisted, "m");
+        let one = std::slice::from_mut(&mut g);
+        let errors = Containerd.attribute_whole(SiteId::ContainerdMetadata, None, &[0; 64], one);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(g.container.is_none());
+        // A file written since is another version: its kept parse is not used for it.
+        std::fs::write(&db_file, [META, b"x"].concat()).unwrap();
+        assert_ne!(kept.identity, FileId::of(&std::fs::metadata(&db_file).unwrap()));
     }
 }

@@ -72,24 +72,51 @@ pub struct Ownership {
     pub note: Option<&'static str>,
     /// The images an image layer belongs to, as far as the runtime's records tell.
     pub images: Vec<String>,
-    /// A file the site read and parsed whole at discovery (containerd's `meta.db`): the
-    /// engine searches these bytes instead of reading the file again, and the site
-    /// attributes the matches from the same parse.
+    /// What the site parsed at discovery of this file, read whole then (containerd's
+    /// `meta.db`): the scan attributes the file's matches from the same parse while the
+    /// file is unchanged.
     pub kept: Option<Arc<Kept>>,
 }
 
-/// The bytes of a file read whole at discovery, and what its site parsed of them (for the
-/// site's own [`Site::attribute_whole`]).
+/// What a site parsed of a file it read whole at discovery, and which version of the file
+/// that was. Only the parse is kept (the bytes are read again to be searched, so a scan
+/// holds at most one whole file at a time); it is used for the bytes searched when the
+/// file is still the same ([`FileId`]), else they are parsed again.
 pub struct Kept {
-    /// The file's bytes, as read once.
-    pub data: Vec<u8>,
-    /// The site's parse of `data`.
+    /// The file as it was read.
+    pub identity: FileId,
+    /// The site's parse of it, for the site's own [`Site::attribute_whole`].
     pub parsed: Box<dyn std::any::Any + Send + Sync>,
 }
 
 impl std::fmt::Debug for Kept {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Kept({} bytes)", self.data.len())
+        write!(f, "Kept({:?})", self.identity)
+    }
+}
+
+/// Which version of a file: its device, inode, size and change times. A file written
+/// since (a daemon updating its database) has another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileId {
+    /// The version of the file `m` describes.
+    pub fn of(m: &std::fs::Metadata) -> FileId {
+        use std::os::unix::fs::MetadataExt;
+        FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
     }
 }
 
@@ -222,6 +249,22 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The default places, as `scan` with no option has them (for tests).
+    #[cfg(test)]
+    pub(crate) fn defaults() -> Layout {
+        Layout {
+            kubelet_dir: kubelet::DEFAULT_KUBELET_DIR.into(),
+            kubelet_dir_explicit: false,
+            containerd_root: containerd::DEFAULT_ROOT.into(),
+            containerd_state: containerd::DEFAULT_STATE.into(),
+            pod_logs: logs::DEFAULT_DIR.into(),
+            etcd: Vec::new(),
+            containerd_root_explicit: false,
+            extra: Vec::new(),
+            max_file_size: None,
+        }
+    }
+
     /// The most bytes discovery reads of one file whose own cap is `cap`.
     pub fn cap(&self, cap: u64) -> u64 {
         self.max_file_size.map_or(cap, |m| m.min(cap))
@@ -266,11 +309,17 @@ pub trait Site: Sync {
         Reading::Stream
     }
 
-    /// After a file read whole ([`Reading::Whole`]) was searched: attributes its (not yet
-    /// aggregated) findings from what `data` says about itself (or from what the site
-    /// parsed of it at discovery, [`Owner::kept`]); problems are messages for the file's
-    /// error entry.
-    fn attribute_whole(&self, _owner: &Owner, _data: &[u8], _found: &mut [Finding]) -> Vec<String> {
+    /// After a file of site `id` read whole ([`Reading::Whole`]) was searched: attributes
+    /// its (not yet aggregated) findings from what `data` says about itself, or from
+    /// `parsed`, what the site parsed of these very bytes at discovery ([`Kept`]);
+    /// problems are messages for the file's error entry.
+    fn attribute_whole(
+        &self,
+        _id: SiteId,
+        _parsed: Option<&(dyn std::any::Any + Send + Sync)>,
+        _data: &[u8],
+        _found: &mut [Finding],
+    ) -> Vec<String> {
         Vec::new()
     }
 
@@ -300,11 +349,13 @@ pub trait Site: Sync {
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String);
 }
 
-/// Every family, in discovery order.
+/// Every family, in discovery order, which is the order the walk reads them in (and so
+/// what a `--timeout` reaches first): kubelet's pod dirs, the pod logs, then the
+/// runtimes' records and layers (gigabytes of image layers come after what the pods left).
 pub const REGISTRY: [&dyn Site; 7] = [
     &kubelet::Kubelet,
-    &containerd::Containerd,
     &logs::PodLogs,
+    &containerd::Containerd,
     &crio::Crio,
     &docker::Docker,
     &etcd::Etcd,
@@ -503,5 +554,17 @@ mod tests {
         // `site`, which names every variant).
         let claimed: usize = REGISTRY.iter().map(|f| f.ids().len()).sum();
         assert_eq!(claimed, all.len());
+    }
+
+    /// Pod dirs are walked first, then pod logs, then the runtimes' records and layers:
+    /// a `--timeout` cuts the layers, not what the pods left.
+    #[test]
+    fn pods_and_logs_are_walked_before_the_runtimes_layers() {
+        let at = |id| REGISTRY.iter().position(|f| f.ids().contains(&id)).unwrap();
+        assert_eq!(at(SiteId::KubeletSecretVolume), 0);
+        assert_eq!(at(SiteId::PodLog), 1);
+        for id in [SiteId::ContainerdSnapshot, SiteId::CrioStorage, SiteId::DockerStorage] {
+            assert!(at(id) > at(SiteId::PodLog), "{id:?}");
+        }
     }
 }
