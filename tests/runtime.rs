@@ -772,3 +772,27 @@ fn crio_and_docker_layouts() {
     expected.sort();
     assert_eq!(got, expected, "{}", out.stdout_str());
 }
+
+/// `--max-file-size` spares big files, not the records that name a layer's owner: a
+/// Docker `mount-id` (64 hex digits) larger than the bound is still read, so the
+/// container's writable layer stays its container's, with no error entry.
+#[test]
+fn max_file_size_does_not_unown_a_docker_layer() {
+    let tree = NodeTree::new();
+    let (vals, secrets) = numbered(&tree, 1, 4711);
+    let (rw, cid) = ("c3".repeat(32), id(9));
+    let docker = "/var/lib/docker";
+    tree.write(format!("{docker}/image/overlay2/layerdb/mounts/{cid}/mount-id"), rw.as_bytes());
+    tree.write(format!("{docker}/overlay2/{rw}/diff/out.txt"), vals[0].as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let bound = rw.len() - 1;
+    assert!(vals[0].len() <= bound, "the value's file is within the bound");
+    let bound = bound.to_string();
+    let args = ["--secrets", path_arg(&file), "--format", "json", "--max-file-size", &bound];
+    let out = tree.scan(&args);
+    out.assert_code(1);
+    assert_eq!(out.json()["errors"].as_array().unwrap(), &Vec::<serde_json::Value>::new());
+    let found = out.findings();
+    assert_eq!(found.len(), 1, "{}", out.stdout_str());
+    assert_eq!((found[0].category.as_str(), owner(&found[0]).0), ("container-layer", &*cid));
+}

@@ -385,8 +385,8 @@ impl PlanFile {
 pub fn bookkeeping(rel: &Path) -> bool {
     let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
     match parts.as_slice() {
-        [f] => *f == kubelet::BOOKKEEPING[0],
-        [d, ..] if kubelet::BOOKKEEPING[1..].iter().any(|b| d == b) => true,
+        [f] => *f == kubelet::ETC_HOSTS,
+        [d, ..] if *d == kubelet::CONTAINERS || *d == kubelet::PLUGINS => true,
         [v, plugin, _, f] => {
             *v == kubelet::VOLUMES
                 && *f == kubelet::CSI_VOL_DATA
@@ -568,7 +568,7 @@ pub fn plan(
         let mut by_container: BTreeMap<&str, u64> = BTreeMap::new();
         for f in findings.iter().filter(|f| sites::site(f.site).container_owned(f.site)) {
             let Some(id) = f.container.as_ref().and_then(|c| c.id.as_deref()) else { continue };
-            if live.containers.get(id).is_some_and(|c| c.state == "exited") {
+            if live.containers.get(id).is_some_and(|c| c.exited()) {
                 *by_container.entry(id).or_default() += f.count;
             }
         }

@@ -548,9 +548,8 @@ fn kubelet_root_of(host_path: &str) -> Option<PathBuf> {
     let at = parts.windows(3).position(|w| {
         w[0] == kubelet::PODS
             && is_uid(w[1])
-            && (w[2] == kubelet::VOLUMES
-                || w[2] == kubelet::SUBPATHS
-                || kubelet::BOOKKEEPING[..2].contains(&w[2]))
+            && [kubelet::VOLUMES, kubelet::SUBPATHS, kubelet::ETC_HOSTS, kubelet::CONTAINERS]
+                .contains(&w[2])
     })?;
     let root = parts[..at].join("/");
     root.starts_with('/').then(|| PathBuf::from(root))
@@ -580,11 +579,19 @@ pub struct Container {
     pub name: String,
     /// The sandbox it belongs to.
     pub sandbox: String,
-    /// `created`, `running`, `exited` or `unknown`.
+    /// `created`, `running`, [`EXITED`] or `unknown`.
     pub state: &'static str,
 }
 
+/// The state of a container that has stopped (and is not yet removed).
+pub const EXITED: &str = "exited";
+
 impl Container {
+    /// Stopped and not yet removed.
+    pub fn exited(&self) -> bool {
+        self.state == EXITED
+    }
+
     /// Running or created: a container that is, or is about to be, alive.
     pub fn live(&self) -> bool {
         matches!(self.state, "running" | "created")
@@ -629,7 +636,7 @@ impl Live {
             let state = match proto::ContainerState::try_from(c.state) {
                 Ok(proto::ContainerState::ContainerCreated) => "created",
                 Ok(proto::ContainerState::ContainerRunning) => "running",
-                Ok(proto::ContainerState::ContainerExited) => "exited",
+                Ok(proto::ContainerState::ContainerExited) => EXITED,
                 _ => "unknown",
             };
             let name = c.metadata.map(|m| m.name).unwrap_or_default();

@@ -36,9 +36,12 @@ pub const VOLUMES: &str = "volumes";
 /// A pod's subPath copies, relative to its pod dir: `volume-subpaths/<vol>/<container>/<index>`
 /// (`pkg/volume/util/subpath`).
 pub const SUBPATHS: &str = "volume-subpaths";
-/// kubelet's own records in a pod dir: the `etc-hosts` file, and the `containers` and
-/// `plugins` dirs.
-pub const BOOKKEEPING: [&str; 3] = ["etc-hosts", "containers", "plugins"];
+/// kubelet's `/etc/hosts` for the pod's containers, a file in its pod dir.
+pub const ETC_HOSTS: &str = "etc-hosts";
+/// kubelet's record of the pod's containers (their termination logs), a pod dir's dir.
+pub const CONTAINERS: &str = "containers";
+/// Volume plugins' records of the pod, a pod dir's dir.
+pub const PLUGINS: &str = "plugins";
 /// The CSI record of a volume, in its volume dir (`pkg/volume/csi`).
 pub const CSI_VOL_DATA: &str = "vol_data.json";
 

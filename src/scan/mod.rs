@@ -120,7 +120,7 @@ struct WalkControl {
 
 /// A walk started: the node's scopes are found, then walked, on a thread of its own,
 /// ahead of the readers by up to `WALK_AHEAD` batches. It may start before the
-/// fingerprints are loaded and the matcher is built (see `ScanConfig::from_args`): the
+/// fingerprints are loaded and the matcher is built (see `app::scan`): the
 /// first batches are then ready when the readers start.
 #[derive(Debug)]
 pub struct Walking {

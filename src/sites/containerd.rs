@@ -102,6 +102,7 @@ impl Site for Containerd {
         match id {
             SiteId::ContainerdMetadata => Reading::Whole { cap: MAX_DB },
             SiteId::OciBundle => Reading::Whole { cap: MAX_SPEC },
+            // The layers, and (never asked here: `site(id)`) other families' ids.
             _ => Reading::Stream,
         }
     }
@@ -149,6 +150,8 @@ impl Site for Containerd {
                 }
             }
             // Layers are streamed; only the two above are read whole.
+            SiteId::ContainerdSnapshot => {}
+            // Not this family's: `site(id)` never hands it here.
             _ => {}
         }
         errors

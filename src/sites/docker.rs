@@ -43,7 +43,7 @@ impl Site for Docker {
         let mounts = data.join("image/overlay2/layerdb/mounts");
         let mut owners: HashMap<String, String> = HashMap::new();
         for name in cx.dirs(&mounts) {
-            if let Some(id) = cx.read(&mounts.join(&name).join("mount-id"), MAX_MOUNT_ID) {
+            if let Some(id) = cx.read_tiny(&mounts.join(&name).join("mount-id"), MAX_MOUNT_ID) {
                 let id = String::from_utf8_lossy(&id).trim().to_owned();
                 owners.insert(id, name.to_string_lossy().into_owned());
             }

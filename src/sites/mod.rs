@@ -437,8 +437,13 @@ impl Discovery<'_> {
     /// of at most `cap` bytes, and at most `--max-file-size`); none when absent, or with
     /// an error entry when unreadable.
     pub fn read(&mut self, node: &Path, cap: u64) -> Option<Vec<u8>> {
+        self.read_tiny(node, self.layout.cap(cap))
+    }
+
+    /// [`Discovery::read`] of a record of a few bytes (an id), of at most `cap` bytes
+    /// whatever `--max-file-size` says: the option is there to spare big files.
+    pub fn read_tiny(&mut self, node: &Path, cap: u64) -> Option<Vec<u8>> {
         let rel = resolve(self.root, node).ok()?;
-        let cap = self.layout.cap(cap);
         self.root.read_file(&rel, cap).map_err(|e| self.errors.push(error_at(node, &e))).ok()
     }
 
@@ -513,7 +518,7 @@ fn runtime_advice(f: &Finding, live: Option<&Live>) -> (String, String) {
     let id = f.container.as_ref().and_then(|c| c.id.as_deref());
     let state = id.and_then(|id| live?.containers.get(id)).map(|c| c.state);
     match (id, state) {
-        (Some(id), Some("exited")) => (
+        (Some(id), Some(crate::cri::EXITED)) => (
             "the container has exited".to_owned(),
             format!("remove it: crictl rm {id} (or kresidue clean --remove-exited-containers)"),
         ),
@@ -554,6 +559,31 @@ mod tests {
         // `site`, which names every variant).
         let claimed: usize = REGISTRY.iter().map(|f| f.ids().len()).sum();
         assert_eq!(claimed, all.len());
+    }
+
+    /// How every site's files are read, and whether its residue is a container's: one
+    /// exhaustive match, so a new `SiteId` must be decided here (its family's methods
+    /// may fall back on a default for ids they do not name).
+    #[test]
+    fn every_site_is_read_and_owned_as_decided() {
+        use crate::sites::containerd::MAX_DB;
+        for &id in SiteId::ALL {
+            let (reading, container) = match id {
+                SiteId::KubeletSecretVolume
+                | SiteId::KubeletProjectedVolume
+                | SiteId::KubeletCsiVolume
+                | SiteId::KubeletSubpath => (Reading::Stream, false),
+                SiteId::ContainerdSnapshot => (Reading::Stream, true),
+                SiteId::ContainerdMetadata => (Reading::Whole { cap: MAX_DB }, true),
+                SiteId::OciBundle => (Reading::Whole { cap: 16 << 20 }, true),
+                SiteId::PodLog => (Reading::LogContent, false),
+                SiteId::Etcd | SiteId::CrioStorage | SiteId::DockerStorage | SiteId::Other => {
+                    (Reading::Stream, false)
+                }
+            };
+            assert_eq!(site(id).reading(id), reading, "{id:?}");
+            assert_eq!(site(id).container_owned(id), container, "{id:?}");
+        }
     }
 
     /// Pod dirs are walked first, then pod logs, then the runtimes' records and layers:
