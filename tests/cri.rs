@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kresidue::cri::proto;
@@ -238,6 +240,30 @@ impl Server {
                 }
             }
         })
+    }
+
+    /// A server that is no CRI server, counting the connections it accepts: each is
+    /// answered `reply` (an HTTP/1 server's answer to an HTTP/2 preface, as Docker's API
+    /// socket gives; nothing when empty) and closed.
+    fn counting(reply: &'static [u8]) -> (Server, Arc<AtomicUsize>) {
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        let server = Server::spawn(move |listener, mut stop| async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            loop {
+                tokio::select! {
+                    _ = &mut stop => break,
+                    Ok((mut s, _)) = listener.accept() => {
+                        count.fetch_add(1, Ordering::Relaxed);
+                        let mut buf = [0u8; 64];
+                        let _ = s.read(&mut buf).await;
+                        let _ = s.write_all(reply).await;
+                        drop(s);
+                    }
+                }
+            }
+        });
+        (server, accepted)
     }
 
     fn spawn<F, Fut>(serve: F) -> Server
@@ -521,6 +547,33 @@ fn unreachable_runtimes() {
             "{what}: {err}"
         );
         assert!(out.stdout.is_empty(), "{what}: no report when the scan cannot be done");
+    }
+}
+
+/// `--cri` at a socket that is no CRI server (Docker's API socket, which answers an
+/// HTTP/2 preface with an HTTP/1 400 and closes; a server that closes at once): the
+/// runtime is unreachable with one clear line, after a handful of connections, never a
+/// reconnect loop (one was seen making 36,000 connections in 5 s).
+#[test]
+fn a_socket_that_is_no_cri_server_is_tried_once() {
+    let (tree, file) = node();
+    let http1 = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request";
+    for (what, reply) in [("an HTTP/1 server", &http1[..]), ("a server that closes", b"")] {
+        let (server, accepted) = Server::counting(reply);
+        let endpoint = server.endpoint();
+        let out = tree.kr().scan_asking(
+            &["--cri", &endpoint, "--cri-timeout", "2"],
+            &["--secrets", path_arg(&file), "--format", "json"],
+        );
+        out.assert_code(1);
+        let report = out.json();
+        assert_eq!(report["cri"]["status"], "unreachable", "{what}");
+        let errors = report["errors"].as_array().unwrap();
+        let e = errors.iter().find(|e| e["path"] == endpoint.as_str());
+        let text = e.and_then(|e| e["error"].as_str()).unwrap_or_default().to_owned();
+        assert!(text.contains("is not a CRI endpoint"), "{what}: {errors:?}");
+        let n = accepted.load(Ordering::Relaxed);
+        assert!(n <= 3, "{what}: {n} connections");
     }
 }
 

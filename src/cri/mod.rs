@@ -7,7 +7,9 @@
 //! runtime restarting is waited for, once per client and for at most one more timeout: a
 //! socket refusing connections (or, once connected, gone) is tried again, a question whose
 //! connection was lost is asked again on a new one, and so is one the runtime answers
-//! with "not initialized yet" while it starts. What the
+//! with "not initialized yet" while it starts. A socket whose other end never answered as
+//! a gRPC server (Docker's API socket, an HTTP/1 server, one that closes at once) is not
+//! a restarting runtime: it is tried once and is "not a CRI endpoint". What the
 //! runtime says is reduced to a [`Live`] view: pods by uid and containers by id, with their
 //! state, which the scan consults for `live`.
 
@@ -109,6 +111,11 @@ pub struct Client {
     /// The process id of the socket's other end (`SO_PEERCRED`) on the latest connection,
     /// 0 when the kernel could not say (a process of another PID namespace).
     peer: Arc<AtomicI32>,
+    /// Set once the other end answered a call as a gRPC server (with an answer or a
+    /// status of its own): only then is a lost connection a runtime restarting, worth
+    /// connecting again; before, the socket is not a CRI endpoint (an HTTP/1 server
+    /// such as Docker's API, a server that closes at once).
+    answered: bool,
 }
 
 impl std::fmt::Debug for Client {
@@ -140,6 +147,7 @@ impl Client {
             trace,
             patience: None,
             peer,
+            answered: false,
         })
     }
 
@@ -189,6 +197,11 @@ impl Client {
             Err(_) => "no answer",
         };
         self.trace.push(format!("{what}: {outcome} in {}", millis(started.elapsed())));
+        self.answered |= match &answer {
+            Ok(Ok(_)) => true,
+            Ok(Err(status)) => !connection_lost(status),
+            Err(_) => false,
+        };
         match answer {
             Ok(Ok(response)) => Ok(response.into_inner()),
             Ok(Err(status)) => Err(Failed::Status(status)),
@@ -214,6 +227,10 @@ impl Client {
             };
             let now = Instant::now();
             let lost = matches!(&failure, Failed::Status(s) if connection_lost(s));
+            if lost && !self.answered {
+                let why = failure.error(what, self.timeout).0;
+                return Err(Error(format!("the socket is not a CRI endpoint: {why}")));
+            }
             let starting = matches!(&failure, Failed::Status(s) if still_starting(s));
             if !(lost || starting) {
                 return Err(failure.error(what, self.timeout));
@@ -223,6 +240,8 @@ impl Client {
                 return Err(failure.error(what, self.timeout));
             }
             if lost {
+                // A pause first: a runtime restarting takes longer than that anyway.
+                std::thread::sleep(RETRY_PAUSE);
                 let channel =
                     open(&self.tokio, &self.endpoint, self.timeout, until, true, &self.peer)
                         .map_err(|e| Error(format!("{what}: the connection was lost: {}", e.0)))?;
