@@ -1473,6 +1473,7 @@ fn run() -> anyhow::Result<bool> {
         containerd_state: PathBuf::from(kresidue::sites::containerd::DEFAULT_STATE),
         pod_logs: PathBuf::from(POD_LOGS),
         extra: Vec::new(),
+        docker_root: None,
         max_file_size: None,
     };
     let mut configs = Vec::new();

@@ -247,6 +247,11 @@ pub struct SearchArgs {
     #[arg(long, value_name = "PATH")]
     pub containerd_state: Option<PathBuf>,
 
+    /// Docker's data root, as a node path (`data-root` in Docker's daemon.json)
+    /// [default: what /etc/docker/daemon.json under --root names, else /var/lib/docker].
+    #[arg(long, value_name = "PATH")]
+    pub docker_root: Option<PathBuf>,
+
     /// Pod log dir, as a node path (kubelet's podLogsRootDirectory) [default: /var/log/pods].
     #[arg(long, value_name = "PATH")]
     pub pod_log_dir: Option<PathBuf>,

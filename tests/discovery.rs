@@ -278,6 +278,7 @@ fn symlinked_volume_dir_lists_nothing_outside() {
         etcd: Vec::new(),
         containerd_root_explicit: false,
         extra: Vec::new(),
+        docker_root: None,
         max_file_size: None,
     };
     for scope in kresidue::sites::discover(&root, &layout, &mut Vec::new()) {

@@ -796,3 +796,46 @@ fn max_file_size_does_not_unown_a_docker_layer() {
     assert_eq!(found.len(), 1, "{}", out.stdout_str());
     assert_eq!((found[0].category.as_str(), owner(&found[0]).0), ("container-layer", &*cid));
 }
+
+/// Docker's data root moved (`data-root` in `/etc/docker/daemon.json`, or
+/// `--docker-root`): a container's config there is found at its real path; a root that
+/// the config or the option names and that is missing is an error entry, never a clean
+/// bill; a missing default is no error.
+#[test]
+fn docker_data_root_from_its_config_and_the_option() {
+    let tree = NodeTree::new();
+    let (vals, secrets) = numbered(&tree, 1, 4721);
+    let cid = id(11);
+    let config = format!("/data/docker/containers/{cid}/config.v2.json");
+    let v2 = json!({"Config": {"Env": [format!("DB={}", vals[0])]}});
+    tree.write(&config, v2.to_string().as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let args = ["--secrets", path_arg(&file), "--format", "json"];
+    let errors = |out: &Out| out.json()["errors"].as_array().unwrap().clone();
+    // Nothing names the moved root: it is not looked at, and that is no error.
+    let out = tree.scan(&args);
+    out.assert_code(0);
+    assert!(errors(&out).is_empty(), "{:?}", errors(&out));
+    // Docker's own config names it.
+    tree.write("/etc/docker/daemon.json", br#"{"data-root": "/data/docker", "debug": true}"#);
+    let out = tree.scan(&args);
+    out.assert_code(1);
+    let found = out.findings();
+    assert_eq!(found.len(), 1, "{}", out.stdout_str());
+    assert_eq!((found[0].path.as_str(), found[0].site.as_str()), (&*config, "docker-storage"));
+    assert_eq!(found[0].category, "env-persisted");
+    // A root it names that is missing: an error entry that says who named it.
+    tree.write("/etc/docker/daemon.json", br#"{"data-root": "/elsewhere/docker"}"#);
+    let out = tree.scan(&args);
+    let e = errors(&out);
+    let named = e.iter().find(|e| e["path"] == "/elsewhere/docker");
+    let text = named.and_then(|e| e["error"].as_str()).unwrap_or_default();
+    assert!(text.contains("daemon.json") && text.contains("No such file"), "{e:?}");
+    // The option wins over the config, and a missing one is an error entry too.
+    let moved = [&args[..], &["--docker-root", "/data/docker"]].concat();
+    tree.scan(&moved).assert_code(1);
+    let out = tree.scan(&[&args[..], &["--docker-root", "/nowhere"]].concat());
+    let e = errors(&out);
+    let text = e.iter().find(|e| e["path"] == "/nowhere").and_then(|e| e["error"].as_str());
+    assert!(text.unwrap_or_default().contains("--docker-root"), "{e:?}");
+}

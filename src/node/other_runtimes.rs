@@ -42,9 +42,35 @@ fn short(id: Option<String>) -> Option<String> {
     id.filter(|s| s.len() <= MAX_ID)
 }
 
+/// The data root Docker's `daemon.json` names (`data-root`; `graph`, the deprecated name
+/// of the same setting, when that is all it has): `Some(None)` when it names none, `None` when
+/// it is not JSON. Longer than a path may be is none.
+pub fn docker_data_root(json: &mut dyn std::io::Read) -> Option<Option<String>> {
+    let picked = json::pick_reader(json, &[&["data-root"], &["graph"]])?;
+    let [root, graph] = <[Option<String>; 2]>::try_from(picked).ok()?;
+    Some(root.or(graph).filter(|p| p.len() <= 4096))
+}
+
 /// The pod uid of a Docker container's `config.v2.json` (kubelet's label), if any,
 /// parsed as it is read (the rest of the config is skipped unheld).
 pub fn docker_pod_uid(json: &mut dyn std::io::Read) -> Option<String> {
     let mut uid = json::pick_reader(json, &[&["Config", "Labels", "io.kubernetes.pod.uid"]])?;
     short(uid.pop().flatten())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docker_data_root_from_daemon_json() {
+        let root = |s: &str| docker_data_root(&mut s.as_bytes());
+        assert_eq!(root(r#"{"data-root": "/data/docker"}"#), Some(Some("/data/docker".into())));
+        assert_eq!(root(r#"{"graph": "/old/docker"}"#), Some(Some("/old/docker".into())));
+        let both = r#"{"graph": "/old", "data-root": "/new"}"#;
+        assert_eq!(root(both), Some(Some("/new".into())), "data-root wins");
+        assert_eq!(root(r#"{"debug": true}"#), Some(None));
+        assert_eq!(root(r#"{"data-root": 7}"#), Some(None), "not a path");
+        assert_eq!(root("not json"), None);
+    }
 }

@@ -243,6 +243,9 @@ pub struct Layout {
     pub containerd_root_explicit: bool,
     /// Extra node paths scanned as site `other`.
     pub extra: Vec<PathBuf>,
+    /// Docker's data root given by the user (`--docker-root`; missing is then an error);
+    /// none: the one Docker's own `daemon.json` names, else the default.
+    pub docker_root: Option<PathBuf>,
     /// `--max-file-size`: no record or database larger than this is read during
     /// discovery either.
     pub max_file_size: Option<u64>,
@@ -261,6 +264,7 @@ impl Layout {
             etcd: Vec::new(),
             containerd_root_explicit: false,
             extra: Vec::new(),
+            docker_root: None,
             max_file_size: None,
         }
     }
