@@ -1474,6 +1474,7 @@ fn run() -> anyhow::Result<bool> {
         pod_logs: PathBuf::from(POD_LOGS),
         extra: Vec::new(),
         docker_root: None,
+        containers_storage_root: None,
         max_file_size: None,
     };
     let mut configs = Vec::new();

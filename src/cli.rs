@@ -252,6 +252,13 @@ pub struct SearchArgs {
     #[arg(long, value_name = "PATH")]
     pub docker_root: Option<PathBuf>,
 
+    /// containers/storage's root (CRI-O's and Podman's images, layers and containers), as a
+    /// node path (`graphroot` in storage.conf, `root` in crio.conf) [default: what
+    /// /etc/crio/crio.conf and /etc/containers/storage.conf under --root name, else
+    /// /var/lib/containers/storage].
+    #[arg(long, value_name = "PATH")]
+    pub containers_storage_root: Option<PathBuf>,
+
     /// Pod log dir, as a node path (kubelet's podLogsRootDirectory) [default: /var/log/pods].
     #[arg(long, value_name = "PATH")]
     pub pod_log_dir: Option<PathBuf>,

@@ -117,8 +117,11 @@ pub fn oci_spec(data: &[u8]) {
 pub fn crio_docker_json(data: &[u8]) {
     let owners = other_runtimes::crio_layers(&mut &data[..]);
     let uid = other_runtimes::docker_pod_uid(&mut &data[..]);
-    // Docker's daemon.json: any bytes give a root, none, or "not JSON", never a panic.
+    // The runtimes' own configuration (Docker's daemon.json, containers/storage's and
+    // CRI-O's TOML): any bytes give a root, none, or "not that format", never a panic.
     let _ = other_runtimes::docker_data_root(&mut &data[..]);
+    let _ = other_runtimes::storage_graphroot(&mut &data[..]);
+    let _ = other_runtimes::crio_root(&mut &data[..]);
     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) {
         let want = v["Config"]["Labels"]["io.kubernetes.pod.uid"].as_str();
         let want = want.filter(|u| u.len() <= 256).map(str::to_owned);

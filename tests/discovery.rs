@@ -279,6 +279,7 @@ fn symlinked_volume_dir_lists_nothing_outside() {
         containerd_root_explicit: false,
         extra: Vec::new(),
         docker_root: None,
+        containers_storage_root: None,
         max_file_size: None,
     };
     for scope in kresidue::sites::discover(&root, &layout, &mut Vec::new()) {

@@ -839,3 +839,57 @@ fn docker_data_root_from_its_config_and_the_option() {
     let text = e.iter().find(|e| e["path"] == "/nowhere").and_then(|e| e["error"].as_str());
     assert!(text.unwrap_or_default().contains("--docker-root"), "{e:?}");
 }
+
+/// containers/storage moved: `graphroot` in `/etc/containers/storage.conf` (Podman's, and
+/// CRI-O's unless its own `crio.conf` names a `root`), `[crio] root` in
+/// `/etc/crio/crio.conf`, or `--containers-storage-root`: a container's spec under each
+/// root named is found; a named root that is missing is an error entry that says who
+/// named it; the option wins over both files.
+#[test]
+fn containers_storage_roots_from_their_config_and_the_option() {
+    let tree = NodeTree::new();
+    let (vals, secrets) = numbered(&tree, 2, 4731);
+    let spec = |root: &str, i: usize| {
+        let config = format!("{root}/overlay-containers/{}/userdata/config.json", id(20 + i as u8));
+        let env = json!({"process": {"env": [format!("DB={}", vals[i])]}});
+        tree.write(&config, env.to_string().as_bytes());
+        config
+    };
+    let (podman, crio) = (spec("/data/podman", 0), spec("/data/crio", 1));
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let args = ["--secrets", path_arg(&file), "--format", "json"];
+    let paths = |out: &Out| {
+        let mut p: Vec<String> = out.findings().into_iter().map(|f| f.path).collect();
+        p.sort();
+        p
+    };
+    let errors = |out: &Out| out.json()["errors"].as_array().unwrap().clone();
+    let out = tree.scan(&args);
+    out.assert_code(0);
+    assert!(errors(&out).is_empty(), "{:?}", errors(&out));
+    tree.write(
+        "/etc/containers/storage.conf",
+        b"[storage]\ndriver = \"overlay\"\ngraphroot = \"/data/podman\"\n",
+    );
+    let out = tree.scan(&args);
+    assert_eq!(paths(&out), [podman.clone()]);
+    tree.write("/etc/crio/crio.conf", b"[crio]\nroot = \"/data/crio\"\n");
+    let out = tree.scan(&args);
+    let mut both = vec![crio.clone(), podman.clone()];
+    both.sort();
+    assert_eq!(paths(&out), both);
+    assert!(out
+        .findings()
+        .iter()
+        .all(|f| f.site == "crio-storage" && f.category == "env-persisted"));
+    // The option: only its root.
+    let out = tree.scan(&[&args[..], &["--containers-storage-root", "/data/crio"]].concat());
+    assert_eq!(paths(&out), [crio]);
+    // Named and missing: an error entry saying who named it.
+    tree.write("/etc/crio/crio.conf", b"[crio]\nroot = \"/gone/crio\"\n");
+    let out = tree.scan(&args);
+    assert_eq!(paths(&out), [podman]);
+    let e = errors(&out);
+    let text = e.iter().find(|e| e["path"] == "/gone/crio").and_then(|e| e["error"].as_str());
+    assert!(text.unwrap_or_default().contains("crio.conf"), "{e:?}");
+}

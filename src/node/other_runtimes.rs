@@ -51,6 +51,35 @@ pub fn docker_data_root(json: &mut dyn std::io::Read) -> Option<Option<String>> 
     Some(root.or(graph).filter(|p| p.len() <= 4096))
 }
 
+/// The string at `path` (table names, then the key) in the TOML document read from
+/// `text`: `Some(None)` when it has none there, `None` when it is not TOML (or not UTF-8).
+/// Longer than a path may be is none.
+pub fn toml_string(text: &mut dyn std::io::Read, path: &[&str]) -> Option<Option<String>> {
+    let mut s = String::new();
+    text.read_to_string(&mut s).ok()?;
+    let doc: toml::Table = s.parse().ok()?;
+    let (key, tables) = path.split_last()?;
+    let mut table = &doc;
+    for name in tables {
+        match table.get(*name) {
+            Some(toml::Value::Table(t)) => table = t,
+            _ => return Some(None),
+        }
+    }
+    let found = table.get(*key).and_then(|v| v.as_str()).filter(|p| p.len() <= 4096);
+    Some(found.map(str::to_owned))
+}
+
+/// containers/storage's `graphroot` in its `storage.conf` (`[storage] graphroot`).
+pub fn storage_graphroot(text: &mut dyn std::io::Read) -> Option<Option<String>> {
+    toml_string(text, &["storage", "graphroot"])
+}
+
+/// CRI-O's containers-storage root in its `crio.conf` (`[crio] root`).
+pub fn crio_root(text: &mut dyn std::io::Read) -> Option<Option<String>> {
+    toml_string(text, &["crio", "root"])
+}
+
 /// The pod uid of a Docker container's `config.v2.json` (kubelet's label), if any,
 /// parsed as it is read (the rest of the config is skipped unheld).
 pub fn docker_pod_uid(json: &mut dyn std::io::Read) -> Option<String> {
@@ -72,5 +101,16 @@ mod tests {
         assert_eq!(root(r#"{"debug": true}"#), Some(None));
         assert_eq!(root(r#"{"data-root": 7}"#), Some(None), "not a path");
         assert_eq!(root("not json"), None);
+    }
+
+    #[test]
+    fn storage_roots_from_their_toml() {
+        let conf = "[storage]\ndriver = \"overlay\"\ngraphroot = \"/data/storage\"\n";
+        assert_eq!(storage_graphroot(&mut conf.as_bytes()), Some(Some("/data/storage".into())));
+        let crio = "[crio]\nroot = \"/data/crio\"\n[crio.runtime]\nconmon = \"/usr/bin/conmon\"\n";
+        assert_eq!(crio_root(&mut crio.as_bytes()), Some(Some("/data/crio".into())));
+        assert_eq!(crio_root(&mut conf.as_bytes()), Some(None));
+        assert_eq!(storage_graphroot(&mut "[storage]\ngraphroot = 3".as_bytes()), Some(None));
+        assert_eq!(storage_graphroot(&mut "graphroot = [".as_bytes()), None);
     }
 }

@@ -8,12 +8,21 @@
 
 use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
 use crate::finding::{Category, Finding, SiteId};
-use crate::node::other_runtimes::{crio_layers, MAX_RECORD};
+use crate::node::other_runtimes::{crio_layers, crio_root, storage_graphroot, MAX_RECORD};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// CRI-O's default graph root.
 pub const CRIO_ROOT: &str = "/var/lib/containers/storage";
+
+/// containers/storage's configuration, which may name another root (`graphroot`).
+pub const STORAGE_CONF: &str = "/etc/containers/storage.conf";
+
+/// CRI-O's configuration, which may name its own storage root (`[crio] root`).
+pub const CRIO_CONF: &str = "/etc/crio/crio.conf";
+
+/// The largest configuration file read.
+const MAX_CONF: u64 = 1 << 20;
 
 /// CRI-O's containers-storage.
 pub struct Crio;
@@ -24,29 +33,8 @@ impl Site for Crio {
     }
 
     fn discover(&self, cx: &mut Discovery<'_>) {
-        let graph = Path::new(CRIO_ROOT);
-        let site = SiteId::CrioStorage;
-        let layers = graph.join("overlay");
-        let containers = graph.join("overlay-containers");
-        let records = containers.join("containers.json");
-        let owners = cx.parse(&records, MAX_RECORD, crio_layers).unwrap_or_default();
-        let by_container: HashMap<&str, Option<&String>> =
-            owners.values().map(|(id, uid)| (id.as_str(), uid.as_ref())).collect();
-        for name in cx.dirs(&layers) {
-            let Some(id) = name.to_str().filter(|n| *n != "l") else { continue };
-            let (category, container, pod_uid) = match owners.get(id) {
-                Some((c, uid)) => (Category::ContainerLayer, Some(c.clone()), uid.clone()),
-                None => (Category::ImageLayer, None, None),
-            };
-            let layer = ScopeKind::Owned(Ownership::new(site, category, container, pod_uid));
-            cx.push(&layers.join(&name).join("diff"), layer, Unresolved::Quiet);
-        }
-        for name in cx.dirs(&containers) {
-            let Some(id) = name.to_str() else { continue };
-            let pod_uid = by_container.get(id).copied().flatten().cloned();
-            let spec = Ownership::new(site, Category::EnvPersisted, Some(id.to_owned()), pod_uid);
-            let config = containers.join(&name).join("userdata/config.json");
-            cx.push(&config, ScopeKind::Owned(spec), Unresolved::Quiet);
+        for graph in graph_roots(cx) {
+            discover_graph(cx, &graph);
         }
     }
 
@@ -62,5 +50,64 @@ impl Site for Crio {
 
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
         super::runtime_advice(f, cx.live)
+    }
+}
+
+/// The containers/storage roots to scan: `--containers-storage-root`, else those CRI-O's
+/// `crio.conf` (`[crio] root`) and `storage.conf` (`graphroot`) name, else the default
+/// ([`Discovery::runtime_root`]).
+fn graph_roots(cx: &mut Discovery<'_>) -> Vec<PathBuf> {
+    let mut named: Vec<(PathBuf, Option<&'static str>)> = Vec::new();
+    match &cx.layout.containers_storage_root {
+        Some(given) => named.push((given.clone(), Some("--containers-storage-root"))),
+        None => {
+            let confs: [(&str, &'static str, Parse); 2] = [
+                (CRIO_CONF, "root in /etc/crio/crio.conf", crio_root),
+                (STORAGE_CONF, "graphroot in /etc/containers/storage.conf", storage_graphroot),
+            ];
+            for (conf, by, parse) in confs {
+                if let Some(Some(root)) = cx.parse(Path::new(conf), MAX_CONF, parse) {
+                    let root = Path::new("/").join(root);
+                    if !named.iter().any(|(r, _)| *r == root) {
+                        named.push((root, Some(by)));
+                    }
+                }
+            }
+            if named.is_empty() {
+                named.push((PathBuf::from(CRIO_ROOT), None));
+            }
+        }
+    }
+    let what = "the containers-storage root";
+    named.into_iter().filter_map(|(root, by)| cx.runtime_root(what, root, by)).collect()
+}
+
+/// A parser of a runtime's configuration file, giving the root it names.
+type Parse = fn(&mut dyn std::io::Read) -> Option<Option<String>>;
+
+/// The scopes of the containers/storage root `graph`: layers, and containers' specs.
+fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
+    let site = SiteId::CrioStorage;
+    let layers = graph.join("overlay");
+    let containers = graph.join("overlay-containers");
+    let records = containers.join("containers.json");
+    let owners = cx.parse(&records, MAX_RECORD, crio_layers).unwrap_or_default();
+    let by_container: HashMap<&str, Option<&String>> =
+        owners.values().map(|(id, uid)| (id.as_str(), uid.as_ref())).collect();
+    for name in cx.dirs(&layers) {
+        let Some(id) = name.to_str().filter(|n| *n != "l") else { continue };
+        let (category, container, pod_uid) = match owners.get(id) {
+            Some((c, uid)) => (Category::ContainerLayer, Some(c.clone()), uid.clone()),
+            None => (Category::ImageLayer, None, None),
+        };
+        let layer = ScopeKind::Owned(Ownership::new(site, category, container, pod_uid));
+        cx.push(&layers.join(&name).join("diff"), layer, Unresolved::Quiet);
+    }
+    for name in cx.dirs(&containers) {
+        let Some(id) = name.to_str() else { continue };
+        let pod_uid = by_container.get(id).copied().flatten().cloned();
+        let spec = Ownership::new(site, Category::EnvPersisted, Some(id.to_owned()), pod_uid);
+        let config = containers.join(&name).join("userdata/config.json");
+        cx.push(&config, ScopeKind::Owned(spec), Unresolved::Quiet);
     }
 }

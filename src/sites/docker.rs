@@ -6,7 +6,6 @@
 //! [`crate::node::other_runtimes`].
 
 use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
-use crate::finding::ScanError;
 use crate::finding::{Category, Finding, SiteId};
 use crate::node::other_runtimes::{docker_data_root, docker_pod_uid, MAX_RECORD};
 use std::collections::HashMap;
@@ -27,32 +26,19 @@ const MAX_MOUNT_ID: u64 = 4096;
 /// Docker's data root.
 pub struct Docker;
 
-/// Docker's data root: `--docker-root`, else what `daemon.json` names, else the default.
-/// One that was named and cannot be resolved is an error entry (a scan must not pass
-/// a node whose Docker data it never saw); a missing default is no Docker.
+/// Docker's data root: `--docker-root`, else what `daemon.json` names, else the default
+/// ([`Discovery::runtime_root`]).
 fn data_root(cx: &mut Discovery<'_>) -> Option<PathBuf> {
     let (root, named_by) = match &cx.layout.docker_root {
-        Some(given) => (given.clone(), "--docker-root"),
+        Some(given) => (given.clone(), Some("--docker-root")),
         None => match cx.parse(Path::new(DAEMON_JSON), MAX_DAEMON_JSON, docker_data_root) {
             Some(Some(named)) => {
-                (Path::new("/").join(named), "data-root in /etc/docker/daemon.json")
+                (Path::new("/").join(named), Some("data-root in /etc/docker/daemon.json"))
             }
-            _ => (PathBuf::from(DOCKER_ROOT), ""),
+            _ => (PathBuf::from(DOCKER_ROOT), None),
         },
     };
-    match super::resolve(cx.root, &root) {
-        Ok(_) => Some(root),
-        // The default, not there (no Docker) or not to be listed (as before a root was
-        // named: what cannot be listed below it is not either).
-        Err(_) if named_by.is_empty() => None,
-        Err(e) => {
-            let why = crate::node::io_message(&e);
-            let error = format!("Docker's data root, as {named_by} names it: {why}");
-            let path = crate::text::display_path(root.as_os_str());
-            cx.errors.push(ScanError { path, error });
-            None
-        }
-    }
+    cx.runtime_root("Docker's data root", root, named_by)
 }
 
 impl Site for Docker {

@@ -246,6 +246,9 @@ pub struct Layout {
     /// Docker's data root given by the user (`--docker-root`; missing is then an error);
     /// none: the one Docker's own `daemon.json` names, else the default.
     pub docker_root: Option<PathBuf>,
+    /// containers/storage's root given by the user (`--containers-storage-root`); none:
+    /// those CRI-O's and containers/storage's own configuration name, else the default.
+    pub containers_storage_root: Option<PathBuf>,
     /// `--max-file-size`: no record or database larger than this is read during
     /// discovery either.
     pub max_file_size: Option<u64>,
@@ -265,6 +268,7 @@ impl Layout {
             containerd_root_explicit: false,
             extra: Vec::new(),
             docker_root: None,
+            containers_storage_root: None,
             max_file_size: None,
         }
     }
@@ -442,6 +446,30 @@ impl Discovery<'_> {
     /// an error entry when unreadable.
     pub fn read(&mut self, node: &Path, cap: u64) -> Option<Vec<u8>> {
         self.read_tiny(node, self.layout.cap(cap))
+    }
+
+    /// A runtime's data root at the node path `root`, when it can be resolved. `named_by`
+    /// says who named it (an option, the runtime's own configuration): a named root that
+    /// cannot be resolved is an error entry saying so (a scan must not pass a node whose
+    /// runtime data it never saw); a default one that is not there is no such runtime.
+    pub fn runtime_root(
+        &mut self,
+        what: &str,
+        root: PathBuf,
+        named_by: Option<&str>,
+    ) -> Option<PathBuf> {
+        match (resolve(self.root, &root), named_by) {
+            (Ok(_), _) => Some(root),
+            // The default, not there, or not to be listed (as what is below it).
+            (Err(_), None) => None,
+            (Err(e), Some(by)) => {
+                let why = crate::node::io_message(&e);
+                let error = format!("{what}, as {by} names it: {why}");
+                let path = crate::text::display_path(root.as_os_str());
+                self.errors.push(ScanError { path, error });
+                None
+            }
+        }
     }
 
     /// [`Discovery::read`] of a record of a few bytes (an id), of at most `cap` bytes
