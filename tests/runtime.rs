@@ -872,7 +872,7 @@ fn containers_storage_roots_from_their_config_and_the_option() {
         b"[storage]\ndriver = \"overlay\"\ngraphroot = \"/data/podman\"\n",
     );
     let out = tree.scan(&args);
-    assert_eq!(paths(&out), [podman.clone()]);
+    assert_eq!(paths(&out), std::slice::from_ref(&podman));
     tree.write("/etc/crio/crio.conf", b"[crio]\nroot = \"/data/crio\"\n");
     let out = tree.scan(&args);
     let mut both = vec![crio.clone(), podman.clone()];
