@@ -893,3 +893,46 @@ fn containers_storage_roots_from_their_config_and_the_option() {
     let text = e.iter().find(|e| e["path"] == "/gone/crio").and_then(|e| e["error"].as_str());
     assert!(text.unwrap_or_default().contains("crio.conf"), "{e:?}");
 }
+
+/// The containerd dockerd starts for itself (root `<data-root>/containerd/daemon`, state
+/// `/run/docker/containerd/daemon`, namespace `moby`) is scanned with the node's own:
+/// its `meta.db`, its task bundles' specs and its snapshots, under a data root that
+/// Docker's `daemon.json` moved too.
+#[test]
+fn dockers_own_containerd_is_found() {
+    let moved = "/data/docker/containerd/daemon/io.containerd.metadata.v1.bolt/meta.db";
+    let tree = NodeTree::new();
+    let (value, freed) = (fake_secret(4741), fake_secret(4742));
+    let (value, freed) = (String::from_utf8(value).unwrap(), String::from_utf8(freed).unwrap());
+    let mut all = secrets(&value, &freed);
+    tree.guard_secrets(&all);
+    tree.write(moved, &meta_db(&value, &freed));
+    let (vals, more) = numbered(&tree, 2, 4751);
+    all.extend(more);
+    let cid = id(30);
+    let bundle = format!(
+        "/run/docker/containerd/daemon/io.containerd.runtime.v2.task/moby/{cid}/config.json"
+    );
+    let spec = json!({"process": {"env": [format!("DB={}", vals[0])]}});
+    tree.write(&bundle, spec.to_string().as_bytes());
+    let layer = "/data/docker/containerd/daemon/io.containerd.snapshotter.v1.overlayfs/snapshots/7/fs/out.txt";
+    tree.write(layer, vals[1].as_bytes());
+    let file = tree.secrets_file("secrets.json", &all);
+    let args = ["--secrets", path_arg(&file), "--format", "json"];
+    // Under the default data root, nothing of it: the moved one is not named yet.
+    let out = tree.scan(&args);
+    out.assert_code(0);
+    tree.write("/etc/docker/daemon.json", br#"{"data-root": "/data/docker"}"#);
+    let out = tree.scan(&args);
+    out.assert_code(1);
+    let mut got: Vec<(String, String)> =
+        out.findings().into_iter().map(|f| (f.site, f.path)).collect();
+    got.sort();
+    got.dedup();
+    let want = [
+        ("containerd-metadata", moved),
+        ("containerd-snapshot", layer),
+        ("oci-bundle", bundle.as_str()),
+    ];
+    assert_eq!(got, want.map(|(s, p)| (s.to_owned(), p.to_owned())), "{}", out.stdout_str());
+}

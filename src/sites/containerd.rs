@@ -15,6 +15,13 @@ pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
 pub const META_DB: &str = "io.containerd.metadata.v1.bolt/meta.db";
 /// The default containerd state dir (`state` in `config.toml`, a tmpfs).
 pub const DEFAULT_STATE: &str = "/run/containerd";
+/// The dir of the containerd dockerd starts for itself, under Docker's data root (its
+/// root) and exec root (its state) (moby `libcontainerd/supervisor/remote_daemon.go`).
+const DOCKER_CONTAINERD: &str = "containerd/daemon";
+
+/// Docker's default exec root, where its containerd keeps its state.
+const DOCKER_EXEC_ROOT: &str = "/run/docker";
+
 /// The runtime v2 task bundles, relative to the state dir: `<namespace>/<id>/config.json`
 /// (`runtime/v2/bundle.go`; a crashed delete leaves `<namespace>/.<id>`).
 pub const TASKS: &str = "io.containerd.runtime.v2.task";
@@ -67,33 +74,21 @@ impl Site for Containerd {
         &[SiteId::ContainerdSnapshot, SiteId::ContainerdMetadata, SiteId::OciBundle]
     }
 
-    /// `meta.db` is parsed once, here: the parse names the snapshots' containers, and
-    /// attributes the matches in `meta.db` itself while the file is unchanged.
+    /// The containerd of `--containerd-root` and `--containerd-state`, and the one
+    /// dockerd starts for itself when no other is given to it (its root and state under
+    /// Docker's data and exec roots, namespace `moby`).
     fn discover(&self, cx: &mut Discovery<'_>) {
-        let root = &cx.layout.containerd_root;
-        let mut kept = None;
-        match super::resolve(cx.root, root) {
-            Ok(_) => {
-                let path = root.join(META_DB);
-                // Errors of meta.db are its own scope's to report: a file that cannot be
-                // read here is read by the scan, which says why.
-                kept = read_quietly(cx, &path).map(|(data, identity)| {
-                    let parsed: Parsed = MetaDb::read(&data).map_err(|e| e.to_string());
-                    Arc::new(Kept { identity, parsed: Box::new(parsed) })
-                });
-                let mut own =
-                    Ownership::new(SiteId::ContainerdMetadata, Category::EnvPersisted, None, None);
-                own.kept = kept.clone();
-                cx.push(&path, ScopeKind::Owned(own), super::Unresolved::UnlessMissing);
-            }
-            Err(e)
-                if e.kind() == std::io::ErrorKind::NotFound
-                    && !cx.layout.containerd_root_explicit => {}
-            Err(e) => cx.errors.push(super::error_at(root, &e)),
+        let root = cx.layout.containerd_root.clone();
+        let state = cx.layout.containerd_state.clone();
+        discover_one(cx, &root, &state, cx.layout.containerd_root_explicit);
+        // Docker's own family tells what is wrong with its configuration: quietly here.
+        let told = cx.errors.len();
+        let docker_root = super::docker::named_data_root(cx).0.join(DOCKER_CONTAINERD);
+        cx.errors.truncate(told);
+        if docker_root != root && super::resolve(cx.root, &docker_root).is_ok() {
+            let docker_state = Path::new(DOCKER_EXEC_ROOT).join(DOCKER_CONTAINERD);
+            discover_one(cx, &docker_root, &docker_state, false);
         }
-        bundles(cx, &cx.layout.containerd_state.join(TASKS));
-        let meta = kept.as_deref().and_then(parsed).and_then(|p| p.as_ref().ok());
-        snapshots(cx, meta.map(|(db, _)| db));
     }
 
     /// `meta.db` (megabytes) and bundle specs (kilobytes) are read whole and attributed by
@@ -229,13 +224,40 @@ fn bundles(cx: &mut Discovery<'_>, tasks: &Path) {
     }
 }
 
+/// The scopes of one containerd: its `meta.db` (read and parsed once, here: the parse
+/// names the snapshots' containers, and attributes the matches in `meta.db` itself while
+/// the file is unchanged), its task bundles under `state`, its snapshots. A missing
+/// `root` is an error entry when `explicit`.
+fn discover_one(cx: &mut Discovery<'_>, root: &Path, state: &Path, explicit: bool) {
+    let mut kept = None;
+    match super::resolve(cx.root, root) {
+        Ok(_) => {
+            let path = root.join(META_DB);
+            // Errors of meta.db are its own scope's to report: a file that cannot be
+            // read here is read by the scan, which says why.
+            kept = read_quietly(cx, &path).map(|(data, identity)| {
+                let parsed: Parsed = MetaDb::read(&data).map_err(|e| e.to_string());
+                Arc::new(Kept { identity, parsed: Box::new(parsed) })
+            });
+            let mut own =
+                Ownership::new(SiteId::ContainerdMetadata, Category::EnvPersisted, None, None);
+            own.kept = kept.clone();
+            cx.push(&path, ScopeKind::Owned(own), super::Unresolved::UnlessMissing);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {}
+        Err(e) => cx.errors.push(super::error_at(root, &e)),
+    }
+    bundles(cx, &state.join(TASKS));
+    let meta = kept.as_deref().and_then(parsed).and_then(|p| p.as_ref().ok());
+    snapshots(cx, root, meta.map(|(db, _)| db));
+}
+
 /// The files of every snapshot of the overlayfs and native snapshotters, with what each
 /// is: a snapshot the snapshotter records as active, whose key is a container's snapshot
 /// key in `meta.db`, is that container's writable layer; a committed one is an image layer
 /// (scanned once however many containers share it), named after the images whose chains
 /// hold it; one no record names is an orphan.
-fn snapshots(cx: &mut Discovery<'_>, meta: Option<&MetaDb>) {
-    let ctrd = cx.layout.containerd_root.clone();
+fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>) {
     let present: Vec<_> = SNAPSHOTTERS
         .iter()
         .filter_map(|&(name, dir, files)| {

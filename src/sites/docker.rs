@@ -29,7 +29,14 @@ pub struct Docker;
 /// Docker's data root: `--docker-root`, else what `daemon.json` names, else the default
 /// ([`Discovery::runtime_root`]).
 fn data_root(cx: &mut Discovery<'_>) -> Option<PathBuf> {
-    let (root, named_by) = match &cx.layout.docker_root {
+    let (root, named_by) = named_data_root(cx);
+    cx.runtime_root("Docker's data root", root, named_by)
+}
+
+/// Where Docker's data root is, and who named it (none: the default), unresolved.
+/// `daemon.json` is read quietly: a damaged one names nothing.
+pub(super) fn named_data_root(cx: &mut Discovery<'_>) -> (PathBuf, Option<&'static str>) {
+    match &cx.layout.docker_root {
         Some(given) => (given.clone(), Some("--docker-root")),
         None => match cx.parse(Path::new(DAEMON_JSON), MAX_DAEMON_JSON, docker_data_root) {
             Some(Some(named)) => {
@@ -37,8 +44,7 @@ fn data_root(cx: &mut Discovery<'_>) -> Option<PathBuf> {
             }
             _ => (PathBuf::from(DOCKER_ROOT), None),
         },
-    };
-    cx.runtime_root("Docker's data root", root, named_by)
+    }
 }
 
 impl Site for Docker {
