@@ -1469,6 +1469,7 @@ fn run() -> anyhow::Result<bool> {
         kubelet_dir_explicit: false,
         containerd_root: PathBuf::from(kresidue::sites::containerd::DEFAULT_ROOT),
         containerd_root_explicit: false,
+        containerd_state_explicit: false,
         etcd: Vec::new(),
         containerd_state: PathBuf::from(kresidue::sites::containerd::DEFAULT_STATE),
         pod_logs: PathBuf::from(POD_LOGS),

@@ -238,12 +238,14 @@ pub struct SearchArgs {
     pub kubelet_dir: Option<PathBuf>,
 
     /// containerd root dir, as a node path (`root` in containerd's config.toml)
-    /// [default: /var/lib/containerd].
+    /// [default: what /etc/containerd/config.toml under --root names, else
+    /// /var/lib/containerd].
     #[arg(long, value_name = "PATH")]
     pub containerd_root: Option<PathBuf>,
 
     /// containerd state dir, as a node path (`state` in containerd's config.toml)
-    /// [default: /run/containerd].
+    /// [default: what /etc/containerd/config.toml under --root names, else
+    /// /run/containerd].
     #[arg(long, value_name = "PATH")]
     pub containerd_state: Option<PathBuf>,
 

@@ -155,6 +155,7 @@ fn layout(args: &SearchArgs, fixed_kubelet_dir: bool, max_file_size: Option<u64>
         etcd: args.etcd.iter().map(|p| node_path(p)).collect(),
         pod_logs: or(&args.pod_log_dir, logs::DEFAULT_DIR),
         containerd_root_explicit: args.containerd_root.is_some(),
+        containerd_state_explicit: args.containerd_state.is_some(),
         extra: args.paths.iter().map(|p| node_path(p)).collect(),
         docker_root: args.docker_root.as_deref().map(node_path),
         containers_storage_root: args.containers_storage_root.as_deref().map(node_path),

@@ -122,6 +122,7 @@ pub fn crio_docker_json(data: &[u8]) {
     let _ = other_runtimes::docker_data_root(&mut &data[..]);
     let _ = other_runtimes::storage_graphroot(&mut &data[..]);
     let _ = other_runtimes::crio_root(&mut &data[..]);
+    let _ = other_runtimes::containerd_dirs(&mut &data[..]);
     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) {
         let want = v["Config"]["Labels"]["io.kubernetes.pod.uid"].as_str();
         let want = want.filter(|u| u.len() <= 256).map(str::to_owned);

@@ -277,6 +277,7 @@ fn symlinked_volume_dir_lists_nothing_outside() {
         pod_logs: "/var/log/pods".into(),
         etcd: Vec::new(),
         containerd_root_explicit: false,
+        containerd_state_explicit: false,
         extra: Vec::new(),
         docker_root: None,
         containers_storage_root: None,

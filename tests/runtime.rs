@@ -936,3 +936,28 @@ fn dockers_own_containerd_is_found() {
     ];
     assert_eq!(got, want.map(|(s, p)| (s.to_owned(), p.to_owned())), "{}", out.stdout_str());
 }
+
+/// containerd's own `config.toml` may move its root: the moved `meta.db` is found; a root
+/// it names that is missing is an error entry that says so; `--containerd-root` wins.
+#[test]
+fn containerd_root_from_its_config() {
+    let moved = "/data/containerd/io.containerd.metadata.v1.bolt/meta.db";
+    let (tree, file) = planted(moved, 4761);
+    let args = ["--secrets", path_arg(&file), "--format", "json"];
+    tree.write(
+        "/etc/containerd/config.toml",
+        b"version = 2\nroot = \"/data/containerd\"\n[grpc]\n",
+    );
+    let out = tree.scan(&args);
+    out.assert_code(1);
+    assert!(out.findings().iter().any(|f| f.path == moved && f.site == "containerd-metadata"));
+    tree.write("/etc/containerd/config.toml", b"version = 2\nroot = \"/gone/containerd\"\n");
+    let out = tree.scan(&args);
+    out.assert_code(0);
+    let errors = out.json()["errors"].as_array().unwrap().clone();
+    let e =
+        errors.iter().find(|e| e["path"] == "/gone/containerd").and_then(|e| e["error"].as_str());
+    assert!(e.unwrap_or_default().contains("config.toml"), "{errors:?}");
+    let given = [&args[..], &["--containerd-root", "/data/containerd"]].concat();
+    tree.scan(&given).assert_code(1);
+}

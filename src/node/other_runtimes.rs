@@ -55,19 +55,37 @@ pub fn docker_data_root(json: &mut dyn std::io::Read) -> Option<Option<String>> 
 /// `text`: `Some(None)` when it has none there, `None` when it is not TOML (or not UTF-8).
 /// Longer than a path may be is none.
 pub fn toml_string(text: &mut dyn std::io::Read, path: &[&str]) -> Option<Option<String>> {
+    toml_strings(text, &[path])?.pop()
+}
+
+/// [`toml_string`] of several paths in one document.
+pub fn toml_strings(
+    text: &mut dyn std::io::Read,
+    paths: &[&[&str]],
+) -> Option<Vec<Option<String>>> {
     let mut s = String::new();
     text.read_to_string(&mut s).ok()?;
     let doc: toml::Table = s.parse().ok()?;
-    let (key, tables) = path.split_last()?;
-    let mut table = &doc;
-    for name in tables {
-        match table.get(*name) {
-            Some(toml::Value::Table(t)) => table = t,
-            _ => return Some(None),
+    let at = |path: &[&str]| {
+        let (key, tables) = path.split_last()?;
+        let mut table = &doc;
+        for name in tables {
+            match table.get(*name) {
+                Some(toml::Value::Table(t)) => table = t,
+                _ => return None,
+            }
         }
-    }
-    let found = table.get(*key).and_then(|v| v.as_str()).filter(|p| p.len() <= 4096);
-    Some(found.map(str::to_owned))
+        let found = table.get(*key).and_then(|v| v.as_str()).filter(|p| p.len() <= 4096);
+        found.map(str::to_owned)
+    };
+    Some(paths.iter().map(|p| at(p)).collect())
+}
+
+/// containerd's `root` and `state` in its `config.toml` (top-level keys).
+pub fn containerd_dirs(text: &mut dyn std::io::Read) -> Option<(Option<String>, Option<String>)> {
+    let mut found = toml_strings(text, &[&["root"], &["state"]])?;
+    let state = found.pop()?;
+    Some((found.pop()?, state))
 }
 
 /// containers/storage's `graphroot` in its `storage.conf` (`[storage] graphroot`).
@@ -112,5 +130,10 @@ mod tests {
         assert_eq!(crio_root(&mut conf.as_bytes()), Some(None));
         assert_eq!(storage_graphroot(&mut "[storage]\ngraphroot = 3".as_bytes()), Some(None));
         assert_eq!(storage_graphroot(&mut "graphroot = [".as_bytes()), None);
+        let ctrd = "version = 2\nroot = \"/data/containerd\"\n[plugins]\n";
+        assert_eq!(
+            containerd_dirs(&mut ctrd.as_bytes()),
+            Some((Some("/data/containerd".into()), None))
+        );
     }
 }

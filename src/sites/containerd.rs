@@ -5,6 +5,7 @@
 use super::{Advice, Discovery, FileId, Kept, Ownership, Reading, ScopeKind, Site};
 use crate::finding::{Category, ContainerRef, Finding, ScanError, SiteId};
 use crate::node::containerd::{self, MetaDb, Owner, SnapshotKind};
+use crate::node::other_runtimes::containerd_dirs;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,6 +22,12 @@ const DOCKER_CONTAINERD: &str = "containerd/daemon";
 
 /// Docker's default exec root, where its containerd keeps its state.
 const DOCKER_EXEC_ROOT: &str = "/run/docker";
+
+/// containerd's configuration, which may name another `root` and `state`.
+pub const CONFIG_TOML: &str = "/etc/containerd/config.toml";
+
+/// The largest `config.toml` read.
+const MAX_CONFIG: u64 = 1 << 20;
 
 /// The runtime v2 task bundles, relative to the state dir: `<namespace>/<id>/config.json`
 /// (`runtime/v2/bundle.go`; a crashed delete leaves `<namespace>/.<id>`).
@@ -78,16 +85,15 @@ impl Site for Containerd {
     /// dockerd starts for itself when no other is given to it (its root and state under
     /// Docker's data and exec roots, namespace `moby`).
     fn discover(&self, cx: &mut Discovery<'_>) {
-        let root = cx.layout.containerd_root.clone();
-        let state = cx.layout.containerd_state.clone();
-        discover_one(cx, &root, &state, cx.layout.containerd_root_explicit);
+        let (root, state, named_by) = configured(cx);
+        discover_one(cx, &root, &state, named_by);
         // Docker's own family tells what is wrong with its configuration: quietly here.
         let told = cx.errors.len();
         let docker_root = super::docker::named_data_root(cx).0.join(DOCKER_CONTAINERD);
         cx.errors.truncate(told);
         if docker_root != root && super::resolve(cx.root, &docker_root).is_ok() {
             let docker_state = Path::new(DOCKER_EXEC_ROOT).join(DOCKER_CONTAINERD);
-            discover_one(cx, &docker_root, &docker_state, false);
+            discover_one(cx, &docker_root, &docker_state, None);
         }
     }
 
@@ -224,11 +230,31 @@ fn bundles(cx: &mut Discovery<'_>, tasks: &Path) {
     }
 }
 
+/// containerd's root and state: `--containerd-root` and `--containerd-state`, else what
+/// its `config.toml` under `--root` names, else the defaults; and who named the root.
+fn configured(cx: &mut Discovery<'_>) -> (PathBuf, PathBuf, Option<&'static str>) {
+    let layout = cx.layout;
+    let (mut root, mut state) = (layout.containerd_root.clone(), layout.containerd_state.clone());
+    let mut named_by = layout.containerd_root_explicit.then_some("--containerd-root");
+    if !(layout.containerd_root_explicit && layout.containerd_state_explicit) {
+        let conf = cx.parse(Path::new(CONFIG_TOML), MAX_CONFIG, containerd_dirs);
+        let (conf_root, conf_state) = conf.unwrap_or_default();
+        if let Some(r) = conf_root.filter(|_| !layout.containerd_root_explicit) {
+            (root, named_by) =
+                (Path::new("/").join(r), Some("root in /etc/containerd/config.toml"));
+        }
+        if let Some(s) = conf_state.filter(|_| !layout.containerd_state_explicit) {
+            state = Path::new("/").join(s);
+        }
+    }
+    (root, state, named_by)
+}
+
 /// The scopes of one containerd: its `meta.db` (read and parsed once, here: the parse
 /// names the snapshots' containers, and attributes the matches in `meta.db` itself while
 /// the file is unchanged), its task bundles under `state`, its snapshots. A missing
-/// `root` is an error entry when `explicit`.
-fn discover_one(cx: &mut Discovery<'_>, root: &Path, state: &Path, explicit: bool) {
+/// `root` is an error entry when someone named it (`named_by`).
+fn discover_one(cx: &mut Discovery<'_>, root: &Path, state: &Path, named_by: Option<&str>) {
     let mut kept = None;
     match super::resolve(cx.root, root) {
         Ok(_) => {
@@ -244,8 +270,14 @@ fn discover_one(cx: &mut Discovery<'_>, root: &Path, state: &Path, explicit: boo
             own.kept = kept.clone();
             cx.push(&path, ScopeKind::Owned(own), super::Unresolved::UnlessMissing);
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {}
-        Err(e) => cx.errors.push(super::error_at(root, &e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && named_by.is_none() => {}
+        Err(e) => {
+            let mut entry = super::error_at(root, &e);
+            if let Some(by) = named_by.filter(|by| *by != "--containerd-root") {
+                entry.error = format!("containerd's root, as {by} names it: {}", entry.error);
+            }
+            cx.errors.push(entry);
+        }
     }
     bundles(cx, &state.join(TASKS));
     let meta = kept.as_deref().and_then(parsed).and_then(|p| p.as_ref().ok());

@@ -241,6 +241,9 @@ pub struct Layout {
     pub etcd: Vec<PathBuf>,
     /// Whether `containerd_root` was given by the user (missing is then an error).
     pub containerd_root_explicit: bool,
+    /// Whether `containerd_state` was given by the user (else containerd's own
+    /// `config.toml` may name another).
+    pub containerd_state_explicit: bool,
     /// Extra node paths scanned as site `other`.
     pub extra: Vec<PathBuf>,
     /// Docker's data root given by the user (`--docker-root`; missing is then an error);
@@ -266,6 +269,7 @@ impl Layout {
             pod_logs: logs::DEFAULT_DIR.into(),
             etcd: Vec::new(),
             containerd_root_explicit: false,
+            containerd_state_explicit: false,
             extra: Vec::new(),
             docker_root: None,
             containers_storage_root: None,
