@@ -1466,17 +1466,8 @@ fn run() -> anyhow::Result<bool> {
     let root = RootDir::open(tree.node.root())?;
     let layout = Layout {
         kubelet_dir: PathBuf::from(tree.node.kubelet_dir()),
-        kubelet_dir_explicit: false,
-        containerd_root: PathBuf::from(kresidue::sites::containerd::DEFAULT_ROOT),
-        containerd_root_explicit: false,
-        containerd_state_explicit: false,
-        etcd: Vec::new(),
-        containerd_state: PathBuf::from(kresidue::sites::containerd::DEFAULT_STATE),
         pod_logs: PathBuf::from(POD_LOGS),
-        extra: Vec::new(),
-        docker_root: None,
-        containers_storage_root: None,
-        max_file_size: None,
+        ..Layout::defaults()
     };
     let mut configs = Vec::new();
     for threads in THREADS {

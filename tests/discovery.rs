@@ -269,20 +269,7 @@ fn symlinked_volume_dir_lists_nothing_outside() {
     // What discovery learned of the pod's volumes (the map its files are named by) holds
     // nothing listed outside.
     let root = kresidue::sys::RootDir::open(std::path::Path::new(tree.root_arg())).unwrap();
-    let layout = kresidue::sites::Layout {
-        kubelet_dir: "/var/lib/kubelet".into(),
-        kubelet_dir_explicit: false,
-        containerd_root: "/var/lib/containerd".into(),
-        containerd_state: "/run/containerd".into(),
-        pod_logs: "/var/log/pods".into(),
-        etcd: Vec::new(),
-        containerd_root_explicit: false,
-        containerd_state_explicit: false,
-        extra: Vec::new(),
-        docker_root: None,
-        containers_storage_root: None,
-        max_file_size: None,
-    };
+    let layout = kresidue::sites::Layout::defaults();
     for scope in kresidue::sites::discover(&root, &layout, &mut Vec::new()) {
         if let kresidue::sites::ScopeKind::Pod { volumes, .. } = scope.kind {
             assert!(volumes.is_empty(), "volumes listed outside the root: {volumes:?}");

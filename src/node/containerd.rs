@@ -453,16 +453,16 @@ fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A real containerd 1.6 run's databases (`tests/containerd.rs` writes them with
     /// `KRESIDUE_UPDATE_FIXTURES=1`): a pod sandbox and in it one container, created over
     /// CRI as kubelet creates them (kubelet's pod labels, a generated secret in its env),
     /// from two images imported with `ctr`.
-    const META: &[u8] = include_bytes!("../../fixtures/containerd/meta.db");
-    const SNAPSHOTS: &[u8] = include_bytes!("../../fixtures/containerd/metadata.db");
-    const ID: &str = include_str!("../../fixtures/containerd/container-id");
+    pub(crate) const META: &[u8] = include_bytes!("../../fixtures/containerd/meta.db");
+    pub(crate) const SNAPSHOTS: &[u8] = include_bytes!("../../fixtures/containerd/metadata.db");
+    pub(crate) const ID: &str = include_str!("../../fixtures/containerd/container-id");
 
     #[test]
     fn real_meta_db_containers_and_owners() {

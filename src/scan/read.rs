@@ -379,8 +379,8 @@ impl Worker {
         let mut raw = Vec::new();
         self.scratch.search(&data, cx, Span { carry: 0, len: n, pos: 0, last: true }, &mut raw);
         // What the site parsed of the file at discovery, if it is still that file.
-        let now = f.metadata().ok().map(|m| sites::FileId::of(&m));
-        let kept = cx.job.owner.kept().filter(|k| Some(k.identity) == now);
+        let kept = cx.job.owner.kept();
+        let kept = kept.filter(|k| f.metadata().is_ok_and(|m| sites::FileId::of(&m) == k.identity));
         let id = cx.job.owner.site;
         let parsed = kept.map(|k| &*k.parsed);
         self.file_errors.extend(sites::site(id).attribute_whole(id, parsed, &data, &mut raw));

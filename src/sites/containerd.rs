@@ -16,13 +16,6 @@ pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
 pub const META_DB: &str = "io.containerd.metadata.v1.bolt/meta.db";
 /// The default containerd state dir (`state` in `config.toml`, a tmpfs).
 pub const DEFAULT_STATE: &str = "/run/containerd";
-/// The dir of the containerd dockerd starts for itself, under Docker's data root (its
-/// root) and exec root (its state) (moby `libcontainerd/supervisor/remote_daemon.go`).
-const DOCKER_CONTAINERD: &str = "containerd/daemon";
-
-/// Docker's default exec root, where its containerd keeps its state.
-const DOCKER_EXEC_ROOT: &str = "/run/docker";
-
 /// containerd's configuration, which may name another `root` and `state`.
 pub const CONFIG_TOML: &str = "/etc/containerd/config.toml";
 
@@ -81,20 +74,12 @@ impl Site for Containerd {
         &[SiteId::ContainerdSnapshot, SiteId::ContainerdMetadata, SiteId::OciBundle]
     }
 
-    /// The containerd of `--containerd-root` and `--containerd-state`, and the one
-    /// dockerd starts for itself when no other is given to it (its root and state under
-    /// Docker's data and exec roots, namespace `moby`).
+    /// The containerd of `--containerd-root` and `--containerd-state` (or of its
+    /// `config.toml`). The one dockerd starts for itself is found by Docker's family,
+    /// which knows Docker's data root ([`discover_one`]).
     fn discover(&self, cx: &mut Discovery<'_>) {
         let (root, state, named_by) = configured(cx);
         discover_one(cx, &root, &state, named_by);
-        // Docker's own family tells what is wrong with its configuration: quietly here.
-        let told = cx.errors.len();
-        let docker_root = super::docker::named_data_root(cx).0.join(DOCKER_CONTAINERD);
-        cx.errors.truncate(told);
-        if docker_root != root && super::resolve(cx.root, &docker_root).is_ok() {
-            let docker_state = Path::new(DOCKER_EXEC_ROOT).join(DOCKER_CONTAINERD);
-            discover_one(cx, &docker_root, &docker_state, None);
-        }
     }
 
     /// `meta.db` (megabytes) and bundle specs (kilobytes) are read whole and attributed by
@@ -254,7 +239,12 @@ fn configured(cx: &mut Discovery<'_>) -> (PathBuf, PathBuf, Option<&'static str>
 /// names the snapshots' containers, and attributes the matches in `meta.db` itself while
 /// the file is unchanged), its task bundles under `state`, its snapshots. A missing
 /// `root` is an error entry when someone named it (`named_by`).
-fn discover_one(cx: &mut Discovery<'_>, root: &Path, state: &Path, named_by: Option<&str>) {
+pub(super) fn discover_one(
+    cx: &mut Discovery<'_>,
+    root: &Path,
+    state: &Path,
+    named_by: Option<&str>,
+) {
     let mut kept = None;
     match super::resolve(cx.root, root) {
         Ok(_) => {
@@ -375,9 +365,7 @@ mod tests {
     use super::*;
     use crate::finding::Finding;
 
-    const META: &[u8] = include_bytes!("../../fixtures/containerd/meta.db");
-    const SNAPSHOT_DB: &[u8] = include_bytes!("../../fixtures/containerd/metadata.db");
-    const ID: &str = include_str!("../../fixtures/containerd/container-id");
+    use crate::node::containerd::tests::{ID, META, SNAPSHOTS as SNAPSHOT_DB};
 
     /// `meta.db` is read and parsed once, at discovery: its scope carries the bytes and
     /// the parse, the snapshots are owned from that parse, and the scan's attribution uses

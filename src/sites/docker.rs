@@ -17,6 +17,13 @@ pub const DOCKER_ROOT: &str = "/var/lib/docker";
 /// Docker's daemon configuration, which may name another data root (`data-root`).
 pub const DAEMON_JSON: &str = "/etc/docker/daemon.json";
 
+/// The dir of the containerd dockerd starts for itself, under Docker's data root (its
+/// root) and exec root (its state) (moby `libcontainerd/supervisor/remote_daemon.go`).
+const OWN_CONTAINERD: &str = "containerd/daemon";
+
+/// Docker's default exec root, where its containerd keeps its state.
+const EXEC_ROOT: &str = "/run/docker";
+
 /// The largest `daemon.json` read.
 const MAX_DAEMON_JSON: u64 = 1 << 20;
 
@@ -29,14 +36,7 @@ pub struct Docker;
 /// Docker's data root: `--docker-root`, else what `daemon.json` names, else the default
 /// ([`Discovery::runtime_root`]).
 fn data_root(cx: &mut Discovery<'_>) -> Option<PathBuf> {
-    let (root, named_by) = named_data_root(cx);
-    cx.runtime_root("Docker's data root", root, named_by)
-}
-
-/// Where Docker's data root is, and who named it (none: the default), unresolved.
-/// `daemon.json` is read quietly: a damaged one names nothing.
-pub(super) fn named_data_root(cx: &mut Discovery<'_>) -> (PathBuf, Option<&'static str>) {
-    match &cx.layout.docker_root {
+    let (root, named_by) = match &cx.layout.docker_root {
         Some(given) => (given.clone(), Some("--docker-root")),
         None => match cx.parse(Path::new(DAEMON_JSON), MAX_DAEMON_JSON, docker_data_root) {
             Some(Some(named)) => {
@@ -44,7 +44,8 @@ pub(super) fn named_data_root(cx: &mut Discovery<'_>) -> (PathBuf, Option<&'stat
             }
             _ => (PathBuf::from(DOCKER_ROOT), None),
         },
-    }
+    };
+    cx.runtime_root("Docker's data root", root, named_by)
 }
 
 impl Site for Docker {
@@ -52,9 +53,17 @@ impl Site for Docker {
         &[SiteId::DockerStorage]
     }
 
+    /// Also the containerd dockerd starts for itself when it is given none (namespace
+    /// `moby`), scanned as containerd's family scans the node's.
     fn discover(&self, cx: &mut Discovery<'_>) {
         let Some(data) = data_root(cx) else { return };
         let data = data.as_path();
+        let own = data.join(OWN_CONTAINERD);
+        // The node's containerd, when pointed there, is scanned already.
+        if own != cx.layout.containerd_root && super::resolve(cx.root, &own).is_ok() {
+            let state = Path::new(EXEC_ROOT).join(OWN_CONTAINERD);
+            super::containerd::discover_one(cx, &own, &state, None);
+        }
         let site = SiteId::DockerStorage;
         let containers = data.join("containers");
         let layers = data.join("overlay2");

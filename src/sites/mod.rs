@@ -258,9 +258,8 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// The default places, as `scan` with no option has them (for tests).
-    #[cfg(test)]
-    pub(crate) fn defaults() -> Layout {
+    /// The default places, as `scan` with no option has them.
+    pub fn defaults() -> Layout {
         Layout {
             kubelet_dir: kubelet::DEFAULT_KUBELET_DIR.into(),
             kubelet_dir_explicit: false,
