@@ -76,7 +76,7 @@ impl Site for Containerd {
 
     /// The containerd of `--containerd-root` and `--containerd-state` (or of its
     /// `config.toml`). The one dockerd starts for itself is found by Docker's family,
-    /// which knows Docker's data root ([`discover_one`]).
+    /// which knows Docker's data root (through `discover_one`).
     fn discover(&self, cx: &mut Discovery<'_>) {
         let (root, state, named_by) = configured(cx);
         discover_one(cx, &root, &state, named_by);
