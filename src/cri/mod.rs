@@ -8,8 +8,9 @@
 //! socket refusing connections (or, once connected, gone) is tried again, a question whose
 //! connection was lost is asked again on a new one, and so is one the runtime answers
 //! with "not initialized yet" while it starts. A socket whose other end never answered as
-//! a gRPC server (Docker's API socket, an HTTP/1 server, one that closes at once) is not
-//! a restarting runtime: it is tried once and is "not a CRI endpoint". What the
+//! a gRPC server gets one new connection (a runtime killed before it answered is taken
+//! back by it); lost again without an answer, it is "not a CRI endpoint" (Docker's API
+//! socket, an HTTP/1 server, one that closes at once), never a reconnect loop. What the
 //! runtime says is reduced to a [`Live`] view: pods by uid and containers by id, with their
 //! state, which the scan consults for `live`.
 
@@ -112,10 +113,13 @@ pub struct Client {
     /// 0 when the kernel could not say (a process of another PID namespace).
     peer: Arc<AtomicI32>,
     /// Set once the other end answered a call as a gRPC server (with an answer or a
-    /// status of its own): only then is a lost connection a runtime restarting, worth
-    /// connecting again; before, the socket is not a CRI endpoint (an HTTP/1 server
-    /// such as Docker's API, a server that closes at once).
+    /// status of its own): from then on a lost connection is a runtime restarting, worth
+    /// connecting again.
     answered: bool,
+    /// Set when a connection was lost before any answer: the one new connection such a
+    /// loss gets is used. A second loss without an answer means the socket is not a CRI
+    /// endpoint (an HTTP/1 server such as Docker's API, a server that closes at once).
+    lost_unanswered: bool,
 }
 
 impl std::fmt::Debug for Client {
@@ -148,6 +152,7 @@ impl Client {
             patience: None,
             peer,
             answered: false,
+            lost_unanswered: false,
         })
     }
 
@@ -228,8 +233,11 @@ impl Client {
             let now = Instant::now();
             let lost = matches!(&failure, Failed::Status(s) if connection_lost(s));
             if lost && !self.answered {
-                let why = failure.error(what, self.timeout).0;
-                return Err(Error(format!("the socket is not a CRI endpoint: {why}")));
+                if self.lost_unanswered {
+                    let why = failure.error(what, self.timeout).0;
+                    return Err(Error(format!("the socket is not a CRI endpoint: {why}")));
+                }
+                self.lost_unanswered = true;
             }
             let starting = matches!(&failure, Failed::Status(s) if still_starting(s));
             if !(lost || starting) {
