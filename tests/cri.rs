@@ -552,8 +552,8 @@ fn unreachable_runtimes() {
 
 /// `--cri` at a socket that is no CRI server (Docker's API socket, which answers an
 /// HTTP/2 preface with an HTTP/1 400 and closes; a server that closes at once): the
-/// runtime is unreachable with one clear line, after a handful of connections, never a
-/// reconnect loop (one was seen making 36,000 connections in 5 s).
+/// runtime is unreachable with one clear line, after two connections at most (however
+/// soon the server closes), never a reconnect loop (one was seen making 36,000 connections in 5 s).
 #[test]
 fn a_socket_that_is_no_cri_server_is_tried_once() {
     let (tree, file) = node();
@@ -573,7 +573,7 @@ fn a_socket_that_is_no_cri_server_is_tried_once() {
         let text = e.and_then(|e| e["error"].as_str()).unwrap_or_default().to_owned();
         assert!(text.contains("is not a CRI endpoint"), "{what}: {errors:?}");
         let n = accepted.load(Ordering::Relaxed);
-        assert!(n <= 3, "{what}: {n} connections");
+        assert!(n <= 2, "{what}: {n} connections");
     }
 }
 

@@ -389,8 +389,9 @@ fn connection_lost(status: &tonic::Status) -> bool {
         || (status.code() == tonic::Code::Unknown && status.message() == "transport error")
 }
 
-/// Opens a channel to `endpoint` (the HTTP/2 handshake included) by `deadline`; later
-/// reconnections of the channel get `timeout` each. A socket that refuses connections (the
+/// Opens a channel to `endpoint` (the HTTP/2 handshake included) by `deadline`. The
+/// channel makes this one connection only: when it is lost, calls on the channel fail, and
+/// whether to open another is [`Client::ask`]'s decision. A socket that refuses connections (the
 /// runtime is restarting: its socket is there but no one listens yet) is tried again every
 /// 100 ms until the deadline; so is a missing one when `patient` (a runtime that was there
 /// a moment ago removes and recreates its socket as it restarts).
@@ -406,13 +407,21 @@ fn open(
         let left = deadline.saturating_duration_since(Instant::now());
         let path = endpoint.path.clone();
         let peer = peer.clone();
+        // One connection per channel: the channel would otherwise connect again by itself
+        // when its connection is lost, as often as it is asked, behind the back of
+        // [`Client::ask`], which decides alone whether a lost connection is worth another.
+        let used = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let connect = async move {
             // The URI is required by the API and ignored by the connector.
             tonic::transport::Endpoint::from_static("http://localhost")
                 .connect_timeout(timeout)
                 .connect_with_connector(tower::service_fn(move |_| {
-                    let (path, peer) = (path.clone(), peer.clone());
+                    let (path, peer, used) = (path.clone(), peer.clone(), used.clone());
                     async move {
+                        if used.swap(true, Ordering::Relaxed) {
+                            let lost = std::io::ErrorKind::ConnectionAborted;
+                            return Err(std::io::Error::new(lost, "the connection was lost"));
+                        }
                         let stream = tokio::net::UnixStream::connect(path).await?;
                         let pid = stream.peer_cred().ok().and_then(|c| c.pid()).unwrap_or(0);
                         peer.store(pid, Ordering::Relaxed);
