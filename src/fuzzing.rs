@@ -123,7 +123,23 @@ pub fn crio_docker_json(data: &[u8]) {
     let _ = other_runtimes::storage_graphroot(&mut &data[..]);
     let _ = other_runtimes::crio_root(&mut &data[..]);
     let _ = other_runtimes::containerd_dirs(&mut &data[..]);
+    // Image names: Docker's `repositories.json`, containers/storage's `images.json`.
+    let docker = other_runtimes::docker_image_names(&mut &data[..]);
+    let storage = other_runtimes::storage_image_names(&mut &data[..]);
     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) {
+        assert_eq!(docker.is_some(), v.is_object(), "a repositories.json object");
+        assert_eq!(storage.is_some(), v.is_array(), "an images.json list");
+        // Each name indexing the document gives is kept (the parser keeps duplicate
+        // keys' earlier values too, and bounds the counts far above this input's).
+        let repos = v["Repositories"].as_object().into_iter().flat_map(|r| r.values());
+        for (name, id) in repos.filter_map(|r| r.as_object()).flatten() {
+            let Some(id) = id.as_str().filter(|i| i.len() <= 256 && name.len() <= 4096) else {
+                continue;
+            };
+            let id = id.strip_prefix("sha256:").unwrap_or(id);
+            let kept = docker.as_ref().and_then(|d| d.get(id)).is_some_and(|n| n.contains(name));
+            assert!(kept || data.len() > 1 << 20, "a Docker image name");
+        }
         let want = v["Config"]["Labels"]["io.kubernetes.pod.uid"].as_str();
         let want = want.filter(|u| u.len() <= 256).map(str::to_owned);
         assert_eq!(uid, want, "the Docker pod uid");

@@ -80,6 +80,9 @@ pub fn place(category: Category, stale: bool, live: Option<bool>) -> (Category, 
         Category::EnvPersisted | Category::ContainerLayer => (category, [High, High, Medium]),
         // Baked into an image: on every node that pulls it, whoever runs it.
         Category::ImageLayer => (category, [High, High, High]),
+        // An image's `ENV` or a build arg in its history: shown by `docker history` and
+        // `inspect` to whoever may pull the image.
+        Category::ImageConfig => (category, [High, High, High]),
         // Printed by an app: in the log until it rotates out, and shipped wherever logs go.
         Category::PodLog => (category, [High, High, High]),
         // Every Secret of the cluster in plaintext: encryption at rest is off.
@@ -135,6 +138,7 @@ mod tests {
                         SiteId::KubeletSubpath => C::StaleSubpath,
                         SiteId::ContainerdMetadata | SiteId::OciBundle => C::EnvPersisted,
                         SiteId::ContainerdSnapshot
+                        | SiteId::ContainerdContent
                         | SiteId::CrioStorage
                         | SiteId::DockerStorage => from_records,
                         SiteId::PodLog => C::PodLog,
@@ -160,13 +164,14 @@ mod tests {
     #[test]
     fn every_category_and_liveness_has_its_place() {
         #[rustfmt::skip]
-        let table: [(Category, [(Category, Severity); 3]); 10] = [
+        let table: [(Category, [(Category, Severity); 3]); 11] = [
             (C::OrphanedVolume, [(C::OrphanedVolume, H), (C::OrphanedVolume, Cr), (C::OrphanedVolume, I)]),
             (C::NonTmpfsVolume, [(C::NonTmpfsVolume, Cr), (C::OrphanedVolume, Cr), (C::NonTmpfsVolume, H)]),
             (C::StaleSubpath, [(C::StaleSubpath, M), (C::StaleSubpath, H), (C::StaleSubpath, M)]),
             (C::EnvPersisted, [(C::EnvPersisted, H), (C::DeadContainer, H), (C::EnvPersisted, M)]),
             (C::ContainerLayer, [(C::ContainerLayer, H), (C::DeadContainer, H), (C::ContainerLayer, M)]),
             (C::ImageLayer, [(C::ImageLayer, H), (C::ImageLayer, H), (C::ImageLayer, H)]),
+            (C::ImageConfig, [(C::ImageConfig, H), (C::ImageConfig, H), (C::ImageConfig, H)]),
             (C::PodLog, [(C::PodLog, H), (C::PodLog, H), (C::PodLog, H)]),
             (C::EtcdPlaintext, [(C::EtcdPlaintext, Cr), (C::EtcdPlaintext, Cr), (C::EtcdPlaintext, Cr)]),
             (C::DeadContainer, [(C::DeadContainer, H), (C::DeadContainer, H), (C::DeadContainer, H)]),

@@ -85,6 +85,17 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ("oci_spec", "bundle", spec),
         ("crio_docker_json", "crio", crio),
         ("crio_docker_json", "docker", docker),
+        (
+            "crio_docker_json",
+            "repositories",
+            br#"{"Repositories":{"web":{"web:1":"sha256:aa","web@sha256:dd":"sha256:aa"}}}"#
+                .to_vec(),
+        ),
+        (
+            "crio_docker_json",
+            "images",
+            br#"[{"id":"aa","names":["localhost/web:1"],"big-data-names":["manifest"]}]"#.to_vec(),
+        ),
         ("cri_log", "plain", log),
         ("cri_log", "gzip", gz),
         ("jwt", "service-account", sa),

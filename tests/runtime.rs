@@ -961,3 +961,92 @@ fn containerd_root_from_its_config() {
     let given = [&args[..], &["--containerd-root", "/data/containerd"]].concat();
     tree.scan(&given).assert_code(1);
 }
+
+/// An image config as the runtimes store it: `ENV`, and the history whose `created_by`
+/// holds a build arg's value.
+fn image_config(env: &str, build_arg: &str) -> Vec<u8> {
+    let config = json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["PATH=/bin", format!("TOKEN={env}")], "Cmd": ["sh"]},
+        "history": [{"created_by": format!("|1 DEPLOY_KEY={build_arg} /bin/sh -c make")}],
+        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{}", "d1".repeat(32))]},
+    });
+    serde_json::to_vec(&config).unwrap()
+}
+
+/// Image metadata of every runtime (issue 30): a Docker image config (`imagedb`, named
+/// through `repositories.json`), a containers/storage one (`overlay-images/<id>/=<base64
+/// key>`, named through `images.json`) and containerd's content-store configs (named
+/// through `meta.db`'s images, an index's too, an image never unpacked too), each found
+/// once as `image-config` with every name of its images; containerd's compressed layer
+/// blobs are not read.
+#[test]
+fn image_configs_of_every_runtime() {
+    let tree = NodeTree::new();
+    let (vals, mut secrets) = numbered(&tree, 8, 4771);
+    let value = String::from_utf8(fake_secret(4791)).unwrap();
+    let freed = String::from_utf8(fake_secret(4792)).unwrap();
+    secrets.extend(self::secrets(&value, &freed));
+    tree.guard_secrets(&secrets);
+    tree.write(META_DB, &meta_db(&value, &freed));
+    let blobs = "/var/lib/containerd/io.containerd.content.v1.content/blobs/sha256";
+    let (c0, c3) = (format!("{blobs}/{}", "c0".repeat(32)), format!("{blobs}/{}", "c3".repeat(32)));
+    tree.write(&c0, &image_config(&vals[0], &vals[1]));
+    tree.write(&c3, &image_config(&vals[2], &vals[2]));
+    let layer_blob = format!("{blobs}/{}", "d0".repeat(32));
+    tree.write(&layer_blob, vals[3].as_bytes());
+    // Docker
+    let img = "f5".repeat(32);
+    let docker = "/var/lib/docker/image/overlay2";
+    let docker_config = format!("{docker}/imagedb/content/sha256/{img}");
+    tree.write(&docker_config, &image_config(&vals[4], &vals[5]));
+    let repos = json!({"Repositories": {
+        "shop/web": {"shop/web:1": format!("sha256:{img}"), "shop/web:latest": format!("sha256:{img}")},
+        "shop/other": {"shop/other:2": format!("sha256:{}", "0f".repeat(32))},
+    }});
+    tree.write(format!("{docker}/repositories.json"), repos.to_string().as_bytes());
+    // containers/storage
+    let images = "/var/lib/containers/storage/overlay-images";
+    let key = String::from_utf8(b64(format!("sha256:{img}").as_bytes())).unwrap();
+    let cs_config = format!("{images}/{img}/={key}");
+    tree.write(&cs_config, &image_config(&vals[6], &vals[7]));
+    tree.write(format!("{images}/{img}/manifest"), b"{\"schemaVersion\": 2}");
+    let records = json!([{"id": img, "names": ["localhost/web:1", "localhost/web:2"]}]);
+    tree.write(format!("{images}/images.json"), records.to_string().as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let mut got: Vec<(String, String, String, String, Vec<String>)> = out
+        .findings()
+        .into_iter()
+        .filter(|f| f.category == "image-config" || f.path == layer_blob)
+        .map(|f| {
+            let names = f.raw["images"].as_array().cloned().unwrap_or_default();
+            let names = names.iter().map(|n| n.as_str().unwrap().to_owned()).collect();
+            (f.secret, f.path, f.site, f.category, names)
+        })
+        .collect();
+    got.sort();
+    let s = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let c0_names = s(&["localhost/app:1", &format!("sha256:{}", "c0".repeat(32))]);
+    let row = |i: usize, path: &str, site: &str, names: &[String]| {
+        (
+            format!("shop/s{i}"),
+            path.to_owned(),
+            site.to_owned(),
+            "image-config".into(),
+            names.to_vec(),
+        )
+    };
+    let mut want = vec![
+        row(0, &c0, "containerd-content", &c0_names),
+        row(1, &c0, "containerd-content", &c0_names),
+        row(2, &c3, "containerd-content", &s(&["native-only:1"])),
+        row(4, &docker_config, "docker-storage", &s(&["shop/web:1", "shop/web:latest"])),
+        row(5, &docker_config, "docker-storage", &s(&["shop/web:1", "shop/web:latest"])),
+        row(6, &cs_config, "crio-storage", &s(&["localhost/web:1", "localhost/web:2"])),
+        row(7, &cs_config, "crio-storage", &s(&["localhost/web:1", "localhost/web:2"])),
+    ];
+    want.sort();
+    assert_eq!(got, want, "{}", out.stdout_str());
+}

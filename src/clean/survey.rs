@@ -79,6 +79,7 @@ fn target_kind(site: SiteId) -> Option<TargetKind> {
         SiteId::KubeletSubpath => Some(TargetKind::Subpath),
         SiteId::ContainerdSnapshot
         | SiteId::ContainerdMetadata
+        | SiteId::ContainerdContent
         | SiteId::OciBundle
         | SiteId::PodLog
         | SiteId::CrioStorage

@@ -145,7 +145,14 @@ const GC_SNAPSHOT: &[u8] = b"containerd.io/gc.ref.snapshot.";
 /// manifest (or an index, whose `m.<i>` labels name its manifests); the manifest blob's
 /// `config` label names the config blob, whose `gc.ref.snapshot.<snapshotter>` labels name
 /// the top layer's chain id.
-fn image_tops(ns: &str, ns_bucket: &Bucket<'_>, out: &mut Vec<ImageTop>) -> Result<(), Error> {
+/// Every config blob found on the way is `configs`' too, with the image's name, whether
+/// or not it was unpacked.
+fn image_tops(
+    ns: &str,
+    ns_bucket: &Bucket<'_>,
+    out: &mut Vec<ImageTop>,
+    configs: &mut BTreeMap<String, BTreeSet<String>>,
+) -> Result<(), Error> {
     let Some(images) = ns_bucket.bucket(b"images")? else { return Ok(()) };
     let content = ns_bucket.bucket(b"content")?;
     let blobs = content.map(|c| c.bucket(b"blob")).transpose()?.flatten();
@@ -183,6 +190,7 @@ fn image_tops(ns: &str, ns_bucket: &Bucket<'_>, out: &mut Vec<ImageTop>) -> Resu
         );
         for manifest in manifests {
             for (_, config) in labels(manifest).into_iter().filter(|(k, _)| *k == GC_CONFIG) {
+                configs.entry(lossy(config)).or_default().insert(lossy(name));
                 for (k, chain) in labels(config) {
                     let Some(snapshotter) = k.strip_prefix(GC_SNAPSHOT) else { continue };
                     out.push(ImageTop {
@@ -237,6 +245,9 @@ pub struct MetaDb {
     pub containers: Vec<Container>,
     /// Every image and the top layer it was unpacked to.
     pub images: Vec<ImageTop>,
+    /// Every image config blob (`sha256:…`) and the names of the images whose manifests
+    /// name it, in any namespace.
+    pub configs: BTreeMap<String, BTreeSet<String>>,
     /// Byte ranges of container values, sorted, with the index of their container.
     values: Vec<(Range<u64>, usize)>,
     /// Byte ranges of dead pages, sorted.
@@ -260,7 +271,7 @@ impl MetaDb {
         let mut seen = HashSet::new();
         for (ns, value) in v1.entries()? {
             let Value::Bucket(ns_bucket) = value else { continue };
-            if let Err(e) = image_tops(&lossy(ns), &ns_bucket, &mut out.images) {
+            if let Err(e) = image_tops(&lossy(ns), &ns_bucket, &mut out.images, &mut out.configs) {
                 errors.push(e);
             }
             let containers = match ns_bucket.bucket(b"containers") {
@@ -531,6 +542,10 @@ pub(crate) mod tests {
             assert_eq!(named.contains_key(id), s.kind == SnapshotKind::Committed, "{s:?}");
         }
         assert!(layer_images("native", &snaps, &db.images).is_empty());
+        // Each image's config blob is named, with the image's names.
+        let configs: BTreeSet<&str> = db.configs.values().flatten().map(String::as_str).collect();
+        assert!(configs.is_superset(&names), "{:?}", db.configs);
+        assert!(db.configs.keys().all(|d| d.starts_with("sha256:") && d.len() == 71));
     }
 
     /// Truncated and damaged copies of the real databases: errors or partial results,

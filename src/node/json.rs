@@ -182,6 +182,256 @@ pub fn pick_each(
     Some(picked)
 }
 
+/// The `visit_*` methods of the JSON values a visitor takes no part of (booleans,
+/// numbers, null), each giving `$value` of type `$ty`.
+macro_rules! other_values_give {
+    ($ty:ty, $value:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<$ty, E> {
+            Ok($value)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<$ty, E> {
+            Ok($value)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<$ty, E> {
+            Ok($value)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<$ty, E> {
+            Ok($value)
+        }
+        fn visit_unit<E>(self) -> Result<$ty, E> {
+            Ok($value)
+        }
+    };
+}
+
+/// At most `max` strings, each at most [`MAX_TEXT`] bytes (longer ones are dropped),
+/// from a JSON value that is a string, or (when `max` > 1) a list of strings; anything
+/// else gives none.
+struct Strings {
+    max: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for Strings {
+    type Value = Vec<String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Strings {
+    type Value = Vec<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("strings")
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok((v.len() <= MAX_TEXT && self.max > 0).then(|| v.to_owned()).into_iter().collect())
+    }
+
+    other_values_give!(Self::Value, Vec::new());
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        // An element is a string or nothing: a list in the list is skipped.
+        while self.max > 1 && out.len() < self.max {
+            match seq.next_element_seed(Strings { max: 1 })? {
+                Some(one) => out.extend(one),
+                None => return Ok(out),
+            }
+        }
+        skip_seq(seq)?;
+        Ok(out)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Vec::new())
+    }
+}
+
+/// The `(key, string)` pairs of the objects that are the values of the object at key `at`
+/// of the JSON object read from `json` (Docker's `repositories.json`: `Repositories` →
+/// repository → reference → image id), at most `max` of them, each part at most
+/// [`MAX_TEXT`] bytes; `None` when it is not JSON.
+pub fn pick_nested_pairs(
+    json: &mut dyn std::io::Read,
+    at: &str,
+    max: usize,
+) -> Option<Vec<(String, String)>> {
+    /// The top object: finds `at`.
+    struct Top<'a> {
+        at: &'a str,
+        max: usize,
+    }
+    /// An object of objects: the pairs of each inner one.
+    struct Outer {
+        max: usize,
+    }
+    /// One inner object's pairs, appended to `out` up to `max` in all.
+    struct Inner<'o> {
+        out: &'o mut Vec<(String, String)>,
+        max: usize,
+    }
+    impl<'de> Visitor<'de> for Top<'_> {
+        type Value = Vec<(String, String)>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if key == self.at {
+                    out = map.next_value_seed(Outer { max: self.max })?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(out)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Outer {
+        type Value = Vec<(String, String)>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Outer {
+        type Value = Vec<(String, String)>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object of objects")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while map.next_key::<IgnoredAny>()?.is_some() {
+                map.next_value_seed(Inner { out: &mut out, max: self.max })?;
+            }
+            Ok(out)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            skip_seq(seq)?;
+            Ok(Vec::new())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(Vec::new())
+        }
+        other_values_give!(Self::Value, Vec::new());
+    }
+    impl<'de> DeserializeSeed<'de> for Inner<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Inner<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object of strings")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                let value = map.next_value_seed(Strings { max: 1 })?;
+                let fits = key.len() <= MAX_TEXT && self.out.len() < self.max;
+                if let (Some(value), true) = (value.into_iter().next(), fits) {
+                    self.out.push((key, value));
+                }
+            }
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+            skip_seq(seq)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        other_values_give!((), ());
+    }
+    let mut d = serde_json::Deserializer::from_reader(json);
+    let pairs = d.deserialize_any(Top { at, max }).ok()?;
+    d.end().ok()?;
+    Some(pairs)
+}
+
+/// In each element of the JSON list read from `json` (at most `max` elements; the rest
+/// are parsed and skipped): the string at key `id` and at most `per` strings of the list
+/// at key `list` (containers/storage's `images.json`: `id`, `names`); `None` when it is
+/// not a JSON list.
+pub fn pick_each_list(
+    json: &mut dyn std::io::Read,
+    id: &str,
+    list: &str,
+    max: usize,
+    per: usize,
+) -> Option<Vec<(Option<String>, Vec<String>)>> {
+    struct Each<'k> {
+        id: &'k str,
+        list: &'k str,
+        max: usize,
+        per: usize,
+    }
+    struct One<'k> {
+        id: &'k str,
+        list: &'k str,
+        per: usize,
+    }
+    impl<'de> Visitor<'de> for Each<'_> {
+        type Value = Vec<(Option<String>, Vec<String>)>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while out.len() < self.max {
+                let one = One { id: self.id, list: self.list, per: self.per };
+                match seq.next_element_seed(one)? {
+                    Some(picked) => out.push(picked),
+                    None => return Ok(out),
+                }
+            }
+            skip_seq(seq)?;
+            Ok(out)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for One<'_> {
+        type Value = (Option<String>, Vec<String>);
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for One<'_> {
+        type Value = (Option<String>, Vec<String>);
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let (mut id, mut list) = (None, Vec::new());
+            while let Some(key) = map.next_key::<String>()? {
+                if key == self.id {
+                    id = map.next_value_seed(Strings { max: 1 })?.pop();
+                } else if key == self.list {
+                    list = map.next_value_seed(Strings { max: self.per })?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok((id, list))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            skip_seq(seq)?;
+            Ok((None, Vec::new()))
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok((None, Vec::new()))
+        }
+        other_values_give!(Self::Value, (None, Vec::new()));
+    }
+    let mut d = serde_json::Deserializer::from_reader(json);
+    let picked = d.deserialize_seq(Each { id, list, max, per }).ok()?;
+    d.end().ok()?;
+    Some(picked)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,5 +482,37 @@ mod tests {
         assert_eq!(each, vec![vec![Some("a".into())], vec![None], vec![Some("b".into())]]);
         assert!(pick_each(&mut &b"{}"[..], &[&["id"]], 3).is_none());
         assert!(pick_each(&mut &b"[1,"[..], &[&["id"]], 1).is_none(), "damaged past the max");
+    }
+
+    #[test]
+    fn picks_nested_pairs_up_to_max() {
+        let json = br#"{"x":{"r":{"no":"1"}},"Repositories":{"a":{"a:1":"i1","a:2":"i2","n":3},
+            "b":"flat","c":[{"c:1":"no"}],"d":{"d:1":"i3"}}}"#;
+        let all = pick_nested_pairs(&mut &json[..], "Repositories", 10).unwrap();
+        let s = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert_eq!(all, vec![s("a:1", "i1"), s("a:2", "i2"), s("d:1", "i3")]);
+        assert_eq!(pick_nested_pairs(&mut &json[..], "Repositories", 2).unwrap().len(), 2);
+        assert_eq!(pick_nested_pairs(&mut &b"{}"[..], "Repositories", 2), Some(vec![]));
+        assert_eq!(pick_nested_pairs(&mut &b"[1]"[..], "Repositories", 2), None);
+        assert_eq!(pick_nested_pairs(&mut &b"{\"Repositories\":{"[..], "Repositories", 2), None);
+    }
+
+    #[test]
+    fn picks_each_list_up_to_max() {
+        let json =
+            br#"[{"id":"a","names":[["x"],"n1",{"y":"z"},"n2",3,"n3"]},{"names":"solo","id":7},5,
+            {"id":"c","names":{"x":"y"}},{"id":"d"}]"#;
+        let got = pick_each_list(&mut &json[..], "id", "names", 4, 2).unwrap();
+        let v = |s: &[&str]| s.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            got,
+            vec![
+                (Some("a".into()), v(&["n1", "n2"])),
+                (None, v(&["solo"])),
+                (None, vec![]),
+                (Some("c".into()), vec![]),
+            ]
+        );
+        assert!(pick_each_list(&mut &b"{}"[..], "id", "names", 4, 2).is_none());
     }
 }

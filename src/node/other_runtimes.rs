@@ -3,7 +3,7 @@
 //! `docs/NODE-LAYOUT.md`), parsed as they are read.
 
 use super::json;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// Largest record file read (`containers.json`, `config.v2.json`). Records are parsed as
 /// they are read, keeping only the few fields used, so this bounds time, not memory.
@@ -105,6 +105,42 @@ pub fn docker_pod_uid(json: &mut dyn std::io::Read) -> Option<String> {
     short(uid.pop().flatten())
 }
 
+/// Image names kept: a node holds a few hundred images, each with a few names.
+pub const MAX_IMAGE_NAMES: usize = 65_536;
+/// Names kept of one image.
+const MAX_NAMES_PER_IMAGE: usize = 256;
+
+/// Image id (hex, no `sha256:`) → the names of the image, as [`docker_image_names`] and
+/// [`storage_image_names`] return them.
+pub type ImageNames = HashMap<String, BTreeSet<String>>;
+
+/// Docker's `repositories.json` (`Repositories` → repository → reference → `sha256:<id>`),
+/// parsed as it is read: each image id's references (tags and digests), at most
+/// [`MAX_IMAGE_NAMES`] in all. `None` when it is not JSON.
+pub fn docker_image_names(json: &mut dyn std::io::Read) -> Option<ImageNames> {
+    let pairs = json::pick_nested_pairs(json, "Repositories", MAX_IMAGE_NAMES)?;
+    let mut names = ImageNames::new();
+    for (reference, id) in pairs {
+        let Some(id) = short(Some(id)) else { continue };
+        let id = id.strip_prefix("sha256:").unwrap_or(&id).to_owned();
+        names.entry(id).or_default().insert(reference);
+    }
+    Some(names)
+}
+
+/// containers/storage's `images.json` (a list of records with `id` and `names`), parsed
+/// as it is read: each image id's names, for at most [`MAX_CONTAINERS`] records of at
+/// most 256 names. `None` when it is not a JSON list.
+pub fn storage_image_names(json: &mut dyn std::io::Read) -> Option<ImageNames> {
+    let records = json::pick_each_list(json, "id", "names", MAX_CONTAINERS, MAX_NAMES_PER_IMAGE)?;
+    let mut names = ImageNames::new();
+    for (id, list) in records {
+        let Some(id) = short(id) else { continue };
+        names.entry(id).or_default().extend(list);
+    }
+    Some(names)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +155,24 @@ mod tests {
         assert_eq!(root(r#"{"debug": true}"#), Some(None));
         assert_eq!(root(r#"{"data-root": 7}"#), Some(None), "not a path");
         assert_eq!(root("not json"), None);
+    }
+
+    #[test]
+    fn image_names_of_both_runtimes() {
+        let repos = br#"{"Repositories":{"web":{"web:1":"sha256:aa","web@sha256:dd":"sha256:aa"},
+            "db":{"db:2":"sha256:bb"}}}"#;
+        let names = docker_image_names(&mut &repos[..]).unwrap();
+        let set = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
+        assert_eq!(names["aa"], set(&["web:1", "web@sha256:dd"]));
+        assert_eq!(names["bb"], set(&["db:2"]));
+        assert_eq!(docker_image_names(&mut &b"not json"[..]), None);
+        let images =
+            br#"[{"id":"aa","names":["localhost/web:1","localhost/web:2"],"big-data-names":["x"]},
+            {"id":"bb"}]"#;
+        let names = storage_image_names(&mut &images[..]).unwrap();
+        assert_eq!(names["aa"], set(&["localhost/web:1", "localhost/web:2"]));
+        assert!(names["bb"].is_empty());
+        assert_eq!(storage_image_names(&mut &b"{}"[..]), None);
     }
 
     #[test]

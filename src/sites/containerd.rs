@@ -71,7 +71,12 @@ fn parsed(kept: &Kept) -> Option<&Parsed> {
 
 impl Site for Containerd {
     fn ids(&self) -> &'static [SiteId] {
-        &[SiteId::ContainerdSnapshot, SiteId::ContainerdMetadata, SiteId::OciBundle]
+        &[
+            SiteId::ContainerdSnapshot,
+            SiteId::ContainerdMetadata,
+            SiteId::ContainerdContent,
+            SiteId::OciBundle,
+        ]
     }
 
     /// The containerd of `--containerd-root` and `--containerd-state` (or of its
@@ -135,8 +140,8 @@ impl Site for Containerd {
                     f.pod = owner.pod();
                 }
             }
-            // Layers are streamed; only the two above are read whole.
-            SiteId::ContainerdSnapshot => {}
+            // Layers and image configs are streamed; only the two above are read whole.
+            SiteId::ContainerdSnapshot | SiteId::ContainerdContent => {}
             // Not this family's: `site(id)` never hands it here.
             _ => {}
         }
@@ -151,13 +156,17 @@ impl Site for Containerd {
         _on_tmpfs: &mut dyn FnMut() -> bool,
     ) -> Category {
         match id {
-            SiteId::ContainerdSnapshot => owner.map_or(Category::Other, |o| o.category),
+            SiteId::ContainerdSnapshot | SiteId::ContainerdContent => {
+                owner.map_or(Category::Other, |o| o.category)
+            }
             _ => Category::EnvPersisted,
         }
     }
 
-    fn container_owned(&self, _id: SiteId) -> bool {
-        true
+    /// A container's env at rest, in its spec or the database; a layer as the records
+    /// say; an image's config is no container's.
+    fn container_owned(&self, id: SiteId) -> bool {
+        id != SiteId::ContainerdContent
     }
 
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
@@ -272,6 +281,33 @@ pub(super) fn discover_one(
     bundles(cx, &state.join(TASKS));
     let meta = kept.as_deref().and_then(parsed).and_then(|p| p.as_ref().ok());
     snapshots(cx, root, meta.map(|(db, _)| db));
+    if let Some((db, _)) = meta {
+        image_configs(cx, root, db);
+    }
+}
+
+/// containerd's content store, where pulled and imported blobs are kept by digest.
+const BLOBS: &str = "io.containerd.content.v1.content/blobs";
+
+/// The image config blobs of the content store that `meta.db`'s images name (through
+/// their manifests, an index's too, unpacked or not), each with every name of the images
+/// that use it. Other blobs (manifests, compressed layers, whose files are read unpacked
+/// in the snapshots) are not read.
+fn image_configs(cx: &mut Discovery<'_>, root: &Path, db: &MetaDb) {
+    let blobs = root.join(BLOBS);
+    for (digest, names) in &db.configs {
+        // A digest is `<algorithm>:<hex>`; anything else (a path, in a crafted database)
+        // names no blob.
+        let Some((algorithm, hex)) = digest.split_once(':') else { continue };
+        let word = |s: &str, ok: fn(char) -> bool| !s.is_empty() && s.chars().all(ok);
+        if !word(algorithm, |c| c.is_ascii_alphanumeric()) || !word(hex, |c| c.is_ascii_hexdigit())
+        {
+            continue;
+        }
+        let mut own = Ownership::new(SiteId::ContainerdContent, Category::ImageConfig, None, None);
+        own.images = names.iter().cloned().collect();
+        cx.push(&blobs.join(algorithm).join(hex), ScopeKind::Owned(own), super::Unresolved::Quiet);
+    }
 }
 
 /// The files of every snapshot of the overlayfs and native snapshotters, with what each

@@ -2,13 +2,16 @@
 //! container's writable layer when `overlay-containers/containers.json` names the layer
 //! as a container's `layer`, else an image layer; `overlay-containers/<id>/userdata/
 //! config.json` is the OCI spec (with the env) CRI-O keeps on disk. The pod comes from
-//! the record's `metadata` (a JSON string CRI-O writes, with the pod `uid`). Facts in
+//! the record's `metadata` (a JSON string CRI-O writes, with the pod `uid`);
+//! `overlay-images/<id>/` holds an image's config, named through `images.json`. Facts in
 //! `docs/NODE-LAYOUT.md` (CRI-O); the records are parsed by
 //! [`crate::node::other_runtimes`].
 
 use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
 use crate::finding::{Category, Finding, SiteId};
-use crate::node::other_runtimes::{crio_layers, crio_root, storage_graphroot, MAX_RECORD};
+use crate::node::other_runtimes::{
+    crio_layers, crio_root, storage_graphroot, storage_image_names, MAX_RECORD,
+};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -35,6 +38,7 @@ impl Site for Crio {
     fn discover(&self, cx: &mut Discovery<'_>) {
         for graph in graph_roots(cx) {
             discover_graph(cx, &graph);
+            image_configs(cx, &graph);
         }
     }
 
@@ -109,5 +113,21 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
         let spec = Ownership::new(site, Category::EnvPersisted, Some(id.to_owned()), pod_uid);
         let config = containers.join(&name).join("userdata/config.json");
         cx.push(&config, ScopeKind::Owned(spec), Unresolved::Quiet);
+    }
+}
+
+/// The image dirs of the containers/storage root `graph` (`overlay-images/<id>/`: the
+/// config, stored under the file name `=<base64 of "sha256:<id>">`, with `ENV`, labels
+/// and the history holding build args; the manifest), each named after the names
+/// `images.json` gives it.
+fn image_configs(cx: &mut Discovery<'_>, graph: &Path) {
+    let images = graph.join("overlay-images");
+    let records = images.join("images.json");
+    let names = cx.parse(&records, MAX_RECORD, storage_image_names).unwrap_or_default();
+    for id in cx.dirs(&images) {
+        let mut own = Ownership::new(SiteId::CrioStorage, Category::ImageConfig, None, None);
+        let names = id.to_str().and_then(|id| names.get(id));
+        own.images = names.map(|n| n.iter().cloned().collect()).unwrap_or_default();
+        cx.push(&images.join(&id), ScopeKind::Owned(own), Unresolved::Quiet);
     }
 }

@@ -1,13 +1,17 @@
 //! Docker's data root (`/var/lib/docker`): `overlay2/<id>/diff` is a container's writable
 //! layer when `image/overlay2/layerdb/mounts/<container>/mount-id` names it, else an
 //! image layer; `containers/<id>/config.v2.json` holds the container's `Config` with its
-//! `Env` and `Labels` (the pod from kubelet's `io.kubernetes.pod.uid` label). Facts in
+//! `Env` and `Labels` (the pod from kubelet's `io.kubernetes.pod.uid` label);
+//! `image/overlay2/imagedb/content/sha256/<id>` an image's config, named through
+//! `image/overlay2/repositories.json`. Facts in
 //! `docs/NODE-LAYOUT.md` (Docker); the records are parsed by
 //! [`crate::node::other_runtimes`].
 
 use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
 use crate::finding::{Category, Finding, SiteId};
-use crate::node::other_runtimes::{docker_data_root, docker_pod_uid, MAX_RECORD};
+use crate::node::other_runtimes::{
+    docker_data_root, docker_image_names, docker_pod_uid, MAX_RECORD,
+};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -95,6 +99,7 @@ impl Site for Docker {
             let layer = ScopeKind::Owned(Ownership::new(site, category, container, pod_uid));
             cx.push(&layers.join(&name).join("diff"), layer, Unresolved::Quiet);
         }
+        image_configs(cx, data);
     }
 
     /// As the records say: a container's layer or config, or an image layer.
@@ -109,5 +114,26 @@ impl Site for Docker {
 
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
         super::runtime_advice(f, cx.live)
+    }
+}
+
+/// The image configs of every storage driver's image store (`image/<driver>/imagedb/
+/// content/sha256/<id>`: `ENV`, labels, and the history whose `created_by` holds build
+/// args), each named after the references `repositories.json` gives it; a config no
+/// reference names (an untagged image, a classic build's intermediate) is read too.
+fn image_configs(cx: &mut Discovery<'_>, data: &Path) {
+    let site = SiteId::DockerStorage;
+    let images = data.join("image");
+    for driver in cx.dirs(&images) {
+        let store = images.join(&driver);
+        let repositories = store.join("repositories.json");
+        let names = cx.parse(&repositories, MAX_RECORD, docker_image_names).unwrap_or_default();
+        let configs = store.join("imagedb/content/sha256");
+        for id in cx.files(&configs) {
+            let mut own = Ownership::new(site, Category::ImageConfig, None, None);
+            let names = id.to_str().and_then(|id| names.get(id));
+            own.images = names.map(|n| n.iter().cloned().collect()).unwrap_or_default();
+            cx.push(&configs.join(&id), ScopeKind::Owned(own), Unresolved::Quiet);
+        }
     }
 }

@@ -62,7 +62,7 @@ pub enum ScopeKind {
 pub struct Ownership {
     /// The site.
     pub site: SiteId,
-    /// `container-layer`, `image-layer` or `env-persisted`.
+    /// `container-layer`, `image-layer`, `image-config` or `env-persisted`.
     pub category: Category,
     /// The container whose layer or file it is.
     pub container: Option<String>,
@@ -380,9 +380,10 @@ pub fn site(id: SiteId) -> &'static dyn Site {
         | SiteId::KubeletProjectedVolume
         | SiteId::KubeletCsiVolume
         | SiteId::KubeletSubpath => &kubelet::Kubelet,
-        SiteId::ContainerdSnapshot | SiteId::ContainerdMetadata | SiteId::OciBundle => {
-            &containerd::Containerd
-        }
+        SiteId::ContainerdSnapshot
+        | SiteId::ContainerdMetadata
+        | SiteId::ContainerdContent
+        | SiteId::OciBundle => &containerd::Containerd,
         SiteId::PodLog => &logs::PodLogs,
         SiteId::CrioStorage => &crio::Crio,
         SiteId::DockerStorage => &docker::Docker,
@@ -442,6 +443,14 @@ impl Discovery<'_> {
     /// none when it does not exist or cannot be listed.
     pub fn dirs(&self, node: &Path) -> Vec<std::ffi::OsString> {
         resolve(self.root, node).map(|rel| subdirs(self.root, &rel)).unwrap_or_default()
+    }
+
+    /// The sorted names of the regular files (not symlinks) at the node path `node`; none
+    /// when it does not exist or cannot be listed.
+    pub fn files(&self, node: &Path) -> Vec<std::ffi::OsString> {
+        let listed = resolve(self.root, node).and_then(|rel| self.root.list(&rel));
+        let files = listed.unwrap_or_default().into_iter().filter(|(_, k)| *k == Kind::File);
+        files.map(|(name, _)| name).collect()
     }
 
     /// The bytes of a record or database file at the node path `node` (a regular file
@@ -550,6 +559,12 @@ fn runtime_advice(f: &Finding, live: Option<&Live>) -> (String, String) {
             "rebuild the image without the secret, rotate it, then remove the image (crictl rmi)",
         );
     }
+    if f.category == Category::ImageConfig {
+        return s(
+            "images are never removed by kresidue",
+            "rebuild the image without the build arg or ENV (pass it as a build secret), rotate the secret, then remove the image (crictl rmi)",
+        );
+    }
     let id = f.container.as_ref().and_then(|c| c.id.as_deref());
     let state = id.and_then(|id| live?.containers.get(id)).map(|c| c.state);
     match (id, state) {
@@ -611,6 +626,7 @@ mod tests {
                 SiteId::ContainerdSnapshot => (Reading::Stream, true),
                 SiteId::ContainerdMetadata => (Reading::Whole { cap: MAX_DB }, true),
                 SiteId::OciBundle => (Reading::Whole { cap: 16 << 20 }, true),
+                SiteId::ContainerdContent => (Reading::Stream, false),
                 SiteId::PodLog => (Reading::LogContent, false),
                 SiteId::Etcd | SiteId::CrioStorage | SiteId::DockerStorage | SiteId::Other => {
                     (Reading::Stream, false)
