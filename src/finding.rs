@@ -103,8 +103,10 @@ site_ids! {
     OciBundle => "oci-bundle",
     PodLog => "pod-log",
     Etcd => "etcd",
-    CrioStorage => "crio-storage",
+    ContainersStorage => "containers-storage",
     DockerStorage => "docker-storage",
+    RuntimeLog => "runtime-log",
+    RuntimeVolume => "runtime-volume",
     Other => "other",
 }
 
@@ -159,8 +161,12 @@ pub struct ContainerRef {
     pub id: Option<String>,
     /// Container name from the pod spec, when known.
     pub name: Option<String>,
-    /// Whether the runtime reports the container alive; `None` when unknown.
+    /// Whether the container is alive, as CRI or the runtime's own records say; `None`
+    /// when unknown.
     pub live: Option<bool>,
+    /// The runtime whose own records name the container (`docker`, `cri-o`, `podman`),
+    /// when they, not CRI's, are its witness.
+    pub runtime: Option<&'static str>,
 }
 
 /// What matched: a known value (fingerprint) or a rule.

@@ -116,7 +116,7 @@ pub fn oci_spec(data: &[u8]) {
 /// is picked is what indexing the whole document as a `serde_json::Value` gives.
 pub fn crio_docker_json(data: &[u8]) {
     let owners = other_runtimes::crio_layers(&mut &data[..]);
-    let uid = other_runtimes::docker_pod_uid(&mut &data[..]);
+    let record = other_runtimes::docker_container(&mut &data[..]);
     // The runtimes' own configuration (Docker's daemon.json, containers/storage's and
     // CRI-O's TOML): any bytes give a root, none, or "not that format", never a panic.
     let _ = other_runtimes::docker_data_root(&mut &data[..]);
@@ -142,7 +142,12 @@ pub fn crio_docker_json(data: &[u8]) {
         }
         let want = v["Config"]["Labels"]["io.kubernetes.pod.uid"].as_str();
         let want = want.filter(|u| u.len() <= 256).map(str::to_owned);
+        let uid = record.as_ref().and_then(|r| r.pod_uid.clone());
         assert_eq!(uid, want, "the Docker pod uid");
+        if let Some(running) = v["State"]["Running"].as_bool() {
+            let said = record.as_ref().and_then(|r| r.running);
+            assert_eq!(said, Some(running), "a Docker container's state");
+        }
 
         assert_eq!(owners.is_some(), v.is_array(), "a CRI-O list");
     }

@@ -1,21 +1,24 @@
 //! The severity model: a finding's category and severity from its place (the category
 //! its site gives before liveness), whether its owner lives, and its material. The scan
 //! rates every finding with liveness unknown ([`place`]); [`judge`] rates them again
-//! once the runtime has said which pods and containers live.
+//! with what the witnesses said of which pods and containers live.
 
 use crate::cri::Live;
 use crate::finding::{rank, Category, Finding, MatchInfo, MatchKind, Severity, SiteId};
 
-/// Rates `findings` again with what the runtime said: each pod is live when a sandbox
-/// with its uid exists (in any state), each container when it is running or created (by
-/// id; by name within its pod where only the name is known, as for pod logs). A place
+/// Rates `findings` again with what the witnesses said. CRI, when it was asked (`live`):
+/// each pod is live when a sandbox with its uid exists (in any state), each container
+/// when it is running or created (by id; by name within its pod where only the name is
+/// known, as for pod logs). The runtime's own records, stamped on the finding at the scan
+/// (Docker's `State.Running`, containers/storage's records): a container is live when
+/// either witness says so, gone when one says so and the other does not say otherwise. A place
 /// owned by a container (its env at rest, its writable layer) takes the container's
 /// liveness, falling back to its pod's; every other place takes its pod's.
 ///
 /// A live pod's subPath copy holding what its volume holds now (the same fingerprinted
 /// value, not labelled revoked) is expected (`info`); any other subPath copy of a live pod
 /// holds a stale value and stays `stale-subpath`.
-pub fn judge(findings: &mut [Finding], live: &Live) {
+pub fn judge(findings: &mut [Finding], live: Option<&Live>) {
     // What each pod's volumes hold now: (pod uid, volume, fingerprinted value).
     let current: std::collections::BTreeSet<(String, String, MatchInfo)> = findings
         .iter()
@@ -28,14 +31,28 @@ pub fn judge(findings: &mut [Finding], live: &Live) {
         .collect();
     for f in findings {
         let pod = f.pod.as_mut().map(|p| {
-            p.live = Some(live.pod_live(&p.uid));
+            if let Some(live) = live {
+                p.live = Some(live.pod_live(&p.uid));
+            }
             p.uid.clone()
         });
         if let Some(c) = f.container.as_mut() {
-            c.live = match (&c.id, &c.name, &pod) {
+            let cri = live.and_then(|live| match (&c.id, &c.name, &pod) {
+                // A container another runtime's records name (Docker's, Podman's) may be
+                // one CRI never knew: CRI speaks of it only when it lists it.
+                (Some(id), _, _) if c.runtime.is_some() => {
+                    live.containers.get(id).map(crate::cri::Container::live)
+                }
                 (Some(id), _, _) => Some(live.container_live(id)),
                 (None, Some(name), Some(uid)) => Some(live.container_live_in(uid, name)),
                 _ => None,
+            });
+            // Two witnesses, the runtime's own records (stamped already) and CRI: alive
+            // when either says so, gone when one says so and the other does not object.
+            c.live = match (c.live, cri) {
+                (Some(true), _) | (_, Some(true)) => Some(true),
+                (Some(false), _) | (_, Some(false)) => Some(false),
+                (None, None) => None,
             };
         }
         let pod_live = f.pod.as_ref().and_then(|p| p.live);
@@ -139,9 +156,10 @@ mod tests {
                         SiteId::ContainerdMetadata | SiteId::OciBundle => C::EnvPersisted,
                         SiteId::ContainerdSnapshot
                         | SiteId::ContainerdContent
-                        | SiteId::CrioStorage
+                        | SiteId::ContainersStorage
                         | SiteId::DockerStorage => from_records,
-                        SiteId::PodLog => C::PodLog,
+                        SiteId::PodLog | SiteId::RuntimeLog => C::PodLog,
+                        SiteId::RuntimeVolume => C::Other,
                         SiteId::Etcd => C::EtcdPlaintext,
                         SiteId::Other => C::Other,
                     };
@@ -198,8 +216,12 @@ mod tests {
     fn finding(site: SiteId, category: Category, path: &str, container: Option<&str>) -> Finding {
         let mut f = Finding::sample(site, category, path);
         f.pod = Some(PodRef { uid: "u1".into(), namespace: None, name: None, live: None });
-        f.container =
-            container.map(|c| ContainerRef { id: Some(c.into()), name: None, live: None });
+        f.container = container.map(|c| ContainerRef {
+            id: Some(c.into()),
+            name: None,
+            live: None,
+            runtime: None,
+        });
         f
     }
 
@@ -239,7 +261,7 @@ mod tests {
         for (category, owned, state, pod, want) in cases {
             let c1 = owned.then_some("c1");
             let mut fs = [finding(SiteId::ContainerdSnapshot, category, "/x", c1)];
-            judge(&mut fs, &live(pod, state));
+            judge(&mut fs, Some(&live(pod, state)));
             assert_eq!((fs[0].category, fs[0].severity), want, "{category:?} {state:?} {pod}");
             assert_eq!(fs[0].pod.as_ref().unwrap().live, Some(pod));
         }
@@ -260,10 +282,10 @@ mod tests {
         for (f, v) in fs.iter_mut().zip(["db", "db", "cfg"]) {
             f.volume = Some(v.into());
         }
-        judge(&mut fs, &live(true, None));
+        judge(&mut fs, Some(&live(true, None)));
         let got: Vec<_> = fs.iter().map(|f| (f.category, f.severity)).collect();
         assert_eq!(got, [(C::OrphanedVolume, I), (C::StaleSubpath, I), (C::StaleSubpath, M)]);
-        judge(&mut fs, &live(false, None));
+        judge(&mut fs, Some(&live(false, None)));
         assert_eq!(fs[1].severity, H, "a dead pod's subPath copy is residue");
     }
 }

@@ -760,9 +760,9 @@ fn crio_and_docker_layouts() {
         (format!("shop/s{i}"), site.to_owned(), category.to_owned(), c, p)
     };
     let mut expected = vec![
-        want(0, "crio-storage", "container-layer", true),
-        want(1, "crio-storage", "image-layer", false),
-        want(2, "crio-storage", "env-persisted", true),
+        want(0, "containers-storage", "container-layer", true),
+        want(1, "containers-storage", "image-layer", false),
+        want(2, "containers-storage", "env-persisted", true),
         want(3, "docker-storage", "container-layer", true),
         want(4, "docker-storage", "image-layer", false),
         want(5, "docker-storage", "env-persisted", true),
@@ -881,7 +881,7 @@ fn containers_storage_roots_from_their_config_and_the_option() {
     assert!(out
         .findings()
         .iter()
-        .all(|f| f.site == "crio-storage" && f.category == "env-persisted"));
+        .all(|f| f.site == "containers-storage" && f.category == "env-persisted"));
     // The option: only its root.
     let out = tree.scan(&[&args[..], &["--containers-storage-root", "/data/crio"]].concat());
     assert_eq!(paths(&out), [crio]);
@@ -1044,8 +1044,88 @@ fn image_configs_of_every_runtime() {
         row(2, &c3, "containerd-content", &s(&["native-only:1"])),
         row(4, &docker_config, "docker-storage", &s(&["shop/web:1", "shop/web:latest"])),
         row(5, &docker_config, "docker-storage", &s(&["shop/web:1", "shop/web:latest"])),
-        row(6, &cs_config, "crio-storage", &s(&["localhost/web:1", "localhost/web:2"])),
-        row(7, &cs_config, "crio-storage", &s(&["localhost/web:1", "localhost/web:2"])),
+        row(6, &cs_config, "containers-storage", &s(&["localhost/web:1", "localhost/web:2"])),
+        row(7, &cs_config, "containers-storage", &s(&["localhost/web:1", "localhost/web:2"])),
+    ];
+    want.sort();
+    assert_eq!(got, want, "{}", out.stdout_str());
+}
+
+/// What Docker's own records say of a container (issue 30), with no CRI to ask: its name
+/// and its pod's (kubelet's `io.kubernetes.*` labels, as cri-dockerd sets them) on every
+/// finding of its config, layer and logs, and whether it runs (`State.Running`): an
+/// exited container's env and writable layer are `dead-container`, a running one's are
+/// not. Its json-file logs (the current one and a gzip rotation) are of category
+/// `pod-log`, at site `pod-log` when they are a pod's and `runtime-log` when not; a named
+/// volume's data is a `runtime-volume`; a file in the
+/// container's dir that is not a log is not read as one.
+#[test]
+fn docker_records_name_and_witness_their_containers() {
+    let tree = NodeTree::new();
+    let (vals, secrets) = numbered(&tree, 8, 4811);
+    let (up, down, rw) = (id(11), id(12), "e4".repeat(32));
+    let docker = "/var/lib/docker";
+    let labels = json!({
+        "io.kubernetes.container.name": "app", "io.kubernetes.pod.uid": POD_UID,
+        "io.kubernetes.pod.namespace": "shop", "io.kubernetes.pod.name": "web-0",
+    });
+    let running = json!({"Name": "/k8s_app_web-0_shop_0", "State": {"Running": true},
+        "Config": {"Image": "shop/web:1", "Env": [format!("DB={}", vals[0])], "Labels": labels}});
+    let exited = json!({"Name": "/batch", "State": {"Running": false, "ExitCode": 0},
+        "Config": {"Image": "busybox", "Env": [format!("DB={}", vals[1])], "Labels": {}}});
+    for (cid, config) in [(&up, &running), (&down, &exited)] {
+        let path = format!("{docker}/containers/{cid}/config.v2.json");
+        tree.write(path, config.to_string().as_bytes());
+    }
+    tree.write(format!("{docker}/image/overlay2/layerdb/mounts/{down}/mount-id"), rw.as_bytes());
+    tree.write(format!("{docker}/overlay2/{rw}/diff/out.txt"), vals[2].as_bytes());
+    let line = |v: &str| format!("{{\"log\":\"token={v}\\n\",\"stream\":\"stdout\"}}\n");
+    let up_log = format!("{docker}/containers/{up}/{up}-json.log");
+    tree.write(&up_log, line(&vals[3]).as_bytes());
+    let down_log = format!("{docker}/containers/{down}/{down}-json.log.1.gz");
+    tree.write(&down_log, &gzip(line(&vals[4]).as_bytes()));
+    let volume = format!("{docker}/volumes/data1/_data/app.env");
+    tree.write(&volume, format!("KEY={}\n", vals[5]).as_bytes());
+    // Not logs: the container's hosts file, a file named like a log of another id.
+    tree.write(format!("{docker}/containers/{up}/hostname"), vals[6].as_bytes());
+    tree.write(format!("{docker}/containers/{up}/{down}-json.log"), vals[7].as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let s = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+    let mut got: Vec<Vec<String>> = out
+        .findings()
+        .into_iter()
+        .map(|f| {
+            let (c, p) = (&f.raw["container"], &f.raw["pod"]);
+            let live = c["live"].as_bool().map_or("-".to_owned(), |l| l.to_string());
+            vec![f.secret, f.path, f.site, f.category, s(&c["id"]), s(&c["name"]), live]
+                .into_iter()
+                .chain([s(&p["uid"]), s(&p["namespace"]), s(&p["name"])])
+                .collect()
+        })
+        .collect();
+    got.sort();
+    let row = |i: usize, path: &str, site: &str, category: &str, of: &str| {
+        let v = |s: &str| s.to_owned();
+        let mut r = vec![format!("shop/s{i}"), v(path), v(site), v(category)];
+        r.extend(match of {
+            "up" => [v(&up), v("app"), v("true"), v(POD_UID), v("shop"), v("web-0")],
+            "down" => [v(&down), v("batch"), v("false"), v("-"), v("-"), v("-")],
+            _ => [v("-"), v("-"), v("-"), v("-"), v("-"), v("-")],
+        });
+        r
+    };
+    let up_config = format!("{docker}/containers/{up}/config.v2.json");
+    let down_config = format!("{docker}/containers/{down}/config.v2.json");
+    let layer = format!("{docker}/overlay2/{rw}/diff/out.txt");
+    let mut want = vec![
+        row(0, &up_config, "docker-storage", "env-persisted", "up"),
+        row(1, &down_config, "docker-storage", "dead-container", "down"),
+        row(2, &layer, "docker-storage", "dead-container", "down"),
+        row(3, &up_log, "pod-log", "pod-log", "up"),
+        row(4, &down_log, "runtime-log", "pod-log", "down"),
+        row(5, &volume, "runtime-volume", "other", "-"),
     ];
     want.sort();
     assert_eq!(got, want, "{}", out.stdout_str());

@@ -354,7 +354,6 @@ fn ask(
             (CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None }, None, vec![])
         }
         Ok(Some((client, live))) => {
-            crate::severity::judge(&mut result.findings, &live);
             let info = CriInfo {
                 status: CriStatus::Ok,
                 endpoint: Some(client.endpoint().to_string()),
@@ -377,6 +376,8 @@ fn ask(
             (info, None, calls)
         }
     };
+    // The runtimes' own records are witnesses too, CRI asked or not.
+    crate::severity::judge(&mut result.findings, asked.as_ref().map(|(_, live)| live));
     let calls = match &mut asked {
         Some((client, _)) => client.take_trace(),
         None => calls,

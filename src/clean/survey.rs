@@ -82,8 +82,10 @@ fn target_kind(site: SiteId) -> Option<TargetKind> {
         | SiteId::ContainerdContent
         | SiteId::OciBundle
         | SiteId::PodLog
-        | SiteId::CrioStorage
+        | SiteId::ContainersStorage
         | SiteId::DockerStorage
+        | SiteId::RuntimeLog
+        | SiteId::RuntimeVolume
         | SiteId::Etcd
         | SiteId::Other => None,
     }

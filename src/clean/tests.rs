@@ -25,8 +25,12 @@ fn finding(
         name: Some("web".into()),
         live: Some(false),
     });
-    f.container =
-        container.map(|c| ContainerRef { id: Some(c.into()), name: None, live: Some(false) });
+    f.container = container.map(|c| ContainerRef {
+        id: Some(c.into()),
+        name: None,
+        live: Some(false),
+        runtime: None,
+    });
     f.matched.label = Some("current".into());
     f
 }

@@ -4,9 +4,10 @@
 //! 64 MiB record file costs a read buffer and the strings picked, not gigabytes of
 //! `serde_json::Value`.
 //!
-//! What is picked reads as indexing a `Value` would: the string at a path of object keys
-//! (the last of duplicate keys wins), or nothing when the value there is another type, a
-//! key on the way is missing or not an object.
+//! What is picked reads as indexing a `Value` would: the string (or the boolean, as
+//! `true` or `false`) at a path of object keys (the last of duplicate keys wins), or
+//! nothing when the value there is another type, a key on the way is missing or not an
+//! object.
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::fmt;
@@ -52,8 +53,10 @@ impl<'de> Visitor<'de> for Pick<'_> {
         Ok(self.paths.iter().map(|p| if p.is_empty() { keep.clone() } else { None }).collect())
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(vec![None; self.paths.len()])
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        // A boolean too (Docker's `State.Running`), as `true` or `false`.
+        let keep = Some(v.to_string());
+        Ok(self.paths.iter().map(|p| if p.is_empty() { keep.clone() } else { None }).collect())
     }
 
     fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
@@ -447,7 +450,8 @@ mod tests {
                     for k in *p {
                         at = &at[*k];
                     }
-                    at.as_str().filter(|s| s.len() <= MAX_TEXT).map(str::to_owned)
+                    let text = at.as_bool().map(|b| b.to_string());
+                    text.or_else(|| at.as_str().filter(|s| s.len() <= MAX_TEXT).map(str::to_owned))
                 })
                 .collect(),
         )
@@ -460,6 +464,7 @@ mod tests {
         for json in [
             &br#"{"a":"1","b":{"c":"2","d":3,"z":[1,{"c":"no"}]},"e":null,"f":"\u0041\n"}"#[..],
             br#"{"a":"1","a":"2","b":"flat"}"#,
+            br#"{"a":true,"b":{"c":false,"d":null}}"#,
             br#"{"b":{"c":{"x":"deep"}},"e":[],"f":{}}"#,
             br#"[{"a":"in a list"}]"#,
             br#""top""#,

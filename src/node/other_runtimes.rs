@@ -98,11 +98,52 @@ pub fn crio_root(text: &mut dyn std::io::Read) -> Option<Option<String>> {
     toml_string(text, &["crio", "root"])
 }
 
-/// The pod uid of a Docker container's `config.v2.json` (kubelet's label), if any,
-/// parsed as it is read (the rest of the config is skipped unheld).
-pub fn docker_pod_uid(json: &mut dyn std::io::Read) -> Option<String> {
-    let mut uid = json::pick_reader(json, &[&["Config", "Labels", "io.kubernetes.pod.uid"]])?;
-    short(uid.pop().flatten())
+/// What a runtime's own records say of a container: its names, its pod's (kubelet's
+/// `io.kubernetes.*` labels, as cri-dockerd sets them), its image, and whether it runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContainerRecord {
+    /// The container's name: kubelet's container name when labelled, else the runtime's.
+    pub name: Option<String>,
+    /// The image the container was made from, as it was named.
+    pub image: Option<String>,
+    /// The pod's uid.
+    pub pod_uid: Option<String>,
+    /// The pod's namespace.
+    pub pod_namespace: Option<String>,
+    /// The pod's name.
+    pub pod_name: Option<String>,
+    /// Whether it runs (Docker's `State.Running`), when the record says.
+    pub running: Option<bool>,
+    /// The runtime that keeps the record (`docker`, `cri-o`, `podman`).
+    pub runtime: Option<&'static str>,
+}
+
+/// A Docker container's `config.v2.json`, parsed as it is read (the rest of the config is
+/// skipped unheld): `Name`, `Config.Image`, kubelet's labels and `State.Running`. `None`
+/// when it is not JSON.
+pub fn docker_container(json: &mut dyn std::io::Read) -> Option<ContainerRecord> {
+    const LABELS: [&str; 4] = [
+        "io.kubernetes.container.name",
+        "io.kubernetes.pod.uid",
+        "io.kubernetes.pod.namespace",
+        "io.kubernetes.pod.name",
+    ];
+    let mut paths: Vec<Vec<&str>> = LABELS.iter().map(|l| vec!["Config", "Labels", l]).collect();
+    paths.extend([vec!["Name"], vec!["Config", "Image"], vec!["State", "Running"]]);
+    let paths: Vec<&[&str]> = paths.iter().map(Vec::as_slice).collect();
+    let picked = json::pick_reader(json, &paths)?;
+    let [container, uid, namespace, pod, name, image, running] =
+        <[Option<String>; 7]>::try_from(picked).ok()?;
+    let name = name.map(|n| n.strip_prefix('/').unwrap_or(&n).to_owned());
+    Some(ContainerRecord {
+        name: short(container.or(name)),
+        image: short(image),
+        pod_uid: short(uid),
+        pod_namespace: short(namespace),
+        pod_name: short(pod),
+        running: running.map(|r| r == "true"),
+        runtime: Some("docker"),
+    })
 }
 
 /// Image names kept: a node holds a few hundred images, each with a few names.

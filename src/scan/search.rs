@@ -7,6 +7,7 @@ use crate::finding::{
     Preview, Severity, Within,
 };
 use crate::matcher::{Hit, KeyMarks, Matcher};
+use crate::node::other_runtimes::ContainerRecord;
 use crate::rules::RuleHit;
 use crate::sites::Owner;
 use crate::text;
@@ -224,8 +225,17 @@ pub(super) fn stamp(owner: &Owner, f: &mut Finding) {
     let log = owner.log.as_deref();
     f.site = owner.site;
     f.stale = owner.stale;
+    let record = records.map(|o| &o.record);
+    let from_record = |f: fn(&ContainerRecord) -> &Option<String>| {
+        record.and_then(|r| f(r).as_deref()).map(shown)
+    };
     f.pod = match (owner.pod.as_deref().or(records.and_then(|o| o.pod_uid.as_deref())), log) {
-        (Some(uid), _) => Some(PodRef { uid: shown(uid), namespace: None, name: None, live: None }),
+        (Some(uid), _) => Some(PodRef {
+            uid: shown(uid),
+            namespace: from_record(|r| &r.pod_namespace),
+            name: from_record(|r| &r.pod_name),
+            live: None,
+        }),
         (None, Some(l)) => Some(PodRef {
             uid: shown(&l.uid),
             namespace: Some(shown(&l.namespace)),
@@ -235,10 +245,19 @@ pub(super) fn stamp(owner: &Owner, f: &mut Finding) {
         (None, None) => None,
     };
     f.container = match (records.and_then(|o| o.container.as_deref()), log) {
-        (Some(id), _) => Some(ContainerRef { id: Some(id.to_owned()), name: None, live: None }),
-        (None, Some(l)) => {
-            Some(ContainerRef { id: None, name: Some(shown(&l.container)), live: None })
-        }
+        (Some(id), _) => Some(ContainerRef {
+            id: Some(id.to_owned()),
+            name: from_record(|r| &r.name),
+            // What the records say; the runtime, when asked, may say more (`judge`).
+            live: record.and_then(|r| r.running),
+            runtime: record.and_then(|r| r.runtime),
+        }),
+        (None, Some(l)) => Some(ContainerRef {
+            id: None,
+            name: Some(shown(&l.container)),
+            live: None,
+            runtime: None,
+        }),
         (None, None) => None,
     };
     f.images = records.map(|o| o.images.clone()).unwrap_or_default();

@@ -178,8 +178,12 @@ impl Site for Containerd {
 fn attribute(f: &mut Finding, owner: Owner<'_>) {
     let part = match owner {
         Owner::Container(c) => {
-            f.container =
-                Some(ContainerRef { id: Some(c.id.clone()), name: c.name.clone(), live: None });
+            f.container = Some(ContainerRef {
+                id: Some(c.id.clone()),
+                name: c.name.clone(),
+                live: None,
+                runtime: None,
+            });
             f.pod = c.pod();
             format!("container={}/{}", c.namespace, c.id)
         }

@@ -10,7 +10,7 @@
 use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
 use crate::finding::{Category, Finding, SiteId};
 use crate::node::other_runtimes::{
-    docker_data_root, docker_image_names, docker_pod_uid, MAX_RECORD,
+    docker_container, docker_data_root, docker_image_names, ContainerRecord, MAX_RECORD,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -71,14 +71,16 @@ impl Site for Docker {
         let site = SiteId::DockerStorage;
         let containers = data.join("containers");
         let layers = data.join("overlay2");
-        let mut configs: HashMap<String, Option<String>> = HashMap::new();
+        let mut configs: HashMap<String, ContainerRecord> = HashMap::new();
         for name in cx.dirs(&containers) {
             let Some(id) = name.to_str() else { continue };
-            let config = containers.join(&name).join("config.v2.json");
-            let uid = cx.parse(&config, MAX_RECORD, docker_pod_uid);
-            configs.insert(id.to_owned(), uid.clone());
-            let spec = Ownership::new(site, Category::EnvPersisted, Some(id.to_owned()), uid);
+            let dir = containers.join(&name);
+            let config = dir.join("config.v2.json");
+            let record = cx.parse(&config, MAX_RECORD, docker_container).unwrap_or_default();
+            let spec = Ownership::of_record(site, Category::EnvPersisted, id, &record);
             cx.push(&config, ScopeKind::Owned(spec), Unresolved::Quiet);
+            logs(cx, &dir, id, &record);
+            configs.insert(id.to_owned(), record);
         }
         // Writable layer id → container.
         let mounts = data.join("image/overlay2/layerdb/mounts");
@@ -91,13 +93,23 @@ impl Site for Docker {
         }
         for name in cx.dirs(&layers) {
             let Some(id) = name.to_str().filter(|n| *n != "l") else { continue };
-            let (category, container) = match owners.get(id) {
-                Some(c) => (Category::ContainerLayer, Some(c.clone())),
-                None => (Category::ImageLayer, None),
+            let layer = match owners.get(id) {
+                Some(c) => {
+                    let record = configs.get(c).cloned().unwrap_or_default();
+                    Ownership::of_record(site, Category::ContainerLayer, c, &record)
+                }
+                None => Ownership::new(site, Category::ImageLayer, None, None),
             };
-            let pod_uid = container.as_ref().and_then(|c| configs.get(c).cloned().flatten());
-            let layer = ScopeKind::Owned(Ownership::new(site, category, container, pod_uid));
-            cx.push(&layers.join(&name).join("diff"), layer, Unresolved::Quiet);
+            cx.push(&layers.join(&name).join("diff"), ScopeKind::Owned(layer), Unresolved::Quiet);
+        }
+        let volumes = data.join("volumes");
+        for name in cx.dirs(&volumes) {
+            let volume = Ownership::new(SiteId::RuntimeVolume, Category::Other, None, None);
+            cx.push(
+                &volumes.join(&name).join("_data"),
+                ScopeKind::Owned(volume),
+                Unresolved::Quiet,
+            );
         }
         image_configs(cx, data);
     }
@@ -115,6 +127,22 @@ impl Site for Docker {
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
         super::runtime_advice(f, cx.live)
     }
+}
+
+/// A container's logs as Docker writes them: the json-file driver's `<id>-json.log` and its
+/// rotations (`.1`, `.2.gz`, ...), the local driver's `local-logs/`; each the container's,
+/// named as its `record` names it (a pod's log when it names the pod).
+fn logs(cx: &mut Discovery<'_>, dir: &Path, id: &str, record: &ContainerRecord) {
+    let own = || super::runtime_data::log_of(id, record);
+    let json_log = format!("{id}-json.log");
+    for file in cx.files(dir) {
+        let Some(name) = file.to_str() else { continue };
+        let rotated = name.strip_prefix(json_log.as_str()).is_some_and(|r| r.starts_with('.'));
+        if name == json_log || rotated {
+            cx.push(&dir.join(name), ScopeKind::Owned(own()), Unresolved::Quiet);
+        }
+    }
+    cx.push(&dir.join("local-logs"), ScopeKind::Owned(own()), Unresolved::Quiet);
 }
 
 /// The image configs of every storage driver's image store (`image/<driver>/imagedb/

@@ -11,17 +11,19 @@
 //! are in `docs/NODE-LAYOUT.md`.
 
 pub mod containerd;
-pub mod crio;
+pub mod containers_storage;
 pub mod docker;
 pub mod etcd;
 pub mod extra;
 pub mod kubelet;
 pub mod logs;
+pub mod runtime_data;
 
 use crate::cri::Live;
 use crate::finding::{Category, Finding, ScanError, SiteId};
 use crate::node::kubelet::AtomicVolume;
 use crate::node::logs::LogOwner;
+use crate::node::other_runtimes::ContainerRecord;
 use crate::sys::{Kind, RootDir};
 use std::collections::HashMap;
 use std::io;
@@ -68,6 +70,10 @@ pub struct Ownership {
     pub container: Option<String>,
     /// That container's pod.
     pub pod_uid: Option<String>,
+    /// The container's name, its pod's namespace and name, and whether it runs, as the
+    /// runtime's own records say (Docker's `config.v2.json`, containers/storage's
+    /// `containers.json`).
+    pub record: ContainerRecord,
     /// Said of an orphan (a dir no snapshot record names).
     pub note: Option<&'static str>,
     /// The images an image layer belongs to, as far as the runtime's records tell.
@@ -128,7 +134,28 @@ impl Ownership {
         container: Option<String>,
         pod_uid: Option<String>,
     ) -> Ownership {
-        Ownership { site, category, container, pod_uid, note: None, images: Vec::new(), kept: None }
+        Ownership {
+            site,
+            category,
+            container,
+            pod_uid,
+            record: ContainerRecord::default(),
+            note: None,
+            images: Vec::new(),
+            kept: None,
+        }
+    }
+
+    /// The place of `container` as its `record` describes it (the pod's uid included).
+    pub fn of_record(
+        site: SiteId,
+        category: Category,
+        container: &str,
+        record: &ContainerRecord,
+    ) -> Ownership {
+        let pod_uid = record.pod_uid.clone();
+        let own = Ownership::new(site, category, Some(container.to_owned()), pod_uid);
+        Ownership { record: record.clone(), ..own }
     }
 }
 
@@ -363,12 +390,13 @@ pub trait Site: Sync {
 /// Every family, in discovery order, which is the order the walk reads them in (and so
 /// what a `--timeout` reaches first): kubelet's pod dirs, the pod logs, then the
 /// runtimes' records and layers (gigabytes of image layers come after what the pods left).
-pub const REGISTRY: [&dyn Site; 7] = [
+pub const REGISTRY: [&dyn Site; 8] = [
     &kubelet::Kubelet,
     &logs::PodLogs,
     &containerd::Containerd,
-    &crio::Crio,
+    &containers_storage::ContainersStorage,
     &docker::Docker,
+    &runtime_data::RuntimeData,
     &etcd::Etcd,
     &extra::Extra,
 ];
@@ -385,8 +413,9 @@ pub fn site(id: SiteId) -> &'static dyn Site {
         | SiteId::ContainerdContent
         | SiteId::OciBundle => &containerd::Containerd,
         SiteId::PodLog => &logs::PodLogs,
-        SiteId::CrioStorage => &crio::Crio,
+        SiteId::ContainersStorage => &containers_storage::ContainersStorage,
         SiteId::DockerStorage => &docker::Docker,
+        SiteId::RuntimeLog | SiteId::RuntimeVolume => &runtime_data::RuntimeData,
         SiteId::Etcd => &etcd::Etcd,
         SiteId::Other => &extra::Extra,
     }
@@ -627,10 +656,12 @@ mod tests {
                 SiteId::ContainerdMetadata => (Reading::Whole { cap: MAX_DB }, true),
                 SiteId::OciBundle => (Reading::Whole { cap: 16 << 20 }, true),
                 SiteId::ContainerdContent => (Reading::Stream, false),
-                SiteId::PodLog => (Reading::LogContent, false),
-                SiteId::Etcd | SiteId::CrioStorage | SiteId::DockerStorage | SiteId::Other => {
-                    (Reading::Stream, false)
-                }
+                SiteId::PodLog | SiteId::RuntimeLog => (Reading::LogContent, false),
+                SiteId::Etcd
+                | SiteId::ContainersStorage
+                | SiteId::DockerStorage
+                | SiteId::RuntimeVolume
+                | SiteId::Other => (Reading::Stream, false),
             };
             assert_eq!(site(id).reading(id), reading, "{id:?}");
             assert_eq!(site(id).container_owned(id), container, "{id:?}");
@@ -644,7 +675,7 @@ mod tests {
         let at = |id| REGISTRY.iter().position(|f| f.ids().contains(&id)).unwrap();
         assert_eq!(at(SiteId::KubeletSecretVolume), 0);
         assert_eq!(at(SiteId::PodLog), 1);
-        for id in [SiteId::ContainerdSnapshot, SiteId::CrioStorage, SiteId::DockerStorage] {
+        for id in [SiteId::ContainerdSnapshot, SiteId::ContainersStorage, SiteId::DockerStorage] {
             assert!(at(id) > at(SiteId::PodLog), "{id:?}");
         }
     }

@@ -27,12 +27,12 @@ pub const CRIO_CONF: &str = "/etc/crio/crio.conf";
 /// The largest configuration file read.
 const MAX_CONF: u64 = 1 << 20;
 
-/// CRI-O's containers-storage.
-pub struct Crio;
+/// containers/storage (CRI-O, Podman).
+pub struct ContainersStorage;
 
-impl Site for Crio {
+impl Site for ContainersStorage {
     fn ids(&self) -> &'static [SiteId] {
-        &[SiteId::CrioStorage]
+        &[SiteId::ContainersStorage]
     }
 
     fn discover(&self, cx: &mut Discovery<'_>) {
@@ -91,7 +91,7 @@ type Parse = fn(&mut dyn std::io::Read) -> Option<Option<String>>;
 
 /// The scopes of the containers/storage root `graph`: layers, and containers' specs.
 fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
-    let site = SiteId::CrioStorage;
+    let site = SiteId::ContainersStorage;
     let layers = graph.join("overlay");
     let containers = graph.join("overlay-containers");
     let records = containers.join("containers.json");
@@ -125,7 +125,7 @@ fn image_configs(cx: &mut Discovery<'_>, graph: &Path) {
     let records = images.join("images.json");
     let names = cx.parse(&records, MAX_RECORD, storage_image_names).unwrap_or_default();
     for id in cx.dirs(&images) {
-        let mut own = Ownership::new(SiteId::CrioStorage, Category::ImageConfig, None, None);
+        let mut own = Ownership::new(SiteId::ContainersStorage, Category::ImageConfig, None, None);
         let names = id.to_str().and_then(|id| names.get(id));
         own.images = names.map(|n| n.iter().cloned().collect()).unwrap_or_default();
         cx.push(&images.join(&id), ScopeKind::Owned(own), Unresolved::Quiet);

@@ -1,0 +1,55 @@
+//! Sites `runtime-log` and `runtime-volume`: what a container runtime keeps of its
+//! containers besides their layers and configs, found by the runtime's own family
+//! ([`super::docker`], [`super::containers_storage`]) from its records: a container's log as the runtime
+//! writes it (Docker's `containers/<id>/<id>-json.log`, containers/storage's
+//! `userdata/ctr.log`), read as a pod log is (and reported as site `pod-log` when the
+//! records name the container's pod), and a named volume's data (`volumes/<name>/_data`).
+
+use super::{Advice, Discovery, Ownership, Reading, Site};
+use crate::finding::{Category, Finding, SiteId};
+use crate::node::other_runtimes::ContainerRecord;
+
+/// The place of a log the runtime writes for `container`: a pod's log (site `pod-log`)
+/// when its `record` names the pod, else a `runtime-log`; category `pod-log` either way.
+pub fn log_of(container: &str, record: &ContainerRecord) -> Ownership {
+    let site = if record.pod_uid.is_some() { SiteId::PodLog } else { SiteId::RuntimeLog };
+    Ownership::of_record(site, Category::PodLog, container, record)
+}
+
+/// The runtimes' logs and volumes.
+pub struct RuntimeData;
+
+impl Site for RuntimeData {
+    fn ids(&self) -> &'static [SiteId] {
+        &[SiteId::RuntimeLog, SiteId::RuntimeVolume]
+    }
+
+    /// Nothing of its own: the runtimes' families push these scopes.
+    fn discover(&self, _cx: &mut Discovery<'_>) {}
+
+    /// A log is what an app printed; a volume's data is the app's.
+    fn category(
+        &self,
+        id: SiteId,
+        _owner: Option<&Ownership>,
+        _on_tmpfs: &mut dyn FnMut() -> bool,
+    ) -> Category {
+        match id {
+            SiteId::RuntimeLog => Category::PodLog,
+            _ => Category::Other,
+        }
+    }
+
+    /// A log's content as a pod log's is read (a runtime writes CRI lines, JSON lines or
+    /// its own frames; a line of another format is searched whole; `.gz` inflated).
+    fn reading(&self, id: SiteId) -> Reading {
+        match id {
+            SiteId::RuntimeLog => Reading::LogContent,
+            _ => Reading::Stream,
+        }
+    }
+
+    fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
+        super::runtime_advice(f, cx.live)
+    }
+}
