@@ -453,8 +453,9 @@ in any state; a container when it is running or created. A container's env at re
 writable layer whose container is exited or gone is \fBdead\-container\fR; a secret
 volume of a pod with no sandbox is \fBorphaned\-volume\fR; a live pod's subPath copy
 of the value its volume holds now is \fBinfo\fR, of any other value stale. A runtime
-that cannot be asked within \fB\-\-cri\-timeout\fR leaves every \fBlive\fR null,
-\fBcri.status\fR \fBunreachable\fR and the reason in \fBerrors\fR.
+that cannot be asked within \fB\-\-cri\-timeout\fR leaves liveness to the runtimes'
+own records (Docker's \fBState.Running\fR, containers/storage's records; else
+\fBlive\fR is null), \fBcri.status\fR \fBunreachable\fR and the reason in \fBerrors\fR.
 \fBkresidue pods\fR lists what the runtime reports.
 .SH RULES
 \fBkresidue rules\fR lists the built\-in detection rules. One literal prefilter pass

@@ -112,10 +112,13 @@ pub fn oci_spec(data: &[u8]) {
     let _ = containerd::spec_owner(data).pod();
 }
 
-/// CRI-O's `containers.json` and Docker's `config.v2.json`, parsed as they are read. What
-/// is picked is what indexing the whole document as a `serde_json::Value` gives.
+/// containers/storage's records (`containers.json`, `layers.json`, `images.json`) and
+/// Docker's `config.v2.json`, parsed as they are read. What is picked is what indexing the
+/// whole document as a `serde_json::Value` gives.
 pub fn crio_docker_json(data: &[u8]) {
-    let owners = other_runtimes::crio_layers(&mut &data[..]);
+    let owners = other_runtimes::storage_containers(&mut &data[..]);
+    let parents = other_runtimes::storage_layer_parents(&mut &data[..]);
+    let chain = other_runtimes::docker_chain_ids(&mut &data[..]);
     let record = other_runtimes::docker_container(&mut &data[..]);
     // The runtimes' own configuration (Docker's daemon.json, containers/storage's and
     // CRI-O's TOML): any bytes give a root, none, or "not that format", never a panic.
@@ -125,7 +128,7 @@ pub fn crio_docker_json(data: &[u8]) {
     let _ = other_runtimes::containerd_dirs(&mut &data[..]);
     // Image names: Docker's `repositories.json`, containers/storage's `images.json`.
     let docker = other_runtimes::docker_image_names(&mut &data[..]);
-    let storage = other_runtimes::storage_image_names(&mut &data[..]);
+    let storage = other_runtimes::storage_images(&mut &data[..]);
     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) {
         assert_eq!(docker.is_some(), v.is_object(), "a repositories.json object");
         assert_eq!(storage.is_some(), v.is_array(), "an images.json list");
@@ -149,7 +152,40 @@ pub fn crio_docker_json(data: &[u8]) {
             assert_eq!(said, Some(running), "a Docker container's state");
         }
 
-        assert_eq!(owners.is_some(), v.is_array(), "a CRI-O list");
+        assert_eq!(owners.is_some(), v.is_array(), "a containers.json list");
+        assert_eq!(parents.is_some(), v.is_array(), "a layers.json list");
+        // A chain id for each leading `sha256:` diff id (the first one is that digest).
+        let diffs = match &v["rootfs"]["diff_ids"] {
+            serde_json::Value::Array(a) => a.clone(),
+            one @ serde_json::Value::String(_) => vec![one.clone()],
+            _ => Vec::new(),
+        };
+        let chain = chain.expect("JSON gives a chain");
+        assert!(chain.len() <= diffs.len().min(256), "a chain id per diff id");
+        if let Some(first) = chain.first() {
+            let digest = diffs.iter().find_map(|d| d.as_str().filter(|d| d.len() <= 4096));
+            assert_eq!(digest.and_then(|d| d.get(7..)), Some(first.as_str()));
+        }
+        let list = v.as_array().map(Vec::as_slice).unwrap_or_default();
+        if list.len() <= 16_384 {
+            // Every record with an id (of a runtime's length) is a container, in order (the
+            // picker takes a boolean as its text).
+            let picked = |v: &serde_json::Value| {
+                let text = v.as_bool().map(|b| b.to_string());
+                text.or_else(|| v.as_str().filter(|s| s.len() <= 256).map(str::to_owned))
+            };
+            let records: Vec<_> = list.iter().filter(|r| picked(&r["id"]).is_some()).collect();
+            let got: Vec<_> =
+                owners.iter().flatten().map(|c| (c.id.clone(), c.layer.clone())).collect();
+            let want: Vec<_> =
+                records.iter().map(|r| (picked(&r["id"]).unwrap(), picked(&r["layer"]))).collect();
+            assert_eq!(got, want, "the containers.json records");
+            // Each image record with a string id and top layer gives its top layer.
+            let text = |v: &serde_json::Value| v.as_str().is_some_and(|s| s.len() <= 256);
+            let tops = storage.as_ref().map(|s| s.tops.len()).unwrap_or_default();
+            let want = list.iter().filter(|r| text(&r["id"]) && text(&r["layer"])).count();
+            assert_eq!(tops, want, "the images.json top layers");
+        }
     }
 }
 

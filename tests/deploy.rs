@@ -46,7 +46,7 @@ fn command_line(spec: &Value) -> Vec<String> {
 
 #[test]
 fn manifests_mount_the_node_read_only_and_pass_the_cli_parser() {
-    for name in ["daemonset.yaml", "cronjob.yaml"] {
+    for name in ["daemonset.yaml", "daemonset-crio.yaml", "daemonset-docker.yaml", "cronjob.yaml"] {
         let m = manifest(name);
         let spec = pod_spec(&m);
         let volumes = spec["volumes"].as_array().unwrap();
@@ -104,6 +104,73 @@ fn manifests_mount_the_node_read_only_and_pass_the_cli_parser() {
     }
 }
 
+/// Each DaemonSet variant mounts what its runtime's family reads by default (its data
+/// root and the configuration that may move it, at their node paths under `--root`) and
+/// the CRI socket its `--cri` names, read-only; the three differ only there.
+#[test]
+fn each_runtimes_daemonset_mounts_its_runtime() {
+    let variants: [(&str, &str, &[&str]); 3] = [
+        (
+            "daemonset.yaml",
+            "/run/containerd/containerd.sock",
+            &["/var/lib/containerd", "/run/containerd"],
+        ),
+        (
+            "daemonset-crio.yaml",
+            "/var/run/crio/crio.sock",
+            &["/var/lib/containers/storage", "/etc/containers", "/etc/crio"],
+        ),
+        (
+            "daemonset-docker.yaml",
+            "/run/cri-dockerd.sock",
+            &["/var/lib/docker", "/run/docker", "/etc/docker"],
+        ),
+    ];
+    let shared = |m: &Value| {
+        let spec = pod_spec(m);
+        let mut args = command_line(spec);
+        args.retain(|a| !a.starts_with("--cri="));
+        let mut host: Vec<String> = spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v["hostPath"]["path"].as_str().map(str::to_owned))
+            .collect();
+        host.sort();
+        (args, host)
+    };
+    let (base_args, base_paths) = shared(&manifest("daemonset.yaml"));
+    for (name, socket, roots) in variants {
+        let m = manifest(name);
+        let spec = pod_spec(&m);
+        let line = command_line(spec);
+        assert!(line.contains(&format!("--cri=unix://{socket}")), "{name}: {line:?}");
+        let c = &spec["containers"][0];
+        let mounts = c["volumeMounts"].as_array().unwrap();
+        let volumes = spec["volumes"].as_array().unwrap();
+        let host_of = |mount: &Value| {
+            let v = volumes.iter().find(|v| v["name"] == mount["name"]).unwrap();
+            v["hostPath"]["path"].as_str().map(str::to_owned)
+        };
+        let sock = mounts.iter().find(|m| m["mountPath"] == socket).expect("the socket mounted");
+        assert_eq!(host_of(sock).as_deref(), Some(socket), "{name}");
+        for root in roots {
+            let at = format!("/host{root}");
+            let mount = mounts.iter().find(|m| m["mountPath"] == at.as_str());
+            let mount = mount.unwrap_or_else(|| panic!("{name}: {root} not mounted at {at}"));
+            assert_eq!(host_of(mount).as_deref(), Some(*root), "{name}");
+            assert_eq!(mount["readOnly"], true, "{name}: {root}");
+        }
+        // Everything else as the containerd one has it.
+        let (args, mut paths) = shared(&m);
+        assert_eq!(args, base_args, "{name}");
+        paths.retain(|p| !roots.contains(&p.as_str()) && p != socket);
+        let mut base = base_paths.clone();
+        base.retain(|p| !variants[0].2.contains(&p.as_str()) && p != variants[0].1);
+        assert_eq!(paths, base, "{name}");
+    }
+}
+
 /// A tree for work files, the fixtures dir, and the example node's fingerprint file in
 /// the tree.
 fn example_node() -> (NodeTree, PathBuf, PathBuf) {
@@ -121,12 +188,18 @@ fn example_node() -> (NodeTree, PathBuf, PathBuf) {
 /// the same node; the scan runs again (`--every`) until stopped.
 #[test]
 fn the_daemonsets_exact_arguments_on_the_example_node() {
+    for name in ["daemonset.yaml", "daemonset-crio.yaml", "daemonset-docker.yaml"] {
+        daemonset_on_the_example_node(name);
+    }
+}
+
+fn daemonset_on_the_example_node(name: &str) {
     let (tree, fixtures, fp) = example_node();
     let textfile = tree.work("textfile");
     std::fs::create_dir(&textfile).unwrap();
     let prom = textfile.join("kresidue.prom");
     let node = fixtures.join("node");
-    let line = command_line(pod_spec(&manifest("daemonset.yaml")));
+    let line = command_line(pod_spec(&manifest(name)));
     let swap: [(&str, PathBuf); 4] = [
         ("--root=", node.clone()),
         ("--fingerprints=", fp.clone()),

@@ -38,7 +38,8 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     }
     let spec = br#"{"ociVersion":"1.1.0","process":{"env":["A=b"]},"annotations":{"io.kubernetes.cri.container-type":"container","io.kubernetes.cri.sandbox-uid":"5d1c3b7a-0e2f-4a6b-8c9d-1e2f3a4b5c6d","io.kubernetes.cri.container-name":"app","io.kubernetes.cri.sandbox-namespace":"shop","io.kubernetes.cri.sandbox-name":"web-0"}}"#.to_vec();
     let crio = br#"[{"id":"c1","layer":"l1","metadata":"{\"uid\":\"u1\",\"name\":\"web\"}"},{"id":"c2","layer":"l2","metadata":"not json"}]"#.to_vec();
-    let docker = br#"{"Config":{"Labels":{"io.kubernetes.pod.uid":"u2"}}}"#.to_vec();
+    let docker = br#"{"Name":"/web","State":{"Running":true},"Config":{"Image":"web:1","Labels":{"io.kubernetes.pod.uid":"u2","io.kubernetes.pod.namespace":"shop"}}}"#.to_vec();
+    let cri_o = br#"[{"id":"s1","layer":"l0","metadata":"{\"pod\":true,\"pod-id\":\"s1\",\"uid\":\"u1\",\"namespace\":\"shop\"}"},{"id":"c1","layer":"l1","metadata":"{\"pod-id\":\"s1\",\"pod-name\":\"web-0\",\"metadata-name\":\"app\"}"}]"#.to_vec();
     let mountinfo = b"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n\
 35 22 0:30 / /var/lib/kubelet/pods/u1/volumes/kubernetes.io~secret/db rw - tmpfs tmpfs rw\n\
 36 22 8:1 /srv/x /var/lib/kubelet/pods/u1/volumes/a\\040b rw - ext4 /dev/sda1 rw\n"
@@ -85,6 +86,18 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ("oci_spec", "bundle", spec),
         ("crio_docker_json", "crio", crio),
         ("crio_docker_json", "docker", docker),
+        ("crio_docker_json", "cri-o-sandbox", cri_o),
+        ("crio_docker_json", "layers", br#"[{"id":"l2","parent":"l1"},{"id":"l1"}]"#.to_vec()),
+        (
+            "crio_docker_json",
+            "image-config",
+            format!(
+                r#"{{"rootfs":{{"type":"layers","diff_ids":["sha256:{}","sha256:{}"]}}}}"#,
+                "a".repeat(64),
+                "b".repeat(64)
+            )
+            .into_bytes(),
+        ),
         (
             "crio_docker_json",
             "repositories",
@@ -94,7 +107,8 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         (
             "crio_docker_json",
             "images",
-            br#"[{"id":"aa","names":["localhost/web:1"],"big-data-names":["manifest"]}]"#.to_vec(),
+            br#"[{"id":"aa","names":["localhost/web:1"],"layer":"l2","big-data-names":["manifest"]}]"#
+                .to_vec(),
         ),
         ("cri_log", "plain", log),
         ("cri_log", "gzip", gz),

@@ -1051,6 +1051,37 @@ fn image_configs_of_every_runtime() {
     assert_eq!(got, want, "{}", out.stdout_str());
 }
 
+/// Each finding's attribution, sorted: secret, path, site, category, container id, name,
+/// `live` and `runtime`, pod uid, namespace and name (`-` where absent), and its images'
+/// names joined by `,`.
+fn attribution(out: &Out) -> Vec<Vec<String>> {
+    let s = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+    let mut got: Vec<Vec<String>> = out
+        .findings()
+        .into_iter()
+        .map(|f| {
+            let (c, p) = (&f.raw["container"], &f.raw["pod"]);
+            let live = c["live"].as_bool().map_or("-".to_owned(), |l| l.to_string());
+            let images = f.raw["images"].as_array().cloned().unwrap_or_default();
+            let images: Vec<String> = images.iter().map(s).collect();
+            vec![f.secret, f.path, f.site, f.category, s(&c["id"]), s(&c["name"]), live]
+                .into_iter()
+                .chain([s(&c["runtime"]), s(&p["uid"]), s(&p["namespace"]), s(&p["name"])])
+                .chain([images.join(",")])
+                .collect()
+        })
+        .collect();
+    got.sort();
+    got
+}
+
+/// An [`attribution`] row of value `i`: the place, then the owner (container id, name,
+/// live, runtime, pod uid, namespace, name, images).
+fn attributed(i: usize, path: &str, site: &str, category: &str, owner: [&str; 8]) -> Vec<String> {
+    let place = [path, site, category].map(str::to_owned);
+    [format!("shop/s{i}")].into_iter().chain(place).chain(owner.map(str::to_owned)).collect()
+}
+
 /// What Docker's own records say of a container (issue 30), with no CRI to ask: its name
 /// and its pod's (kubelet's `io.kubernetes.*` labels, as cri-dockerd sets them) on every
 /// finding of its config, layer and logs, and whether it runs (`State.Running`): an
@@ -1062,7 +1093,7 @@ fn image_configs_of_every_runtime() {
 #[test]
 fn docker_records_name_and_witness_their_containers() {
     let tree = NodeTree::new();
-    let (vals, secrets) = numbered(&tree, 8, 4811);
+    let (vals, secrets) = numbered(&tree, 9, 4811);
     let (up, down, rw) = (id(11), id(12), "e4".repeat(32));
     let docker = "/var/lib/docker";
     let labels = json!({
@@ -1079,6 +1110,8 @@ fn docker_records_name_and_witness_their_containers() {
     }
     tree.write(format!("{docker}/image/overlay2/layerdb/mounts/{down}/mount-id"), rw.as_bytes());
     tree.write(format!("{docker}/overlay2/{rw}/diff/out.txt"), vals[2].as_bytes());
+    let init = format!("{docker}/overlay2/{rw}-init/diff/etc/hosts");
+    tree.write(&init, vals[8].as_bytes());
     let line = |v: &str| format!("{{\"log\":\"token={v}\\n\",\"stream\":\"stdout\"}}\n");
     let up_log = format!("{docker}/containers/{up}/{up}-json.log");
     tree.write(&up_log, line(&vals[3]).as_bytes());
@@ -1092,29 +1125,16 @@ fn docker_records_name_and_witness_their_containers() {
     let file = tree.secrets_file("secrets.json", &secrets);
     let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
     out.assert_code(1);
-    let s = |v: &Value| v.as_str().unwrap_or("-").to_owned();
-    let mut got: Vec<Vec<String>> = out
-        .findings()
-        .into_iter()
-        .map(|f| {
-            let (c, p) = (&f.raw["container"], &f.raw["pod"]);
-            let live = c["live"].as_bool().map_or("-".to_owned(), |l| l.to_string());
-            vec![f.secret, f.path, f.site, f.category, s(&c["id"]), s(&c["name"]), live]
-                .into_iter()
-                .chain([s(&p["uid"]), s(&p["namespace"]), s(&p["name"])])
-                .collect()
-        })
-        .collect();
-    got.sort();
+    let got = attribution(&out);
+    let owner = |of: &str| -> [&str; 8] {
+        match of {
+            "up" => [&up, "app", "true", "docker", POD_UID, "shop", "web-0", ""],
+            "down" => [&down, "batch", "false", "docker", "-", "-", "-", ""],
+            _ => ["-", "-", "-", "-", "-", "-", "-", ""],
+        }
+    };
     let row = |i: usize, path: &str, site: &str, category: &str, of: &str| {
-        let v = |s: &str| s.to_owned();
-        let mut r = vec![format!("shop/s{i}"), v(path), v(site), v(category)];
-        r.extend(match of {
-            "up" => [v(&up), v("app"), v("true"), v(POD_UID), v("shop"), v("web-0")],
-            "down" => [v(&down), v("batch"), v("false"), v("-"), v("-"), v("-")],
-            _ => [v("-"), v("-"), v("-"), v("-"), v("-"), v("-")],
-        });
-        r
+        attributed(i, path, site, category, owner(of))
     };
     let up_config = format!("{docker}/containers/{up}/config.v2.json");
     let down_config = format!("{docker}/containers/{down}/config.v2.json");
@@ -1126,7 +1146,197 @@ fn docker_records_name_and_witness_their_containers() {
         row(3, &up_log, "pod-log", "pod-log", "up"),
         row(4, &down_log, "runtime-log", "pod-log", "down"),
         row(5, &volume, "runtime-volume", "other", "-"),
+        row(8, &init, "docker-storage", "dead-container", "down"),
     ];
     want.sort();
+    assert_eq!(got, want, "{}", out.stdout_str());
+}
+
+/// What containers/storage's records say (issue 30), with no CRI to ask: a CRI-O
+/// container's kubelet name and pod (namespace and uid from its sandbox's record), a
+/// Podman container's name, each with its runtime; a container dir no record names is a
+/// removed container's (`dead-container`); Podman's `ctr.log` is a `runtime-log`; image
+/// layers carry the names of the images whose stacks hold them (`images.json`'s top layer,
+/// `layers.json`'s parents); a volume's data is a `runtime-volume`.
+#[test]
+fn containers_storage_records_name_and_witness_their_containers() {
+    let tree = NodeTree::new();
+    let (vals, secrets) = numbered(&tree, 8, 4851);
+    let (sandbox, crio, podman, removed) = (id(21), id(22), id(23), id(24));
+    let (l_crio, l_podman, top, base) =
+        ("a5".repeat(32), "b6".repeat(32), "c7".repeat(32), "d8".repeat(32));
+    let graph = "/var/lib/containers/storage";
+    let meta = |m: Value| m.to_string();
+    let records = json!([
+        {"id": sandbox, "layer": "e9".repeat(32), "metadata": meta(json!({"pod": true,
+            "pod-name": "web-0", "pod-id": sandbox, "uid": POD_UID, "namespace": "shop",
+            "name": "k8s_POD_web-0_shop_0", "metadata-name": "web-0"}))},
+        {"id": crio, "layer": l_crio, "metadata": meta(json!({"pod-name": "web-0",
+            "pod-id": sandbox, "name": "k8s_app_web-0_shop_0", "metadata-name": "app",
+            "image-name": "shop/web:1"}))},
+        {"id": podman, "layer": l_podman, "names": ["batch"],
+            "metadata": meta(json!({"name": "batch", "image-name": "localhost/tool:1"}))},
+    ]);
+    let containers = format!("{graph}/overlay-containers");
+    tree.write(format!("{containers}/containers.json"), records.to_string().as_bytes());
+    let spec = |v: &str| json!({"process": {"env": [format!("DB={v}")]}}).to_string();
+    let config = |c: &str| format!("{containers}/{c}/userdata/config.json");
+    tree.write(config(&crio), spec(&vals[0]).as_bytes());
+    tree.write(config(&podman), spec(&vals[1]).as_bytes());
+    let ctr_log = format!("{containers}/{podman}/userdata/ctr.log");
+    tree.write(&ctr_log, cri_line(1, "F", &format!("token={}", vals[2])).as_bytes());
+    tree.write(config(&removed), spec(&vals[3]).as_bytes());
+    tree.write(format!("{graph}/overlay/{l_crio}/diff/out.txt"), vals[4].as_bytes());
+    let images = json!([{"id": "f0".repeat(32), "names": ["localhost/web:1"], "layer": top}]);
+    tree.write(format!("{graph}/overlay-images/images.json"), images.to_string().as_bytes());
+    let layers = json!([{"id": top, "parent": base}, {"id": base}]);
+    tree.write(format!("{graph}/overlay-layers/layers.json"), layers.to_string().as_bytes());
+    let (in_base, in_top) = (
+        format!("{graph}/overlay/{base}/diff/etc/key"),
+        format!("{graph}/overlay/{top}/diff/app/key"),
+    );
+    tree.write(&in_base, vals[5].as_bytes());
+    tree.write(&in_top, vals[6].as_bytes());
+    let volume = format!("{graph}/volumes/v1/_data/app.env");
+    tree.write(&volume, vals[7].as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let got = attribution(&out);
+    let owner = |of: &str| -> [&str; 8] {
+        match of {
+            "crio" => [&crio, "app", "-", "cri-o", POD_UID, "shop", "web-0", ""],
+            "podman" => [&podman, "batch", "-", "podman", "-", "-", "-", ""],
+            "removed" => [&removed, "-", "false", "-", "-", "-", "-", ""],
+            "image" => ["-", "-", "-", "-", "-", "-", "-", "localhost/web:1"],
+            _ => ["-", "-", "-", "-", "-", "-", "-", ""],
+        }
+    };
+    let row = |i: usize, path: &str, site: &str, category: &str, of: &str| {
+        attributed(i, path, site, category, owner(of))
+    };
+    let cs = "containers-storage";
+    let mut want = vec![
+        row(0, &config(&crio), cs, "env-persisted", "crio"),
+        row(1, &config(&podman), cs, "env-persisted", "podman"),
+        row(2, &ctr_log, "runtime-log", "pod-log", "podman"),
+        row(3, &config(&removed), cs, "dead-container", "removed"),
+        row(4, &format!("{graph}/overlay/{l_crio}/diff/out.txt"), cs, "container-layer", "crio"),
+        row(5, &in_base, cs, "image-layer", "image"),
+        row(6, &in_top, cs, "image-layer", "image"),
+        row(7, &volume, "runtime-volume", "other", "-"),
+    ];
+    want.sort();
+    assert_eq!(got, want, "{}", out.stdout_str());
+}
+
+/// The note of the finding at `path`.
+fn found_note(out: &Out, path: &str) -> String {
+    let found = out.findings();
+    let f = found.iter().find(|f| f.path == path).unwrap_or_else(|| panic!("{path}"));
+    f.raw["note"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Docker's image layers carry the names of the images whose stacks hold them: an image
+/// config's `rootfs.diff_ids` give the chain ids (the image spec's), under which
+/// `layerdb/sha256/<chain id>/cache-id` names each layer's `overlay2` dir; a layer two
+/// images share carries both's names. A layer no image and no container names (BuildKit's
+/// build cache) is no image's: `other`, with a note.
+#[test]
+fn docker_image_layers_carry_their_images() {
+    use sha2::{Digest, Sha256};
+    let tree = NodeTree::new();
+    let (vals, secrets) = numbered(&tree, 3, 4881);
+    let store = "/var/lib/docker/image/overlay2";
+    let (d1, d2) = (format!("sha256:{}", "1d".repeat(32)), format!("sha256:{}", "2d".repeat(32)));
+    let chain1 = d1.trim_start_matches("sha256:").to_owned();
+    let chain2: String = Sha256::digest(format!("sha256:{chain1} {d2}").as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let (web, base) = ("5a".repeat(32), "6b".repeat(32));
+    let config =
+        |diffs: &[&str]| json!({"rootfs": {"type": "layers", "diff_ids": diffs}}).to_string();
+    tree.write(format!("{store}/imagedb/content/sha256/{web}"), config(&[&d1, &d2]).as_bytes());
+    tree.write(format!("{store}/imagedb/content/sha256/{base}"), config(&[&d1]).as_bytes());
+    let repos = json!({"Repositories": {
+        "shop/web": {"shop/web:1": format!("sha256:{web}")},
+        "base": {"base:3": format!("sha256:{base}")},
+    }});
+    tree.write(format!("{store}/repositories.json"), repos.to_string().as_bytes());
+    let (bottom, upper, loose) = ("7c".repeat(32), "8d".repeat(32), "9e".repeat(32));
+    tree.write(format!("{store}/layerdb/sha256/{chain1}/cache-id"), bottom.as_bytes());
+    tree.write(format!("{store}/layerdb/sha256/{chain2}/cache-id"), upper.as_bytes());
+    let layer = |dir: &str| format!("/var/lib/docker/overlay2/{dir}/diff/key");
+    for (dir, v) in [(&bottom, &vals[0]), (&upper, &vals[1]), (&loose, &vals[2])] {
+        tree.write(layer(dir), v.as_bytes());
+    }
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let mut got: Vec<(String, String, String, Vec<String>)> = out
+        .findings()
+        .into_iter()
+        .map(|f| {
+            let names = f.raw["images"].as_array().cloned().unwrap_or_default();
+            let names = names.iter().map(|n| n.as_str().unwrap().to_owned()).collect();
+            (f.secret, f.path, f.category, names)
+        })
+        .collect();
+    got.sort();
+    let row = |i: usize, dir: &str, category: &str, names: &[&str]| {
+        let names = names.iter().map(|n| (*n).to_owned()).collect();
+        (format!("shop/s{i}"), layer(dir), category.to_owned(), names)
+    };
+    let loose_note = found_note(&out, &layer(&loose));
+    assert!(loose_note.contains("BuildKit"), "{loose_note}");
+    let want = vec![
+        row(0, &bottom, "image-layer", &["base:3", "shop/web:1"]),
+        row(1, &upper, "image-layer", &["shop/web:1"]),
+        row(2, &loose, "other", &[]),
+    ];
+    assert_eq!(got, want, "{}", out.stdout_str());
+}
+
+/// A pod log that is a symlink (cri-dockerd links `/var/log/pods/<ns>_<pod>_<uid>/<c>/0.log`
+/// to Docker's json-file log) is read as that pod's log when it resolves, inside the root,
+/// to a log a runtime's records name: the Docker log of a container with no kubelet labels
+/// is the linking pod's. A link to any other file, or out of the root, is never followed.
+#[test]
+fn pod_log_links_to_runtime_logs() {
+    let tree = NodeTree::new();
+    let (vals, secrets) = numbered(&tree, 3, 4901);
+    let cid = id(31);
+    let docker = "/var/lib/docker";
+    let config = json!({"Name": "/k8s_app_web-0", "State": {"Running": true}, "Config": {}});
+    let dir = format!("{docker}/containers/{cid}");
+    tree.write(format!("{dir}/config.v2.json"), config.to_string().as_bytes());
+    let log = format!("{dir}/{cid}-json.log");
+    tree.write(&log, format!("{{\"log\":\"t={}\\n\"}}\n", vals[0]).as_bytes());
+    tree.write("/srv/notes.txt", vals[1].as_bytes());
+    let pod_dir = format!("/var/log/pods/shop_web-0_{POD_UID}/app");
+    tree.mkdir(&pod_dir);
+    let link = |name: &str, to: &str| tree.symlink(format!("{pod_dir}/{name}"), to);
+    link("0.log", &log);
+    link("1.log", "/srv/notes.txt");
+    link("2.log", "../../../../../../../../srv/notes.txt");
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let found = out.findings();
+    let got: Vec<_> = found
+        .iter()
+        .map(|f| {
+            let (c, p) = (&f.raw["container"], &f.raw["pod"]);
+            let s = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+            [f.secret.clone(), f.path.clone(), f.site.clone(), f.category.clone(), s(&c["id"])]
+                .into_iter()
+                .chain([s(&c["name"]), s(&p["uid"]), s(&p["namespace"]), s(&p["name"])])
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let want = vec![["shop/s0", &log, "pod-log", "pod-log", &cid, "app", POD_UID, "shop", "web-0"]
+        .map(str::to_owned)
+        .to_vec()];
     assert_eq!(got, want, "{}", out.stdout_str());
 }

@@ -307,3 +307,63 @@ fn plan_file_round_trips_and_restricts() {
     let seed = include_bytes!("../../fuzz/corpus/kubectl_pods/seed-plan");
     assert_eq!(PlanFile::parse(seed).unwrap().actions.len(), 1);
 }
+
+/// Each runtime's residue is advised with that runtime's own tool: Docker's and Podman's
+/// containers and images with `docker`/`podman`, CRI's with `crictl`; with no CRI asked,
+/// what the runtime's records say of the container decides.
+#[test]
+fn advice_names_each_runtimes_own_tool() {
+    let of = |site, category, path: &str, runtime: Option<&'static str>, live| {
+        let mut f = finding(site, category, path, None, Some("c1"));
+        let c = f.container.as_mut().unwrap();
+        (c.runtime, c.live) = (runtime, live);
+        f
+    };
+    let image = |site, category, path: &str| {
+        let mut f = finding(site, category, path, None, None);
+        f.container = None;
+        f
+    };
+    let cases = [
+        (
+            of(SiteId::DockerStorage, Category::DeadContainer, "/d/c", Some("docker"), Some(false)),
+            "docker rm c1",
+        ),
+        (
+            of(SiteId::DockerStorage, Category::EnvPersisted, "/d/l", Some("docker"), Some(true)),
+            "restart the pod",
+        ),
+        (
+            of(
+                SiteId::ContainersStorage,
+                Category::DeadContainer,
+                "/s/c",
+                Some("podman"),
+                Some(false),
+            ),
+            "podman rm c1",
+        ),
+        (
+            of(SiteId::ContainersStorage, Category::EnvPersisted, "/s/o", None, Some(false)),
+            "by hand",
+        ),
+        (
+            of(SiteId::RuntimeLog, Category::PodLog, "/d/log", Some("docker"), Some(false)),
+            "docker rm c1",
+        ),
+        (image(SiteId::DockerStorage, Category::ImageConfig, "/d/i"), "(docker rmi)"),
+        (
+            image(SiteId::ContainersStorage, Category::ImageLayer, "/s/i"),
+            "(crictl rmi, or podman rmi)",
+        ),
+        (image(SiteId::ContainerdSnapshot, Category::ImageLayer, "/c/i"), "(crictl rmi)"),
+        (image(SiteId::RuntimeVolume, Category::Other, "/d/volumes/v/_data/x"), "volume rm"),
+    ];
+    let findings: Vec<Finding> = cases.iter().map(|(f, _)| f.clone()).collect();
+    let planned = plan(&findings, None, &[], NOW, &OPTS);
+    assert!(planned.actions.is_empty());
+    for (f, want) in &cases {
+        let left = planned.left.iter().find(|l| l.path == f.path).unwrap();
+        assert!(left.manual.contains(want), "{}: {left:?}", f.path);
+    }
+}

@@ -207,6 +207,21 @@ macro_rules! other_values_give {
     };
 }
 
+/// The `visit_*` methods of every JSON value but an object (lists skipped unheld), each
+/// giving `$value` of type `$ty`: for a visitor that looks into objects only.
+macro_rules! non_objects_give {
+    ($ty:ty, $value:expr) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<$ty, A::Error> {
+            skip_seq(seq)?;
+            Ok($value)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<$ty, E> {
+            Ok($value)
+        }
+        other_values_give!($ty, $value);
+    };
+}
+
 /// At most `max` strings, each at most [`MAX_TEXT`] bytes (longer ones are dropped),
 /// from a JSON value that is a string, or (when `max` > 1) a list of strings; anything
 /// else gives none.
@@ -312,14 +327,7 @@ pub fn pick_nested_pairs(
             }
             Ok(out)
         }
-        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-            skip_seq(seq)?;
-            Ok(Vec::new())
-        }
-        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-            Ok(Vec::new())
-        }
-        other_values_give!(Self::Value, Vec::new());
+        non_objects_give!(Self::Value, Vec::new());
     }
     impl<'de> DeserializeSeed<'de> for Inner<'_> {
         type Value = ();
@@ -342,13 +350,7 @@ pub fn pick_nested_pairs(
             }
             Ok(())
         }
-        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-            skip_seq(seq)
-        }
-        fn visit_str<E>(self, _: &str) -> Result<(), E> {
-            Ok(())
-        }
-        other_values_give!((), ());
+        non_objects_give!((), ());
     }
     let mut d = serde_json::Deserializer::from_reader(json);
     let pairs = d.deserialize_any(Top { at, max }).ok()?;
@@ -356,38 +358,78 @@ pub fn pick_nested_pairs(
     Some(pairs)
 }
 
-/// In each element of the JSON list read from `json` (at most `max` elements; the rest
-/// are parsed and skipped): the string at key `id` and at most `per` strings of the list
-/// at key `list` (containers/storage's `images.json`: `id`, `names`); `None` when it is
-/// not a JSON list.
-pub fn pick_each_list(
+/// At most `per` strings of the list (or the string) at `path`, a path of object keys, in
+/// the JSON document read from `json` (an image config's `rootfs.diff_ids`); none when
+/// there is none there, `None` when it is not JSON.
+pub fn pick_list_at(
     json: &mut dyn std::io::Read,
-    id: &str,
-    list: &str,
-    max: usize,
+    path: Path<'_>,
     per: usize,
-) -> Option<Vec<(Option<String>, Vec<String>)>> {
-    struct Each<'k> {
-        id: &'k str,
-        list: &'k str,
-        max: usize,
+) -> Option<Vec<String>> {
+    struct At<'p> {
+        path: Path<'p>,
         per: usize,
+    }
+    impl<'de> DeserializeSeed<'de> for At<'_> {
+        type Value = Vec<String>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            match self.path {
+                [] => Strings { max: self.per }.deserialize(d),
+                _ => d.deserialize_any(self),
+            }
+        }
+    }
+    impl<'de> Visitor<'de> for At<'_> {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if key == self.path[0] {
+                    // The last of duplicate keys wins.
+                    out = map.next_value_seed(At { path: &self.path[1..], per: self.per })?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(out)
+        }
+        non_objects_give!(Self::Value, Vec::new());
+    }
+    let mut d = serde_json::Deserializer::from_reader(json);
+    let picked = At { path, per }.deserialize(&mut d).ok()?;
+    d.end().ok()?;
+    Some(picked)
+}
+
+/// In each element of the JSON list read from `json` (at most `max` elements; the rest
+/// are parsed and skipped): for each `(key, per)` of `keys`, at most `per` strings at that
+/// key, the string there or (when `per` > 1) those of the list there
+/// (containers/storage's `images.json`: `id`, `layer`, `names`); `None` when it is not a
+/// JSON list.
+pub fn pick_each_keys(
+    json: &mut dyn std::io::Read,
+    keys: &[(&str, usize)],
+    max: usize,
+) -> Option<Vec<Vec<Vec<String>>>> {
+    struct Each<'k> {
+        keys: &'k [(&'k str, usize)],
+        max: usize,
     }
     struct One<'k> {
-        id: &'k str,
-        list: &'k str,
-        per: usize,
+        keys: &'k [(&'k str, usize)],
     }
     impl<'de> Visitor<'de> for Each<'_> {
-        type Value = Vec<(Option<String>, Vec<String>)>;
+        type Value = Vec<Vec<Vec<String>>>;
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("a list")
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
             let mut out = Vec::new();
             while out.len() < self.max {
-                let one = One { id: self.id, list: self.list, per: self.per };
-                match seq.next_element_seed(one)? {
+                match seq.next_element_seed(One { keys: self.keys })? {
                     Some(picked) => out.push(picked),
                     None => return Ok(out),
                 }
@@ -397,41 +439,38 @@ pub fn pick_each_list(
         }
     }
     impl<'de> DeserializeSeed<'de> for One<'_> {
-        type Value = (Option<String>, Vec<String>);
+        type Value = Vec<Vec<String>>;
         fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
             d.deserialize_any(self)
         }
     }
     impl<'de> Visitor<'de> for One<'_> {
-        type Value = (Option<String>, Vec<String>);
+        type Value = Vec<Vec<String>>;
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("an object")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let (mut id, mut list) = (None, Vec::new());
+            let mut out = vec![Vec::new(); self.keys.len()];
             while let Some(key) = map.next_key::<String>()? {
-                if key == self.id {
-                    id = map.next_value_seed(Strings { max: 1 })?.pop();
-                } else if key == self.list {
-                    list = map.next_value_seed(Strings { max: self.per })?;
-                } else {
-                    map.next_value::<IgnoredAny>()?;
+                // The last of duplicate keys wins, as indexing a `Value` gives.
+                match self.keys.iter().position(|(k, _)| *k == key) {
+                    Some(i) => out[i] = map.next_value_seed(Strings { max: self.keys[i].1 })?,
+                    None => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
                 }
             }
-            Ok((id, list))
+            Ok(out)
         }
-        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-            skip_seq(seq)?;
-            Ok((None, Vec::new()))
-        }
-        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-            Ok((None, Vec::new()))
-        }
-        other_values_give!(Self::Value, (None, Vec::new()));
+        // An element that is no object picks nothing (padded below).
+        non_objects_give!(Self::Value, Vec::new());
     }
     let mut d = serde_json::Deserializer::from_reader(json);
-    let picked = d.deserialize_seq(Each { id, list, max, per }).ok()?;
+    let mut picked = d.deserialize_seq(Each { keys, max }).ok()?;
     d.end().ok()?;
+    for p in &mut picked {
+        p.resize(keys.len(), Vec::new());
+    }
     Some(picked)
 }
 
@@ -503,21 +542,36 @@ mod tests {
     }
 
     #[test]
-    fn picks_each_list_up_to_max() {
-        let json =
-            br#"[{"id":"a","names":[["x"],"n1",{"y":"z"},"n2",3,"n3"]},{"names":"solo","id":7},5,
-            {"id":"c","names":{"x":"y"}},{"id":"d"}]"#;
-        let got = pick_each_list(&mut &json[..], "id", "names", 4, 2).unwrap();
+    fn picks_a_list_at_a_path() {
+        let at = |j: &[u8], per| pick_list_at(&mut &j[..], &["rootfs", "diff_ids"], per);
+        let v = |s: &[&str]| s.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let config =
+            br#"{"history":[{"a":1}],"rootfs":{"type":"layers","diff_ids":["d1",2,"d2","d3"]}}"#;
+        assert_eq!(at(config, 2), Some(v(&["d1", "d2"])));
+        assert_eq!(at(config, 9), Some(v(&["d1", "d2", "d3"])));
+        assert_eq!(at(br#"{"rootfs":{"diff_ids":"one"}}"#, 9), Some(v(&["one"])));
+        assert_eq!(at(br#"{"rootfs":["diff_ids"]}"#, 9), Some(vec![]));
+        assert_eq!(at(br#"{"rootfs":{"diff_ids":["a"]},"rootfs":{}}"#, 9), Some(vec![]));
+        assert_eq!(at(br#"[1]"#, 9), Some(vec![]));
+        assert_eq!(at(br#"{"rootfs":"#, 9), None);
+    }
+
+    #[test]
+    fn picks_each_keys_up_to_max() {
+        let json = br#"[{"id":"a","names":[["x"],"n1",{"y":"z"},"n2",3,"n3"],"layer":"l1"},
+            {"names":"solo","id":7},5,{"id":"c","names":{"x":"y"},"id":"c2"},{"id":"d"}]"#;
+        let keys = [("id", 1), ("names", 2), ("layer", 1)];
+        let got = pick_each_keys(&mut &json[..], &keys, 4).unwrap();
         let v = |s: &[&str]| s.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert_eq!(
             got,
             vec![
-                (Some("a".into()), v(&["n1", "n2"])),
-                (None, v(&["solo"])),
-                (None, vec![]),
-                (Some("c".into()), vec![]),
+                vec![v(&["a"]), v(&["n1", "n2"]), v(&["l1"])],
+                vec![vec![], v(&["solo"]), vec![]],
+                vec![vec![], vec![], vec![]],
+                vec![v(&["c2"]), vec![], vec![]],
             ]
         );
-        assert!(pick_each_list(&mut &b"{}"[..], "id", "names", 4, 2).is_none());
+        assert!(pick_each_keys(&mut &b"{}"[..], &keys, 4).is_none());
     }
 }

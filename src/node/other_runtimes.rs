@@ -1,6 +1,6 @@
-//! The records of CRI-O's containers-storage and Docker's data root that tell what a dir
-//! is (their discovery is in [`crate::sites::crio`] and [`crate::sites::docker`]; facts in
-//! `docs/NODE-LAYOUT.md`), parsed as they are read.
+//! The records of containers/storage (CRI-O's, Podman's) and Docker's data root that tell
+//! what a dir is (their discovery is in [`crate::sites::containers_storage`] and
+//! [`crate::sites::docker`]; facts in `docs/NODE-LAYOUT.md`), parsed as they are read.
 
 use super::json;
 use std::collections::{BTreeSet, HashMap};
@@ -15,26 +15,114 @@ pub const MAX_CONTAINERS: usize = 16_384;
 /// characters); a longer one is not a runtime's and is dropped.
 const MAX_ID: usize = 256;
 
-/// Writable layer id → (container id, pod uid), as [`crio_layers`] returns them.
-pub type CrioOwners = HashMap<String, (String, Option<String>)>;
+/// A record of containers/storage's `containers.json`: the container, its writable layer,
+/// and what the record's `metadata` (a JSON string its runtime writes) says of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StorageContainer {
+    /// The container's id.
+    pub id: String,
+    /// Its writable layer's id.
+    pub layer: Option<String>,
+    /// Its names, pod and runtime: CRI-O's records (those with a `pod-id`) name the
+    /// kubelet container (`metadata-name`), the pod (`pod-name`; uid and namespace are
+    /// on the pod's sandbox record), Podman's the container (`name`).
+    pub record: ContainerRecord,
+}
 
-/// CRI-O's `containers.json` (a list of records), parsed as it is read: each container's
-/// writable layer id → (container id, pod uid from the record's `metadata` string, itself
-/// JSON). Only those fields of a record are kept (every other is skipped by the parser
-/// unheld), for at most [`MAX_CONTAINERS`] records; ids longer than a runtime makes are
-/// dropped. `None` when it is not a JSON list.
-pub fn crio_layers(json: &mut dyn std::io::Read) -> Option<CrioOwners> {
+/// containers/storage's `containers.json` (a list of records), parsed as it is read: each
+/// record's `id`, `layer` and `metadata` (itself JSON); every other field is skipped by the
+/// parser unheld, for at most [`MAX_CONTAINERS`] records; ids longer than a runtime makes
+/// are dropped. A CRI-O container takes its pod's uid and namespace from its sandbox's
+/// record (`pod-id`). `None` when it is not a JSON list.
+pub fn storage_containers(json: &mut dyn std::io::Read) -> Option<Vec<StorageContainer>> {
+    const META: [&[&str]; 7] = [
+        &["uid"],
+        &["namespace"],
+        &["pod-name"],
+        &["pod-id"],
+        &["metadata-name"],
+        &["name"],
+        &["image-name"],
+    ];
     let records = json::pick_each(json, &[&["id"], &["layer"], &["metadata"]], MAX_CONTAINERS)?;
-    let mut owners = HashMap::new();
+    let mut out = Vec::new();
+    let mut sandboxes: HashMap<String, (Option<String>, Option<String>)> = HashMap::new();
     for r in records {
         let [id, layer, meta] = <[Option<String>; 3]>::try_from(r).ok()?;
-        let (Some(id), Some(layer)) = (short(id), short(layer)) else { continue };
-        let uid = meta
-            .and_then(|m| json::pick_slice(m.as_bytes(), &[&["uid"]]))
-            .and_then(|mut u| u.pop().flatten());
-        owners.insert(layer, (id, short(uid)));
+        let Some(id) = short(id) else { continue };
+        let meta = meta.and_then(|m| json::pick_slice(m.as_bytes(), &META));
+        let meta = meta.unwrap_or_else(|| vec![None; META.len()]).into_iter().map(short);
+        let [uid, namespace, pod_name, pod_id, kubelet_name, name, image] =
+            <[Option<String>; 7]>::try_from(meta.collect::<Vec<_>>()).ok()?;
+        if uid.is_some() {
+            sandboxes.insert(id.clone(), (uid.clone(), namespace.clone()));
+        }
+        let runtime = Some(if pod_id.is_some() { "cri-o" } else { "podman" });
+        let record = ContainerRecord {
+            name: kubelet_name.or(name),
+            image,
+            pod_uid: uid,
+            pod_namespace: namespace,
+            pod_name,
+            running: None,
+            runtime,
+        };
+        out.push((StorageContainer { id, layer: short(layer), record }, pod_id));
     }
-    Some(owners)
+    Some(
+        out.into_iter()
+            .map(|(mut c, pod_id)| {
+                if let Some((uid, namespace)) = pod_id.and_then(|p| sandboxes.get(&p)) {
+                    let r = &mut c.record;
+                    r.pod_uid = r.pod_uid.take().or_else(|| uid.clone());
+                    r.pod_namespace = r.pod_namespace.take().or_else(|| namespace.clone());
+                }
+                c
+            })
+            .collect(),
+    )
+}
+
+/// containers/storage's `layers.json` (a list of records), parsed as it is read: each
+/// layer's parent, for at most [`MAX_CONTAINERS`] records. `None` when it is not a JSON list.
+pub fn storage_layer_parents(json: &mut dyn std::io::Read) -> Option<HashMap<String, String>> {
+    let records = json::pick_each(json, &[&["id"], &["parent"]], MAX_CONTAINERS)?;
+    let pairs = records.into_iter().filter_map(|r| {
+        let [id, parent] = <[Option<String>; 2]>::try_from(r).ok()?;
+        Some((short(id)?, short(parent)?))
+    });
+    Some(pairs.collect())
+}
+
+/// The longest chain of parent layers followed from an image's top layer (overlay stacks
+/// at most 128 layers; Docker makes at most 125).
+const MAX_CHAIN: usize = 256;
+
+/// Names kept on layers in all (an image's names on each of its layers).
+const MAX_LAYER_NAMES: usize = 1 << 20;
+
+/// Layer id → the names of the images whose stacks hold it: each image's names on its top
+/// layer (`tops`: top layer, names) and on each parent below it (`parents`), at most
+/// [`MAX_CHAIN`] deep and [`MAX_LAYER_NAMES`] names in all.
+pub fn images_of_layers<'n>(
+    tops: impl IntoIterator<Item = (String, &'n BTreeSet<String>)>,
+    parents: &HashMap<String, String>,
+) -> HashMap<String, BTreeSet<String>> {
+    let mut out: HashMap<String, BTreeSet<String>> = HashMap::new();
+    let mut kept = 0;
+    for (top, names) in tops {
+        let mut layer = Some(top);
+        for _ in 0..MAX_CHAIN {
+            let Some(at) = layer.take() else { break };
+            if kept + names.len() > MAX_LAYER_NAMES {
+                return out;
+            }
+            kept += names.len();
+            layer = parents.get(&at).cloned();
+            out.entry(at).or_default().extend(names.iter().cloned());
+        }
+    }
+    out
 }
 
 /// An id, unless it is longer than any a runtime makes.
@@ -152,7 +240,7 @@ pub const MAX_IMAGE_NAMES: usize = 65_536;
 const MAX_NAMES_PER_IMAGE: usize = 256;
 
 /// Image id (hex, no `sha256:`) → the names of the image, as [`docker_image_names`] and
-/// [`storage_image_names`] return them.
+/// [`storage_images`] return them.
 pub type ImageNames = HashMap<String, BTreeSet<String>>;
 
 /// Docker's `repositories.json` (`Repositories` → repository → reference → `sha256:<id>`),
@@ -169,17 +257,62 @@ pub fn docker_image_names(json: &mut dyn std::io::Read) -> Option<ImageNames> {
     Some(names)
 }
 
-/// containers/storage's `images.json` (a list of records with `id` and `names`), parsed
-/// as it is read: each image id's names, for at most [`MAX_CONTAINERS`] records of at
-/// most 256 names. `None` when it is not a JSON list.
-pub fn storage_image_names(json: &mut dyn std::io::Read) -> Option<ImageNames> {
-    let records = json::pick_each_list(json, "id", "names", MAX_CONTAINERS, MAX_NAMES_PER_IMAGE)?;
-    let mut names = ImageNames::new();
-    for (id, list) in records {
-        let Some(id) = short(id) else { continue };
-        names.entry(id).or_default().extend(list);
+/// Layers of one image kept (overlay stacks at most 128).
+const MAX_IMAGE_LAYERS: usize = 256;
+
+/// The chain ids (hex, no `sha256:`) of the layers of the Docker image whose config is read
+/// from `json`, bottom first: the first is the first `rootfs.diff_ids` entry, each next one
+/// the SHA-256 of the one below (`sha256:<hex>`), a space and its own diff id, as the
+/// image spec defines them; Docker keeps each layer under its chain id
+/// (`layerdb/sha256/<chain id>/cache-id` names its `overlay2` dir). `None` when it is not
+/// JSON; a diff id that is not `sha256:` and hex ends the chain.
+pub fn docker_chain_ids(json: &mut dyn std::io::Read) -> Option<Vec<String>> {
+    use sha2::{Digest, Sha256};
+    let diffs = json::pick_list_at(json, &["rootfs", "diff_ids"], MAX_IMAGE_LAYERS)?;
+    let mut chain: Vec<String> = Vec::new();
+    for diff in diffs {
+        let hex = diff.strip_prefix("sha256:").filter(|h| {
+            h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        });
+        let Some(hex) = hex else { break };
+        let next = match chain.last() {
+            None => hex.to_owned(),
+            Some(below) => {
+                let digest = Sha256::digest(format!("sha256:{below} {diff}").as_bytes());
+                digest.iter().map(|b| format!("{b:02x}")).collect()
+            }
+        };
+        chain.push(next);
     }
-    Some(names)
+    Some(chain)
+}
+
+/// What containers/storage's `images.json` says: each image id's names, and each image's
+/// top layer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StorageImages {
+    /// Image id → names.
+    pub names: ImageNames,
+    /// (image id, its top layer's id).
+    pub tops: Vec<(String, String)>,
+}
+
+/// containers/storage's `images.json` (a list of records with `id`, `names` and `layer`),
+/// parsed as it is read, for at most [`MAX_CONTAINERS`] records of at most 256 names.
+/// `None` when it is not a JSON list.
+pub fn storage_images(json: &mut dyn std::io::Read) -> Option<StorageImages> {
+    let keys = [("id", 1), ("names", MAX_NAMES_PER_IMAGE), ("layer", 1)];
+    let records = json::pick_each_keys(json, &keys, MAX_CONTAINERS)?;
+    let mut images = StorageImages::default();
+    for r in records {
+        let [id, names, layer] = <[Vec<String>; 3]>::try_from(r).ok()?;
+        let Some(id) = short(id.into_iter().next()) else { continue };
+        if let Some(layer) = short(layer.into_iter().next()) {
+            images.tops.push((id.clone(), layer));
+        }
+        images.names.entry(id).or_default().extend(names);
+    }
+    Some(images)
 }
 
 #[cfg(test)]
@@ -198,6 +331,25 @@ mod tests {
         assert_eq!(root("not json"), None);
     }
 
+    /// `sha256sum` of `sha256:<64 a> sha256:<64 b>`.
+    const CHAIN_AB: &str = "ccd722928bd92476ba1745586fed6e45a102504185ad88cd89e01ff116fd146c";
+
+    /// Chain ids as the image spec defines them: checked against a value computed with
+    /// `printf 'sha256:<a> sha256:<b>' | sha256sum`.
+    #[test]
+    fn docker_chain_ids_of_a_config() {
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        let config = format!(
+            r#"{{"rootfs":{{"type":"layers","diff_ids":["sha256:{a}","sha256:{b}","md5:x","sha256:{a}"]}}}}"#
+        );
+        let chain = docker_chain_ids(&mut config.as_bytes()).unwrap();
+        assert_eq!(chain.len(), 2, "a diff id of another digest ends the chain");
+        assert_eq!(chain[0], a);
+        assert_eq!(chain[1], CHAIN_AB);
+        assert_eq!(docker_chain_ids(&mut &b"{}"[..]), Some(vec![]));
+        assert_eq!(docker_chain_ids(&mut &b"nope"[..]), None);
+    }
+
     #[test]
     fn image_names_of_both_runtimes() {
         let repos = br#"{"Repositories":{"web":{"web:1":"sha256:aa","web@sha256:dd":"sha256:aa"},
@@ -210,10 +362,10 @@ mod tests {
         let images =
             br#"[{"id":"aa","names":["localhost/web:1","localhost/web:2"],"big-data-names":["x"]},
             {"id":"bb"}]"#;
-        let names = storage_image_names(&mut &images[..]).unwrap();
+        let names = storage_images(&mut &images[..]).unwrap().names;
         assert_eq!(names["aa"], set(&["localhost/web:1", "localhost/web:2"]));
         assert!(names["bb"].is_empty());
-        assert_eq!(storage_image_names(&mut &b"{}"[..]), None);
+        assert_eq!(storage_images(&mut &b"{}"[..]), None);
     }
 
     #[test]

@@ -1,18 +1,23 @@
-//! CRI-O's containers-storage (`/var/lib/containers/storage`): `overlay/<layer>/diff` is a
-//! container's writable layer when `overlay-containers/containers.json` names the layer
-//! as a container's `layer`, else an image layer; `overlay-containers/<id>/userdata/
-//! config.json` is the OCI spec (with the env) CRI-O keeps on disk. The pod comes from
-//! the record's `metadata` (a JSON string CRI-O writes, with the pod `uid`);
-//! `overlay-images/<id>/` holds an image's config, named through `images.json`. Facts in
-//! `docs/NODE-LAYOUT.md` (CRI-O); the records are parsed by
+//! containers/storage (`/var/lib/containers/storage`), the store of CRI-O and Podman:
+//! `overlay/<layer>/diff` is a container's writable layer when `overlay-containers/
+//! containers.json` names the layer as a container's `layer`, else an image layer, named
+//! after the images whose stacks hold it (`overlay-images/images.json` gives each image's
+//! top layer, `overlay-layers/layers.json` each layer's parent);
+//! `overlay-containers/<id>/userdata/config.json` is the OCI spec (with the env) and
+//! `userdata/ctr.log` Podman's log of the container. A container's names, pod and runtime
+//! come from its record's `metadata` (a JSON string CRI-O or Podman writes); a container
+//! dir no record names is a removed container's. `overlay-images/<id>/` holds an image's
+//! config, named through `images.json`; `volumes/<name>/_data` a volume's data. Facts in
+//! `docs/NODE-LAYOUT.md` (containers/storage); the records are parsed by
 //! [`crate::node::other_runtimes`].
 
 use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
 use crate::finding::{Category, Finding, SiteId};
 use crate::node::other_runtimes::{
-    crio_layers, crio_root, storage_graphroot, storage_image_names, MAX_RECORD,
+    crio_root, images_of_layers, storage_containers, storage_graphroot, storage_images,
+    storage_layer_parents, ContainerRecord, StorageContainer, StorageImages, MAX_RECORD,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 /// CRI-O's default graph root.
@@ -38,7 +43,6 @@ impl Site for ContainersStorage {
     fn discover(&self, cx: &mut Discovery<'_>) {
         for graph in graph_roots(cx) {
             discover_graph(cx, &graph);
-            image_configs(cx, &graph);
         }
     }
 
@@ -89,45 +93,80 @@ fn graph_roots(cx: &mut Discovery<'_>) -> Vec<PathBuf> {
 /// A parser of a runtime's configuration file, giving the root it names.
 type Parse = fn(&mut dyn std::io::Read) -> Option<Option<String>>;
 
-/// The scopes of the containers/storage root `graph`: layers, and containers' specs.
+/// The scopes of the containers/storage root `graph`: containers' specs and logs (named by
+/// `containers.json`), layers (a container's writable one, or an image's, named through
+/// `images.json` and `layers.json`), image dirs and volumes.
 fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
     let site = SiteId::ContainersStorage;
-    let layers = graph.join("overlay");
     let containers = graph.join("overlay-containers");
-    let records = containers.join("containers.json");
-    let owners = cx.parse(&records, MAX_RECORD, crio_layers).unwrap_or_default();
-    let by_container: HashMap<&str, Option<&String>> =
-        owners.values().map(|(id, uid)| (id.as_str(), uid.as_ref())).collect();
+    // Listed before the records are read: a container made since is not seen at all, one
+    // removed since has no record, and is gone.
+    let dirs = cx.dirs(&containers);
+    let records = cx.parse(&containers.join("containers.json"), MAX_RECORD, storage_containers);
+    let known = records.is_some();
+    let records = records.unwrap_or_default();
+    let by_id: HashMap<&str, &ContainerRecord> =
+        records.iter().map(|c| (c.id.as_str(), &c.record)).collect();
+    let gone = ContainerRecord { running: Some(false), ..ContainerRecord::default() };
+    for name in dirs {
+        let Some(id) = name.to_str() else { continue };
+        let record = match by_id.get(id) {
+            Some(r) => *r,
+            // No record in a list that was read: the container was removed, its dir left.
+            None if known => &gone,
+            None => &ContainerRecord::default(),
+        };
+        let userdata = containers.join(&name).join("userdata");
+        let spec = Ownership::of_record(site, Category::EnvPersisted, id, record);
+        cx.push(&userdata.join("config.json"), ScopeKind::Owned(spec), Unresolved::Quiet);
+        let log = super::runtime_data::log_of(id, record);
+        cx.push(&userdata.join("ctr.log"), ScopeKind::Owned(log), Unresolved::Quiet);
+    }
+    let images = image_configs(cx, graph);
+    let parents = graph.join("overlay-layers/layers.json");
+    let parents = cx.parse(&parents, MAX_RECORD, storage_layer_parents).unwrap_or_default();
+    let none = BTreeSet::new();
+    let tops = images
+        .tops
+        .iter()
+        .map(|(image, top)| (top.clone(), images.names.get(image).unwrap_or(&none)));
+    let layer_images = images_of_layers(tops, &parents);
+    let by_layer: HashMap<&str, &StorageContainer> =
+        records.iter().filter_map(|c| Some((c.layer.as_deref()?, c))).collect();
+    let layers = graph.join("overlay");
     for name in cx.dirs(&layers) {
         let Some(id) = name.to_str().filter(|n| *n != "l") else { continue };
-        let (category, container, pod_uid) = match owners.get(id) {
-            Some((c, uid)) => (Category::ContainerLayer, Some(c.clone()), uid.clone()),
-            None => (Category::ImageLayer, None, None),
+        let layer = match by_layer.get(id) {
+            Some(c) => Ownership::of_record(site, Category::ContainerLayer, &c.id, &c.record),
+            None => {
+                let mut own = Ownership::new(site, Category::ImageLayer, None, None);
+                own.images =
+                    layer_images.get(id).map(|n| n.iter().cloned().collect()).unwrap_or_default();
+                own
+            }
         };
-        let layer = ScopeKind::Owned(Ownership::new(site, category, container, pod_uid));
-        cx.push(&layers.join(&name).join("diff"), layer, Unresolved::Quiet);
+        cx.push(&layers.join(&name).join("diff"), ScopeKind::Owned(layer), Unresolved::Quiet);
     }
-    for name in cx.dirs(&containers) {
-        let Some(id) = name.to_str() else { continue };
-        let pod_uid = by_container.get(id).copied().flatten().cloned();
-        let spec = Ownership::new(site, Category::EnvPersisted, Some(id.to_owned()), pod_uid);
-        let config = containers.join(&name).join("userdata/config.json");
-        cx.push(&config, ScopeKind::Owned(spec), Unresolved::Quiet);
+    let volumes = graph.join("volumes");
+    for name in cx.dirs(&volumes) {
+        let volume = Ownership::new(SiteId::RuntimeVolume, Category::Other, None, None);
+        cx.push(&volumes.join(&name).join("_data"), ScopeKind::Owned(volume), Unresolved::Quiet);
     }
 }
 
 /// The image dirs of the containers/storage root `graph` (`overlay-images/<id>/`: the
 /// config, stored under the file name `=<base64 of "sha256:<id>">`, with `ENV`, labels
 /// and the history holding build args; the manifest), each named after the names
-/// `images.json` gives it.
-fn image_configs(cx: &mut Discovery<'_>, graph: &Path) {
+/// `images.json` gives it; what `images.json` says.
+fn image_configs(cx: &mut Discovery<'_>, graph: &Path) -> StorageImages {
     let images = graph.join("overlay-images");
     let records = images.join("images.json");
-    let names = cx.parse(&records, MAX_RECORD, storage_image_names).unwrap_or_default();
+    let said = cx.parse(&records, MAX_RECORD, storage_images).unwrap_or_default();
     for id in cx.dirs(&images) {
         let mut own = Ownership::new(SiteId::ContainersStorage, Category::ImageConfig, None, None);
-        let names = id.to_str().and_then(|id| names.get(id));
+        let names = id.to_str().and_then(|id| said.names.get(id));
         own.images = names.map(|n| n.iter().cloned().collect()).unwrap_or_default();
         cx.push(&images.join(&id), ScopeKind::Owned(own), Unresolved::Quiet);
     }
+    said
 }

@@ -1,18 +1,22 @@
 //! Docker's data root (`/var/lib/docker`): `overlay2/<id>/diff` is a container's writable
-//! layer when `image/overlay2/layerdb/mounts/<container>/mount-id` names it, else an
-//! image layer; `containers/<id>/config.v2.json` holds the container's `Config` with its
-//! `Env` and `Labels` (the pod from kubelet's `io.kubernetes.pod.uid` label);
+//! (or `<id>-init`) layer when `image/overlay2/layerdb/mounts/<container>/mount-id` names
+//! it, an image layer when an image's chain of layers holds it (`imagedb` configs'
+//! `rootfs.diff_ids` → chain ids → `layerdb/sha256/<chain id>/cache-id`), else no one's
+//! (BuildKit's build cache); `containers/<id>/config.v2.json` holds the container's
+//! `Config` with its `Env` and `Labels` (names and pod from cri-dockerd's `io.kubernetes.*`
+//! labels) and `State.Running`, `containers/<id>/<id>-json.log*` its log;
 //! `image/overlay2/imagedb/content/sha256/<id>` an image's config, named through
-//! `image/overlay2/repositories.json`. Facts in
+//! `image/overlay2/repositories.json`; `volumes/<name>/_data` a volume's data. Facts in
 //! `docs/NODE-LAYOUT.md` (Docker); the records are parsed by
 //! [`crate::node::other_runtimes`].
 
 use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
 use crate::finding::{Category, Finding, SiteId};
 use crate::node::other_runtimes::{
-    docker_container, docker_data_root, docker_image_names, ContainerRecord, MAX_RECORD,
+    docker_chain_ids, docker_container, docker_data_root, docker_image_names, ContainerRecord,
+    MAX_RECORD,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 /// Docker's default data root.
@@ -33,6 +37,10 @@ const MAX_DAEMON_JSON: u64 = 1 << 20;
 
 /// Largest `mount-id` read (a layer id: 64 hex digits).
 const MAX_MOUNT_ID: u64 = 4096;
+
+/// What a layer dir no image and no container names is.
+const NO_OWNER: &str = "a layer no image and no container names: BuildKit's build cache, or \
+    one left behind";
 
 /// Docker's data root.
 pub struct Docker;
@@ -69,6 +77,7 @@ impl Site for Docker {
             super::containerd::discover_one(cx, &own, &state, None);
         }
         let site = SiteId::DockerStorage;
+        let image_layers = image_configs(cx, data);
         let containers = data.join("containers");
         let layers = data.join("overlay2");
         let mut configs: HashMap<String, ContainerRecord> = HashMap::new();
@@ -93,12 +102,28 @@ impl Site for Docker {
         }
         for name in cx.dirs(&layers) {
             let Some(id) = name.to_str().filter(|n| *n != "l") else { continue };
-            let layer = match owners.get(id) {
-                Some(c) => {
+            // A container's init layer (`<mount id>-init`: its `/etc/hosts` and the like)
+            // is the container's too.
+            let container = owners.get(id).or_else(|| owners.get(id.strip_suffix("-init")?));
+            let layer = match (container, image_layers.get(id)) {
+                (Some(c), _) => {
                     let record = configs.get(c).cloned().unwrap_or_default();
                     Ownership::of_record(site, Category::ContainerLayer, c, &record)
                 }
-                None => Ownership::new(site, Category::ImageLayer, None, None),
+                (None, Some(names)) => {
+                    let mut own = Ownership::new(site, Category::ImageLayer, None, None);
+                    own.images = names.iter().cloned().collect();
+                    own
+                }
+                // Where no image's layers could be told, every other layer is an image's.
+                (None, None) if image_layers.is_empty() => {
+                    Ownership::new(site, Category::ImageLayer, None, None)
+                }
+                (None, None) => {
+                    let mut own = Ownership::new(site, Category::Other, None, None);
+                    own.note = Some(NO_OWNER);
+                    own
+                }
             };
             cx.push(&layers.join(&name).join("diff"), ScopeKind::Owned(layer), Unresolved::Quiet);
         }
@@ -111,7 +136,6 @@ impl Site for Docker {
                 Unresolved::Quiet,
             );
         }
-        image_configs(cx, data);
     }
 
     /// As the records say: a container's layer or config, or an image layer.
@@ -149,19 +173,40 @@ fn logs(cx: &mut Discovery<'_>, dir: &Path, id: &str, record: &ContainerRecord) 
 /// content/sha256/<id>`: `ENV`, labels, and the history whose `created_by` holds build
 /// args), each named after the references `repositories.json` gives it; a config no
 /// reference names (an untagged image, a classic build's intermediate) is read too.
-fn image_configs(cx: &mut Discovery<'_>, data: &Path) {
+/// Returns the names of the images each image layer dir (`overlay2/<cache id>`) is part
+/// of (none for an image no reference names):
+/// each config's `rootfs.diff_ids` give its layers' chain ids, and
+/// `layerdb/sha256/<chain id>/cache-id` each one's dir.
+fn image_configs(cx: &mut Discovery<'_>, data: &Path) -> HashMap<String, BTreeSet<String>> {
     let site = SiteId::DockerStorage;
     let images = data.join("image");
+    let mut layers: HashMap<String, BTreeSet<String>> = HashMap::new();
     for driver in cx.dirs(&images) {
         let store = images.join(&driver);
         let repositories = store.join("repositories.json");
         let names = cx.parse(&repositories, MAX_RECORD, docker_image_names).unwrap_or_default();
         let configs = store.join("imagedb/content/sha256");
+        let layerdb = store.join("layerdb/sha256");
+        let mut dirs: HashMap<String, Option<String>> = HashMap::new();
         for id in cx.files(&configs) {
             let mut own = Ownership::new(site, Category::ImageConfig, None, None);
             let names = id.to_str().and_then(|id| names.get(id));
             own.images = names.map(|n| n.iter().cloned().collect()).unwrap_or_default();
-            cx.push(&configs.join(&id), ScopeKind::Owned(own), Unresolved::Quiet);
+            let config = configs.join(&id);
+            let chain = cx.parse(&config, MAX_RECORD, docker_chain_ids).unwrap_or_default();
+            for chain_id in chain {
+                let dir = dirs.entry(chain_id).or_insert_with_key(|c| {
+                    let cache_id = layerdb.join(c).join("cache-id");
+                    let id = cx.read_tiny(&cache_id, MAX_MOUNT_ID)?;
+                    Some(String::from_utf8_lossy(&id).trim().to_owned())
+                });
+                if let Some(dir) = dir {
+                    let names = names.into_iter().flatten().cloned();
+                    layers.entry(dir.clone()).or_default().extend(names);
+                }
+            }
+            cx.push(&config, ScopeKind::Owned(own), Unresolved::Quiet);
         }
     }
+    layers
 }

@@ -5,7 +5,9 @@
 use super::{Advice, Discovery, Owner, Ownership, Reading, ScopeKind, Site, Unresolved};
 use crate::finding::{Category, Finding, SiteId};
 use crate::node::logs::LogOwner;
-use std::path::Path;
+use crate::sys::Kind;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The default pod log dir (kubelet's `podLogsRootDirectory`).
@@ -48,5 +50,60 @@ impl Site for PodLogs {
             "logs are never removed by kresidue".to_owned(),
             "rotate the secret (it was printed), then delete or truncate the log file".to_owned(),
         )
+    }
+}
+
+/// Pod log entries that are symlinks (cri-dockerd links `<n>.log` to Docker's json-file log
+/// of the container): one that resolves, inside the root, to a log a runtime's family
+/// found from its records makes that log the linking pod's (site `pod-log`, the pod and
+/// container its path names, where the records do not say); any other is never followed
+/// (the walk skips it). Run once every family has discovered its scopes.
+pub fn link_runtime_logs(cx: &mut Discovery<'_>) {
+    let logs: HashMap<PathBuf, usize> = cx
+        .scopes
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| {
+            let site = match &s.kind {
+                ScopeKind::Owned(o) => o.site,
+                _ => return false,
+            };
+            matches!(site, SiteId::PodLog | SiteId::RuntimeLog)
+        })
+        .map(|(i, s)| (s.rel.clone(), i))
+        .collect();
+    if logs.is_empty() {
+        return;
+    }
+    let dir = cx.layout.pod_logs.clone();
+    for pod in cx.dirs(&dir) {
+        for container in cx.dirs(&dir.join(&pod)) {
+            let at = dir.join(&pod).join(&container);
+            let Ok(rel) = super::resolve(cx.root, &at) else { continue };
+            let entries = cx.root.list(&rel).unwrap_or_default();
+            for (name, _) in entries.into_iter().filter(|(_, k)| *k == Kind::Symlink) {
+                let Some(owner) = LogOwner::of(&Path::new(&pod).join(&container).join(&name))
+                else {
+                    continue;
+                };
+                // The link's target is a node path (an absolute one from the node's `/`).
+                let Ok(to) = cx.root.read_link(&rel.join(&name)) else { continue };
+                let Ok(target) = super::resolve(cx.root, &at.join(to)) else { continue };
+                let Some(&i) = logs.get(&target) else { continue };
+                // The records' pod, when they name one, stays (kubelet's labels); else the
+                // link's, with kubelet's name of the container.
+                if let ScopeKind::Owned(o) = &mut cx.scopes[i].kind {
+                    o.site = SiteId::PodLog;
+                    if o.record.pod_uid.is_none() {
+                        let r = &mut o.record;
+                        r.pod_uid = Some(owner.uid.clone());
+                        r.pod_namespace = Some(owner.namespace);
+                        r.pod_name = Some(owner.pod);
+                        r.name = Some(owner.container);
+                        o.pod_uid = Some(owner.uid);
+                    }
+                }
+            }
+        }
     }
 }

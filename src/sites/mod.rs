@@ -544,6 +544,7 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
     for family in REGISTRY {
         family.discover(&mut cx);
     }
+    logs::link_runtime_logs(&mut cx);
     cx.scopes
 }
 
@@ -578,43 +579,82 @@ fn by_hand() -> (String, String) {
     )
 }
 
-/// The advice on residue in a container runtime's storage (containerd, CRI-O, Docker):
-/// images are never removed; a container's residue goes with the container.
+/// The tool that removes a runtime's containers and images, by the runtime whose records
+/// name the container, else by site: Docker's and Podman's own CLIs, `crictl` for CRI's
+/// runtimes (containerd, CRI-O).
+fn runtime_tool(f: &Finding) -> &'static str {
+    match (f.container.as_ref().and_then(|c| c.runtime), f.site) {
+        (Some("docker"), _) | (None, SiteId::DockerStorage) => "docker",
+        (Some("podman"), _) => "podman",
+        _ => "crictl",
+    }
+}
+
+/// The advice on residue in a container runtime's storage (containerd, CRI-O, Podman,
+/// Docker): images are never removed; a container's residue goes with the container,
+/// removed with its runtime's own tool.
 fn runtime_advice(f: &Finding, live: Option<&Live>) -> (String, String) {
-    let s = |a: &str, b: &str| (a.to_owned(), b.to_owned());
-    if f.category == Category::ImageLayer {
-        return s(
-            "images are never removed by kresidue",
-            "rebuild the image without the secret, rotate it, then remove the image (crictl rmi)",
-        );
-    }
-    if f.category == Category::ImageConfig {
-        return s(
-            "images are never removed by kresidue",
-            "rebuild the image without the build arg or ENV (pass it as a build secret), rotate the secret, then remove the image (crictl rmi)",
-        );
-    }
-    let id = f.container.as_ref().and_then(|c| c.id.as_deref());
-    let state = id.and_then(|id| live?.containers.get(id)).map(|c| c.state);
-    match (id, state) {
-        (Some(id), Some(crate::cri::EXITED)) => (
-            "the container has exited".to_owned(),
-            format!("remove it: crictl rm {id} (or kresidue clean --remove-exited-containers)"),
-        ),
-        (Some(_), Some(_)) => {
-            s("the container is live", "move the secret into a Secret volume and restart the pod")
+    let s = |a: &str, b: String| (a.to_owned(), b);
+    let tool = runtime_tool(f);
+    // containers/storage's images are CRI-O's or Podman's alike.
+    let rmi = match (tool, f.site) {
+        ("crictl", SiteId::ContainersStorage) => "crictl rmi, or podman rmi".to_owned(),
+        (tool, _) => format!("{tool} rmi"),
+    };
+    match f.category {
+        Category::ImageLayer => {
+            return s(
+                "images are never removed by kresidue",
+                format!("rebuild the image without the secret, rotate it, then remove the image ({rmi})"),
+            );
         }
-        (Some(_), None) if live.is_some() => s(
+        Category::ImageConfig => {
+            return s(
+                "images are never removed by kresidue",
+                format!("rebuild the image without the build arg or ENV (pass it as a build secret), rotate the secret, then remove the image ({rmi})"),
+            );
+        }
+        _ if f.site == SiteId::RuntimeVolume => {
+            let tool = if tool == "crictl" { "docker or podman" } else { tool };
+            return s(
+                "volumes are never removed by kresidue",
+                format!("rotate the secret, then remove the volume once no container uses it ({tool} volume rm)"),
+            );
+        }
+        _ => {}
+    }
+    let container = f.container.as_ref();
+    let id = container.and_then(|c| c.id.as_deref());
+    let state = id.and_then(|id| live?.containers.get(id)).map(|c| c.state);
+    let records_say = container.and_then(|c| c.runtime.and(c.live));
+    match (id, state, records_say) {
+        (Some(id), Some(crate::cri::EXITED), _) => s(
+            "the container has exited",
+            format!("remove it: {tool} rm {id} (or kresidue clean --remove-exited-containers)"),
+        ),
+        (Some(_), Some(_), _) | (Some(_), None, Some(true)) => s(
+            "the container is live",
+            "move the secret into a Secret volume and restart the pod".to_owned(),
+        ),
+        (Some(id), None, Some(false)) => {
+            s("the container has exited", format!("remove it: {tool} rm {id}"))
+        }
+        // A containers/storage container dir that no record names.
+        (Some(_), None, None) if container.and_then(|c| c.live) == Some(false) => s(
+            "no runtime record names the container: it was removed, its files left",
+            "check that no runtime uses the container's dir, then remove it by hand".to_owned(),
+        ),
+        (Some(_), None, None) if live.is_some() && tool == "crictl" => s(
             "the runtime no longer knows the container",
-            "the runtime's garbage collection removes what no container references; if it stays, remove it with the runtime's tools (ctr)",
+            "the runtime's garbage collection removes what no container references; if it stays, remove it with the runtime's tools (ctr)".to_owned(),
         ),
         _ if f.site == SiteId::ContainerdMetadata => s(
             "the runtime's metadata database is never edited by kresidue",
-            "remove the containers it names through the runtime; freed pages are overwritten as the database grows",
+            "remove the containers it names through the runtime; freed pages are overwritten as the database grows".to_owned(),
         ),
         _ => s(
             "runtime storage is only removed through the runtime",
-            "remove the owning container through the runtime (crictl rm), if it is not needed",
+            format!("remove the owning container through the runtime ({tool} rm), if it is not needed"),
         ),
     }
 }

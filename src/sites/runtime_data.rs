@@ -49,7 +49,12 @@ impl Site for RuntimeData {
         }
     }
 
+    /// As for the container's other residue; a log's secret was printed, so rotate it first.
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
-        super::runtime_advice(f, cx.live)
+        let (why, what) = super::runtime_advice(f, cx.live);
+        match f.site {
+            SiteId::RuntimeLog => (why, format!("rotate the secret (it was printed), then {what}")),
+            _ => (why, what),
+        }
     }
 }
