@@ -776,3 +776,73 @@ fn tmpfs_volumes_by_liveness() {
     );
     drop(mounts);
 }
+
+/// Two witnesses of a container, the runtime's own records and CRI (issue 30): a Docker
+/// container is live when either says so (running by its `State.Running` though CRI never
+/// knew it; listed running by CRI though its record says stopped), and dead when one says
+/// so and the other does not object. CRI's silence says nothing of a container another
+/// runtime keeps (a Podman container CRI-O never lists stays unknown), while a containerd
+/// container CRI does not list is gone, as before.
+#[test]
+fn records_and_cri_witness_together() {
+    use proto::ContainerState::{ContainerExited, ContainerRunning};
+    let tree = NodeTree::new();
+    let (value, secrets) = db_password(&tree, 5401);
+    let env = |v: &str| format!("DB_PASSWORD={v}");
+    let ids: Vec<String> = (1..=6).map(|i| format!("{i}").repeat(64)).collect();
+    let docker = |id: &str, running: bool| {
+        let config = serde_json::json!({"Name": "/c", "State": {"Running": running},
+            "Config": {"Env": [env(&value)]}});
+        tree.write(
+            format!("/var/lib/docker/containers/{id}/config.v2.json"),
+            config.to_string().as_bytes(),
+        );
+    };
+    docker(&ids[0], true); // CRI does not know it
+    docker(&ids[1], false); // CRI lists it running
+    docker(&ids[2], false); // CRI lists it exited
+    docker(&ids[3], false); // CRI does not know it
+    let graph = "/var/lib/containers/storage/overlay-containers";
+    let meta = serde_json::json!({"name": "tool"}).to_string();
+    let records = serde_json::json!([{"id": ids[4], "layer": "l", "metadata": meta}]);
+    tree.write(format!("{graph}/containers.json"), records.to_string().as_bytes());
+    let spec = serde_json::json!({"process": {"env": [env(&value)]}}).to_string();
+    tree.write(format!("{graph}/{}/userdata/config.json", ids[4]), spec.as_bytes());
+    tree.write(
+        format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{}/config.json", ids[5]),
+        spec.as_bytes(),
+    );
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let mut runtime = fake();
+    runtime.containers = vec![
+        container(&ids[1], "s1", "app", ContainerRunning),
+        container(&ids[2], "s1", "app", ContainerExited),
+    ];
+    let server = Server::grpc(runtime);
+    let out = tree.kr().scan_asking(
+        &["--cri", &server.endpoint()],
+        &["--secrets", path_arg(&file), "--format", "json"],
+    );
+    out.assert_code(1);
+    let mut got: Vec<(String, String, Option<bool>)> = out.json()["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let id = f["container"]["id"].as_str().unwrap().to_owned();
+            (id, f["category"].as_str().unwrap().to_owned(), f["container"]["live"].as_bool())
+        })
+        .collect();
+    got.sort();
+    let row = |i: usize, category: &str, live| (ids[i].clone(), category.to_owned(), live);
+    let want = vec![
+        row(0, "env-persisted", Some(true)),
+        row(1, "env-persisted", Some(true)),
+        row(2, "dead-container", Some(false)),
+        row(3, "dead-container", Some(false)),
+        row(4, "env-persisted", None),
+        row(5, "dead-container", Some(false)),
+    ];
+    assert_eq!(got, want);
+    drop(server);
+}
