@@ -63,6 +63,7 @@ mod outputs;
 mod report;
 mod rules;
 mod runtime;
+mod runtimes;
 mod safety;
 mod scan;
 mod util;

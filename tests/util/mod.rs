@@ -13,7 +13,9 @@
 //! and `work/` (kubectl JSON, fingerprint files, reports; not part of the digest).
 
 pub mod containerd;
+pub mod docker;
 pub mod fuse;
+pub mod podman;
 pub mod tree;
 
 pub use kresidue::prng::Prng;
