@@ -73,8 +73,11 @@ pub fn fingerprint_file(data: &[u8]) {
     }
 }
 
-/// Any bbolt file: opened, every bucket walked (depth-bounded), freed pages listed.
+/// Any bbolt file: opened, every bucket walked (depth-bounded), freed pages listed; and
+/// read as Podman's state database.
 pub fn bbolt(data: &[u8]) {
+    // Podman's state database, read as the scan reads it.
+    let _ = other_runtimes::libpod_containers(&mut &data[..]);
     let Ok(db) = Db::open(data) else { return };
     let _ = db.meta();
     walk(db.root(), 0);

@@ -13,6 +13,22 @@ fn corpus_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target)
 }
 
+/// Podman's state database as libpod lays it out: a container with its state and name.
+fn libpod_state() -> Vec<u8> {
+    use kresidue::bbolt::write::{Node, Writer};
+    use std::collections::BTreeMap;
+    let bucket = |entries: Vec<(&str, Node)>| {
+        Node::Bucket(entries.into_iter().map(|(k, v)| (k.as_bytes().to_vec(), v)).collect())
+    };
+    let data = |v: &str| Node::Data(v.as_bytes().to_vec());
+    let ctr = bucket(vec![("config", data(r#"{"spec":{}}"#)), ("state", data(r#"{"state":3}"#))]);
+    let root = BTreeMap::from([
+        (b"all-ctrs".to_vec(), bucket(vec![("c1", data("web"))])),
+        (b"ctr".to_vec(), bucket(vec![("c1", ctr)])),
+    ]);
+    Writer::new(4096, true, 64).finish(&root, &[], 4)
+}
+
 /// Seed inputs per target.
 fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -82,6 +98,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ("containerd_meta", "snapshots", fixture("containerd/metadata.db")),
         // Buckets sharing pages, eight levels deep: 40^8 paths in 64 KiB (issue 28).
         ("bbolt", "shared-pages", kresidue::bbolt::write::shared_pages(8, 40)),
+        ("bbolt", "libpod", libpod_state()),
         ("containerd_meta", "shared-pages", kresidue::bbolt::write::shared_pages(8, 40)),
         ("oci_spec", "bundle", spec),
         ("crio_docker_json", "crio", crio),

@@ -1154,14 +1154,16 @@ fn docker_records_name_and_witness_their_containers() {
 
 /// What containers/storage's records say (issue 30), with no CRI to ask: a CRI-O
 /// container's kubelet name and pod (namespace and uid from its sandbox's record), a
-/// Podman container's name, each with its runtime; a container dir no record names is a
-/// removed container's (`dead-container`); Podman's `ctr.log` is a `runtime-log`; image
+/// Podman container's name, each with its runtime, and whether Podman's runs as its state
+/// database (`libpod/bolt_state.db`, itself read: it holds every spec) says; a container
+/// dir no record names is a removed container's (`dead-container`); Podman's `ctr.log` is a
+/// `runtime-log`; image
 /// layers carry the names of the images whose stacks hold them (`images.json`'s top layer,
 /// `layers.json`'s parents); a volume's data is a `runtime-volume`.
 #[test]
 fn containers_storage_records_name_and_witness_their_containers() {
     let tree = NodeTree::new();
-    let (vals, secrets) = numbered(&tree, 8, 4851);
+    let (vals, secrets) = numbered(&tree, 9, 4851);
     let (sandbox, crio, podman, removed) = (id(21), id(22), id(23), id(24));
     let (l_crio, l_podman, top, base) =
         ("a5".repeat(32), "b6".repeat(32), "c7".repeat(32), "d8".repeat(32));
@@ -1199,6 +1201,23 @@ fn containers_storage_records_name_and_witness_their_containers() {
     tree.write(&in_top, vals[6].as_bytes());
     let volume = format!("{graph}/volumes/v1/_data/app.env");
     tree.write(&volume, vals[7].as_bytes());
+    // Podman's state: its container has exited; its stored spec holds a value too.
+    let ctr = bucket([
+        (
+            "config",
+            data(json!({"spec": {"process": {"env": [format!("K={}", vals[8])]}}}).to_string()),
+        ),
+        ("state", data(json!({"state": 6, "exitCode": 0}).to_string())),
+    ]);
+    let state = BTreeMap::from([
+        (
+            b"all-ctrs".to_vec(),
+            Node::Bucket(BTreeMap::from([(podman.clone().into_bytes(), data("batch"))])),
+        ),
+        (b"ctr".to_vec(), Node::Bucket(BTreeMap::from([(podman.clone().into_bytes(), ctr)]))),
+    ]);
+    let state_db = format!("{graph}/libpod/bolt_state.db");
+    tree.write(&state_db, &Writer::new(4096, true, 64).finish(&state, &[], 4));
     let file = tree.secrets_file("secrets.json", &secrets);
     let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
     out.assert_code(1);
@@ -1206,7 +1225,7 @@ fn containers_storage_records_name_and_witness_their_containers() {
     let owner = |of: &str| -> [&str; 8] {
         match of {
             "crio" => [&crio, "app", "-", "cri-o", POD_UID, "shop", "web-0", ""],
-            "podman" => [&podman, "batch", "-", "podman", "-", "-", "-", ""],
+            "podman" => [&podman, "batch", "false", "podman", "-", "-", "-", ""],
             "removed" => [&removed, "-", "false", "-", "-", "-", "-", ""],
             "image" => ["-", "-", "-", "-", "-", "-", "-", "localhost/web:1"],
             _ => ["-", "-", "-", "-", "-", "-", "-", ""],
@@ -1218,13 +1237,14 @@ fn containers_storage_records_name_and_witness_their_containers() {
     let cs = "containers-storage";
     let mut want = vec![
         row(0, &config(&crio), cs, "env-persisted", "crio"),
-        row(1, &config(&podman), cs, "env-persisted", "podman"),
+        row(1, &config(&podman), cs, "dead-container", "podman"),
         row(2, &ctr_log, "runtime-log", "pod-log", "podman"),
         row(3, &config(&removed), cs, "dead-container", "removed"),
         row(4, &format!("{graph}/overlay/{l_crio}/diff/out.txt"), cs, "container-layer", "crio"),
         row(5, &in_base, cs, "image-layer", "image"),
         row(6, &in_top, cs, "image-layer", "image"),
         row(7, &volume, "runtime-volume", "other", "-"),
+        row(8, &state_db, cs, "env-persisted", "-"),
     ];
     want.sort();
     assert_eq!(got, want, "{}", out.stdout_str());

@@ -8,7 +8,7 @@
 //!   atomic-writer volumes, `--path`, `--kubelet-dir`, `--threads`.
 //! - `fingerprint`: the fingerprint file (no leak, labels, type-aware selection, short
 //!   values) and the property that fingerprint and `--secrets` modes agree.
-//! - `deploy`: the DaemonSet and CronJob manifests (read-only host mounts, arguments the
+//! - `deploy`: the DaemonSet (containerd, CRI-O, Docker) and CronJob manifests (read-only host mounts, arguments the
 //!   CLI accepts), the DaemonSet's exact arguments run on the example node, and the
 //!   node-problem-detector plugin config run the same way.
 //! - `fleet`: the run lock, `--nice`, `--max-file-size`, `--timeout`, `-v`, the progress
@@ -40,8 +40,14 @@
 //! - `incluster`: the `dist` build is static and runs in an empty environment; its OCI
 //!   image (`scripts/build-image.sh`) imported into a real containerd and run as a pod
 //!   over CRI exactly as `deploy/daemonset.yaml` says, its textfile read back.
-//! - `runtime`: containerd's `meta.db` (generated with the crate's bbolt writer):
-//!   attribution to containers and pods, freed pages, damaged databases.
+//! - `runtime`: every runtime's records over generated trees: containerd's `meta.db`
+//!   (the crate's bbolt writer: attribution, freed pages, damaged databases), snapshots,
+//!   content-store configs; Docker's and containers/storage's records, names, liveness,
+//!   logs, volumes, image layers and configs; pod log links to runtime logs.
+//! - `runtimes`: a real `dockerd` and a real Podman (private roots and sockets, images built
+//!   from busybox-static, no network): env of running, exited and removed containers,
+//!   writable layers, baked layers, build args and `ENV`, logs, volumes, data roots moved
+//!   by the runtimes' own config, Docker's API socket given as `--cri`.
 //! - `safety`: FIFOs, sockets, symlinks out of the root, loops, deep trees, a 1 GiB sparse
 //!   file with bounded memory, nothing written by `--secrets`.
 

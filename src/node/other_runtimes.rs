@@ -83,6 +83,56 @@ pub fn storage_containers(json: &mut dyn std::io::Read) -> Option<Vec<StorageCon
     )
 }
 
+/// Container id → (name, whether it runs), as [`libpod_containers`] returns them.
+pub type LibpodContainers = HashMap<String, (Option<String>, Option<bool>)>;
+
+/// What Podman's state database (`<graphroot>/libpod/bolt_state.db`, bbolt) says of each
+/// container: id → (name, whether it runs). Bucket `ctr` holds a bucket per container id
+/// whose `state` is JSON with `state`, libpod's `ContainerStatus`: configured (1), created
+/// (2), running (3), paused (5) and stopping (8) are live, stopped (4), exited (6) and
+/// removing (7) are not, anything else unknown; bucket `all-ctrs` maps ids to names. `None`
+/// when it is not a bbolt file with a `ctr` bucket.
+pub fn libpod_containers(db: &mut dyn std::io::Read) -> Option<LibpodContainers> {
+    use crate::bbolt::{Db, Value};
+    let mut data = Vec::new();
+    db.read_to_end(&mut data).ok()?;
+    let db = Db::open(&data).ok()?;
+    let root = db.root();
+    let ctrs = root.bucket(b"ctr").ok()??;
+    let names: HashMap<&[u8], &[u8]> = match root.bucket(b"all-ctrs") {
+        Ok(Some(all)) => all
+            .entries()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(k, v)| match v {
+                Value::Data(name) => Some((k, name)),
+                Value::Bucket(_) => None,
+            })
+            .collect(),
+        _ => HashMap::new(),
+    };
+    let text = |b: &[u8]| short(std::str::from_utf8(b).ok().map(str::to_owned));
+    let mut out = HashMap::new();
+    for (id, entry) in ctrs.entries().ok()?.into_iter().take(MAX_CONTAINERS) {
+        let (Some(id_text), Value::Bucket(ctr)) = (text(id), entry) else { continue };
+        /// libpod's `ContainerState`, of which only `state` is kept (the rest is skipped).
+        #[derive(serde::Deserialize)]
+        struct State {
+            state: Option<u64>,
+        }
+        let state = ctr.get(b"state").ok().flatten();
+        let status = state.and_then(|s| serde_json::from_slice::<State>(s).ok());
+        let running = match status.and_then(|s| s.state) {
+            Some(1 | 2 | 3 | 5 | 8) => Some(true),
+            Some(4 | 6 | 7) => Some(false),
+            _ => None,
+        };
+        let name = names.get(id).and_then(|n| text(n));
+        out.insert(id_text, (name, running));
+    }
+    Some(out)
+}
+
 /// containers/storage's `layers.json` (a list of records), parsed as it is read: each
 /// layer's parent, for at most [`MAX_CONTAINERS`] records. `None` when it is not a JSON list.
 pub fn storage_layer_parents(json: &mut dyn std::io::Read) -> Option<HashMap<String, String>> {
@@ -103,7 +153,7 @@ const MAX_LAYER_NAMES: usize = 1 << 20;
 
 /// Layer id → the names of the images whose stacks hold it: each image's names on its top
 /// layer (`tops`: top layer, names) and on each parent below it (`parents`), at most
-/// [`MAX_CHAIN`] deep and [`MAX_LAYER_NAMES`] names in all.
+/// 256 deep (`MAX_CHAIN`) and 2^20 names in all (`MAX_LAYER_NAMES`).
 pub fn images_of_layers<'n>(
     tops: impl IntoIterator<Item = (String, &'n BTreeSet<String>)>,
     parents: &HashMap<String, String>,

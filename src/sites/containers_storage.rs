@@ -14,14 +14,22 @@
 use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
 use crate::finding::{Category, Finding, SiteId};
 use crate::node::other_runtimes::{
-    crio_root, images_of_layers, storage_containers, storage_graphroot, storage_images,
-    storage_layer_parents, ContainerRecord, StorageContainer, StorageImages, MAX_RECORD,
+    crio_root, images_of_layers, libpod_containers, storage_containers, storage_graphroot,
+    storage_images, storage_layer_parents, ContainerRecord, StorageContainer, StorageImages,
+    MAX_RECORD,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 /// CRI-O's default graph root.
 pub const CRIO_ROOT: &str = "/var/lib/containers/storage";
+
+/// Podman's state database, under the graph root (libpod's `static_dir`).
+const LIBPOD_STATE: &str = "libpod/bolt_state.db";
+
+/// What Podman's state database is.
+const LIBPOD_NOTE: &str = "Podman's state database: every container's spec, env included \
+    (a removed container's in freed pages)";
 
 /// containers/storage's configuration, which may name another root (`graphroot`).
 pub const STORAGE_CONF: &str = "/etc/containers/storage.conf";
@@ -104,7 +112,20 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
     let dirs = cx.dirs(&containers);
     let records = cx.parse(&containers.join("containers.json"), MAX_RECORD, storage_containers);
     let known = records.is_some();
-    let records = records.unwrap_or_default();
+    let mut records = records.unwrap_or_default();
+    // Podman's own state: whether each of its containers runs.
+    let state_db = graph.join(LIBPOD_STATE);
+    if let Some(podman) = cx.parse(&state_db, MAX_RECORD, libpod_containers) {
+        for c in records.iter_mut().filter(|c| c.record.runtime == Some("podman")) {
+            if let Some((name, running)) = podman.get(&c.id) {
+                c.record.running = *running;
+                c.record.name = c.record.name.take().or_else(|| name.clone());
+            }
+        }
+    }
+    let mut own = Ownership::new(site, Category::EnvPersisted, None, None);
+    own.note = Some(LIBPOD_NOTE);
+    cx.push(&state_db, ScopeKind::Owned(own), Unresolved::Quiet);
     let by_id: HashMap<&str, &ContainerRecord> =
         records.iter().map(|c| (c.id.as_str(), &c.record)).collect();
     let gone = ContainerRecord { running: Some(false), ..ContainerRecord::default() };
