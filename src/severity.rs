@@ -9,16 +9,21 @@ use crate::finding::{rank, Category, Finding, MatchInfo, MatchKind, Severity, Si
 /// Rates `findings` again with what the witnesses said. CRI, when it was asked (`live`):
 /// each pod is live when a sandbox with its uid exists (in any state), each container
 /// when it is running or created (by id; by name within its pod where only the name is
-/// known, as for pod logs). The runtime's own records, stamped on the finding at the scan
-/// (Docker's `State.Running`, containers/storage's records): a container is live when
-/// either witness says so, gone when one says so and the other does not say otherwise. A place
+/// known, as for pod logs); of a container another runtime's records name, only when it
+/// lists it or is that `runtime` (CRI's name and version). The runtime's own records,
+/// stamped on the finding at the scan (Docker's `State`, Podman's state database,
+/// containers/storage's records; see `sites::witnessed`): a container is live when either
+/// witness says so, gone when one says so and the other does not say otherwise. A place
 /// owned by a container (its env at rest, its writable layer) takes the container's
 /// liveness, falling back to its pod's; every other place takes its pod's.
 ///
 /// A live pod's subPath copy holding what its volume holds now (the same fingerprinted
 /// value, not labelled revoked) is expected (`info`); any other subPath copy of a live pod
 /// holds a stale value and stays `stale-subpath`.
-pub fn judge(findings: &mut [Finding], live: Option<&Live>) {
+pub fn judge(findings: &mut [Finding], live: Option<&Live>, runtime: Option<&str>) {
+    // The runtime CRI is (its name, as `Version` gives it: `containerd`, `cri-o`, `docker`
+    // for cri-dockerd): it lists every container of its own.
+    let cri_is = runtime.and_then(|r| r.split_whitespace().next()).map(str::to_ascii_lowercase);
     // What each pod's volumes hold now: (pod uid, volume, fingerprinted value).
     let current: std::collections::BTreeSet<(String, String, MatchInfo)> = findings
         .iter()
@@ -39,8 +44,9 @@ pub fn judge(findings: &mut [Finding], live: Option<&Live>) {
         if let Some(c) = f.container.as_mut() {
             let cri = live.and_then(|live| match (&c.id, &c.name, &pod) {
                 // A container another runtime's records name (Docker's, Podman's) may be
-                // one CRI never knew: CRI speaks of it only when it lists it.
-                (Some(id), _, _) if c.runtime.is_some() => {
+                // one CRI never knew: CRI speaks of it only when it lists it, or when it is
+                // that runtime.
+                (Some(id), _, _) if c.runtime.is_some() && c.runtime != cri_is.as_deref() => {
                     live.containers.get(id).map(crate::cri::Container::live)
                 }
                 (Some(id), _, _) => Some(live.container_live(id)),
@@ -261,7 +267,7 @@ mod tests {
         for (category, owned, state, pod, want) in cases {
             let c1 = owned.then_some("c1");
             let mut fs = [finding(SiteId::ContainerdSnapshot, category, "/x", c1)];
-            judge(&mut fs, Some(&live(pod, state)));
+            judge(&mut fs, Some(&live(pod, state)), None);
             assert_eq!((fs[0].category, fs[0].severity), want, "{category:?} {state:?} {pod}");
             assert_eq!(fs[0].pod.as_ref().unwrap().live, Some(pod));
         }
@@ -282,10 +288,10 @@ mod tests {
         for (f, v) in fs.iter_mut().zip(["db", "db", "cfg"]) {
             f.volume = Some(v.into());
         }
-        judge(&mut fs, Some(&live(true, None)));
+        judge(&mut fs, Some(&live(true, None)), None);
         let got: Vec<_> = fs.iter().map(|f| (f.category, f.severity)).collect();
         assert_eq!(got, [(C::OrphanedVolume, I), (C::StaleSubpath, I), (C::StaleSubpath, M)]);
-        judge(&mut fs, Some(&live(false, None)));
+        judge(&mut fs, Some(&live(false, None)), None);
         assert_eq!(fs[1].severity, H, "a dead pod's subPath copy is residue");
     }
 }

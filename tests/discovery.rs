@@ -313,3 +313,55 @@ fn symlinked_pods_dir_lists_nothing_outside() {
     );
     assert!(pods.is_empty(), "pods surveyed outside the root: {pods:?}");
 }
+
+/// Image names on layers are bounded (issue 30 review): 4,096 containers/storage images of
+/// 256 names each on one top layer, and one Docker image of 65,536 tags over 64 layers,
+/// with findings in those layers: each finding names at most 256 images, and the scan
+/// stays within a few tens of MiB.
+#[test]
+fn image_names_on_layers_are_bounded() {
+    let tree = NodeTree::new();
+    let value = String::from_utf8(fake_secret(6101)).unwrap();
+    let secrets = vec![Secret::opaque("shop", "db", &[("v", value.as_bytes())])];
+    tree.guard_secrets(&secrets);
+    let graph = "/var/lib/containers/storage";
+    let top = "ab".repeat(32);
+    let images: Vec<serde_json::Value> = (0..4096)
+        .map(|i| {
+            let names: Vec<String> = (0..256).map(|n| format!("localhost/i{i}:{n}")).collect();
+            serde_json::json!({"id": format!("{i:064x}"), "names": names, "layer": top})
+        })
+        .collect();
+    let images = serde_json::to_vec(&images).unwrap();
+    tree.write(format!("{graph}/overlay-images/images.json"), &images);
+    for f in 0..8 {
+        tree.write(format!("{graph}/overlay/{top}/diff/f{f}"), value.as_bytes());
+    }
+    let store = "/var/lib/docker/image/overlay2";
+    let img = "cd".repeat(32);
+    let refs: serde_json::Map<String, serde_json::Value> =
+        (0..65_536).map(|n| (format!("web:{n}"), format!("sha256:{img}").into())).collect();
+    let repos = serde_json::json!({"Repositories": {"web": refs}});
+    tree.write(format!("{store}/repositories.json"), repos.to_string().as_bytes());
+    let diffs: Vec<String> = (0..64u64).map(|d| format!("sha256:{d:064x}")).collect();
+    let config = serde_json::json!({"rootfs": {"type": "layers", "diff_ids": diffs}});
+    tree.write(format!("{store}/imagedb/content/sha256/{img}"), config.to_string().as_bytes());
+    // Only the bottom layer's chain id is its diff id; its dir holds the values.
+    let bottom = format!("{:064x}", 0);
+    tree.write(format!("{store}/layerdb/sha256/{bottom}/cache-id"), b"base");
+    for f in 0..8 {
+        tree.write(format!("/var/lib/docker/overlay2/base/diff/f{f}"), value.as_bytes());
+    }
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let args = ["--secrets", path_arg(&file), "--format", "json", "--fail-on", "never"];
+    let out = tree.kr().timeout(GENEROUS).measure_rss().scan(&args);
+    out.assert_code(0);
+    let found = out.findings();
+    assert_eq!(found.len(), 16, "{}", out.stdout_str().len());
+    for f in &found {
+        let n = f.raw["images"].as_array().map_or(0, Vec::len);
+        assert_eq!(n, 256, "{}: {n} names", f.path);
+    }
+    let rss = rss_mib(&out);
+    assert!(rss < 200, "peak RSS {rss} MiB");
+}

@@ -1085,11 +1085,11 @@ fn attributed(i: usize, path: &str, site: &str, category: &str, owner: [&str; 8]
 /// What Docker's own records say of a container (issue 30), with no CRI to ask: its name
 /// and its pod's (kubelet's `io.kubernetes.*` labels, as cri-dockerd sets them) on every
 /// finding of its config, layer and logs, and whether it runs (`State.Running`): an
-/// exited container's env and writable layer are `dead-container`, a running one's are
-/// not. Its json-file logs (the current one and a gzip rotation) are of category
-/// `pod-log`, at site `pod-log` when they are a pod's and `runtime-log` when not; a named
-/// volume's data is a `runtime-volume`; a file in the
-/// container's dir that is not a log is not read as one.
+/// exited container's env and writable layer are `dead-container`; a record saying it
+/// runs, with no process of it running here, leaves it unknown (`env-persisted`). Its
+/// json-file logs (the current one and a gzip rotation) are of category `pod-log`, at site
+/// `pod-log` when they are a pod's and `runtime-log` when not; a named volume's data is a
+/// `runtime-volume`; a file in the container's dir that is not a log is not read as one.
 #[test]
 fn docker_records_name_and_witness_their_containers() {
     let tree = NodeTree::new();
@@ -1128,7 +1128,7 @@ fn docker_records_name_and_witness_their_containers() {
     let got = attribution(&out);
     let owner = |of: &str| -> [&str; 8] {
         match of {
-            "up" => [&up, "app", "true", "docker", POD_UID, "shop", "web-0", ""],
+            "up" => [&up, "app", "-", "docker", POD_UID, "shop", "web-0", ""],
             "down" => [&down, "batch", "false", "docker", "-", "-", "-", ""],
             _ => ["-", "-", "-", "-", "-", "-", "-", ""],
         }
@@ -1153,7 +1153,8 @@ fn docker_records_name_and_witness_their_containers() {
 }
 
 /// What containers/storage's records say (issue 30), with no CRI to ask: a CRI-O
-/// container's kubelet name and pod (namespace and uid from its sandbox's record), a
+/// container's kubelet name and pod (uid, namespace and name from its sandbox's record,
+/// both in `volatile-containers.json` as CRI-O writes them), a
 /// Podman container's name, each with its runtime, and whether Podman's runs as its state
 /// database (`libpod/bolt_state.db`, itself read: it holds every spec) says; a container
 /// dir no record names is a removed container's (`dead-container`); Podman's `ctr.log` is a
@@ -1169,18 +1170,23 @@ fn containers_storage_records_name_and_witness_their_containers() {
         ("a5".repeat(32), "b6".repeat(32), "c7".repeat(32), "d8".repeat(32));
     let graph = "/var/lib/containers/storage";
     let meta = |m: Value| m.to_string();
-    let records = json!([
+    // CRI-O makes every container volatile: its records are in volatile-containers.json,
+    // with the sandbox's name as its `pod-name` and the pod's on the sandbox's record.
+    let sandbox_name = format!("k8s_web-0_shop_{POD_UID}_0");
+    let volatile = json!([
         {"id": sandbox, "layer": "e9".repeat(32), "metadata": meta(json!({"pod": true,
-            "pod-name": "web-0", "pod-id": sandbox, "uid": POD_UID, "namespace": "shop",
-            "name": "k8s_POD_web-0_shop_0", "metadata-name": "web-0"}))},
-        {"id": crio, "layer": l_crio, "metadata": meta(json!({"pod-name": "web-0",
-            "pod-id": sandbox, "name": "k8s_app_web-0_shop_0", "metadata-name": "app",
-            "image-name": "shop/web:1"}))},
-        {"id": podman, "layer": l_podman, "names": ["batch"],
-            "metadata": meta(json!({"name": "batch", "image-name": "localhost/tool:1"}))},
+            "pod-name": sandbox_name, "pod-id": sandbox, "uid": POD_UID, "namespace": "shop",
+            "name": sandbox_name, "metadata-name": "web-0"}))},
+        {"id": crio, "layer": l_crio, "metadata": meta(json!({"pod-name": sandbox_name,
+            "pod-id": sandbox, "name": format!("k8s_app_web-0_shop_{POD_UID}_0"),
+            "metadata-name": "app", "image-name": "shop/web:1"}))},
     ]);
+    let records = json!([{"id": podman, "layer": l_podman, "names": ["batch"],
+        "metadata": meta(json!({"name": "batch", "image-name": "localhost/tool:1"}))}]);
     let containers = format!("{graph}/overlay-containers");
     tree.write(format!("{containers}/containers.json"), records.to_string().as_bytes());
+    let volatile = volatile.to_string();
+    tree.write(format!("{containers}/volatile-containers.json"), volatile.as_bytes());
     let spec = |v: &str| json!({"process": {"env": [format!("DB={v}")]}}).to_string();
     let config = |c: &str| format!("{containers}/{c}/userdata/config.json");
     tree.write(config(&crio), spec(&vals[0]).as_bytes());
@@ -1321,7 +1327,9 @@ fn docker_image_layers_carry_their_images() {
 /// A pod log that is a symlink (cri-dockerd links `/var/log/pods/<ns>_<pod>_<uid>/<c>/0.log`
 /// to Docker's json-file log) is read as that pod's log when it resolves, inside the root,
 /// to a log a runtime's records name: the Docker log of a container with no kubelet labels
-/// is the linking pod's. A link to any other file, or out of the root, is never followed.
+/// is the linking pod's. A link to any other file is never followed, nor one whose `..`s
+/// climb past the node's `/` (a link's target is a node path: it stops at the root, here
+/// at a file no runtime's record names).
 #[test]
 fn pod_log_links_to_runtime_logs() {
     let tree = NodeTree::new();

@@ -377,7 +377,11 @@ fn ask(
         }
     };
     // The runtimes' own records are witnesses too, CRI asked or not.
-    crate::severity::judge(&mut result.findings, asked.as_ref().map(|(_, live)| live));
+    let (live, runtime) = match &asked {
+        Some((client, live)) => (Some(live), Some(client.runtime())),
+        None => (None, None),
+    };
+    crate::severity::judge(&mut result.findings, live, runtime);
     let calls = match &mut asked {
         Some((client, _)) => client.take_trace(),
         None => calls,

@@ -366,4 +366,18 @@ fn advice_names_each_runtimes_own_tool() {
         let left = planned.left.iter().find(|l| l.path == f.path).unwrap();
         assert!(left.manual.contains(want), "{}: {left:?}", f.path);
     }
+    // With CRI asked: a containerd container it no longer knows is its garbage collector's
+    // (never a dir to remove by hand); an exited Docker container CRI lists is removed with
+    // `docker rm`, and `clean` does not offer to remove it.
+    let live = live_with(&[("s1", "p", true)], &[("c1", "s1", "exited")]);
+    let gone = of(SiteId::ContainerdSnapshot, Category::DeadContainer, "/c/s", None, Some(false));
+    let mut gone = gone;
+    gone.container.as_mut().unwrap().id = Some("c-gone".into());
+    let docker =
+        of(SiteId::DockerStorage, Category::DeadContainer, "/d/x", Some("docker"), Some(false));
+    let planned = plan(&[gone, docker], Some(&live), &[], NOW, &OPTS);
+    let manual = |path: &str| planned.left.iter().find(|l| l.path == path).unwrap().manual.clone();
+    assert!(manual("/c/s").contains("garbage collection"), "{}", manual("/c/s"));
+    assert!(manual("/d/x").contains("docker rm c1"), "{}", manual("/d/x"));
+    assert!(!manual("/d/x").contains("--remove-exited-containers"), "{}", manual("/d/x"));
 }

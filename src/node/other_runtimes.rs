@@ -15,8 +15,9 @@ pub const MAX_CONTAINERS: usize = 16_384;
 /// characters); a longer one is not a runtime's and is dropped.
 const MAX_ID: usize = 256;
 
-/// A record of containers/storage's `containers.json`: the container, its writable layer,
-/// and what the record's `metadata` (a JSON string its runtime writes) says of it.
+/// A record of containers/storage's `containers.json` or `volatile-containers.json`: the
+/// container, its writable layer, and what the record's `metadata` (a JSON string its
+/// runtime writes) says of it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StorageContainer {
     /// The container's id.
@@ -24,40 +25,33 @@ pub struct StorageContainer {
     /// Its writable layer's id.
     pub layer: Option<String>,
     /// Its names, pod and runtime: CRI-O's records (those with a `pod-id`) name the
-    /// kubelet container (`metadata-name`), the pod (`pod-name`; uid and namespace are
-    /// on the pod's sandbox record), Podman's the container (`name`).
+    /// kubelet container (`metadata-name`); its pod's uid, namespace and name
+    /// (`metadata-name`) are on the pod's sandbox record ([`link_pods`]). Podman's name
+    /// the container (`name`).
     pub record: ContainerRecord,
+    /// CRI-O's `pod-id`: the id of the pod's sandbox record.
+    pub pod_id: Option<String>,
 }
 
-/// containers/storage's `containers.json` (a list of records), parsed as it is read: each
-/// record's `id`, `layer` and `metadata` (itself JSON); every other field is skipped by the
-/// parser unheld, for at most [`MAX_CONTAINERS`] records; ids longer than a runtime makes
-/// are dropped. A CRI-O container takes its pod's uid and namespace from its sandbox's
-/// record (`pod-id`). `None` when it is not a JSON list.
+/// A containers/storage record list (`containers.json`, `volatile-containers.json`),
+/// parsed as it is read: each record's `id`, `layer` and `metadata` (itself JSON); every
+/// other field is skipped by the parser unheld, for at most [`MAX_CONTAINERS`] records;
+/// ids longer than a runtime makes are dropped. `None` when it is not a JSON list.
 pub fn storage_containers(json: &mut dyn std::io::Read) -> Option<Vec<StorageContainer>> {
-    const META: [&[&str]; 7] = [
-        &["uid"],
-        &["namespace"],
-        &["pod-name"],
-        &["pod-id"],
-        &["metadata-name"],
-        &["name"],
-        &["image-name"],
-    ];
+    const META: [&[&str]; 6] =
+        [&["uid"], &["namespace"], &["pod-id"], &["metadata-name"], &["name"], &["image-name"]];
     let records = json::pick_each(json, &[&["id"], &["layer"], &["metadata"]], MAX_CONTAINERS)?;
     let mut out = Vec::new();
-    let mut sandboxes: HashMap<String, (Option<String>, Option<String>)> = HashMap::new();
     for r in records {
         let [id, layer, meta] = <[Option<String>; 3]>::try_from(r).ok()?;
         let Some(id) = short(id) else { continue };
         let meta = meta.and_then(|m| json::pick_slice(m.as_bytes(), &META));
         let meta = meta.unwrap_or_else(|| vec![None; META.len()]).into_iter().map(short);
-        let [uid, namespace, pod_name, pod_id, kubelet_name, name, image] =
-            <[Option<String>; 7]>::try_from(meta.collect::<Vec<_>>()).ok()?;
-        if uid.is_some() {
-            sandboxes.insert(id.clone(), (uid.clone(), namespace.clone()));
-        }
+        let [uid, namespace, pod_id, kubelet_name, name, image] =
+            <[Option<String>; 6]>::try_from(meta.collect::<Vec<_>>()).ok()?;
         let runtime = Some(if pod_id.is_some() { "cri-o" } else { "podman" });
+        // A sandbox's own record: its `metadata-name` is the pod's name.
+        let pod_name = uid.as_ref().and(kubelet_name.clone());
         let record = ContainerRecord {
             name: kubelet_name.or(name),
             image,
@@ -67,20 +61,27 @@ pub fn storage_containers(json: &mut dyn std::io::Read) -> Option<Vec<StorageCon
             running: None,
             runtime,
         };
-        out.push((StorageContainer { id, layer: short(layer), record }, pod_id));
+        out.push(StorageContainer { id, layer: short(layer), record, pod_id });
     }
-    Some(
-        out.into_iter()
-            .map(|(mut c, pod_id)| {
-                if let Some((uid, namespace)) = pod_id.and_then(|p| sandboxes.get(&p)) {
-                    let r = &mut c.record;
-                    r.pod_uid = r.pod_uid.take().or_else(|| uid.clone());
-                    r.pod_namespace = r.pod_namespace.take().or_else(|| namespace.clone());
-                }
-                c
-            })
-            .collect(),
-    )
+    Some(out)
+}
+
+/// Gives each CRI-O container of `records` its pod's uid, namespace and name, from the
+/// record of the sandbox its `pod-id` names (CRI-O's own `pod-name` is the sandbox's
+/// `k8s_<pod>_<namespace>_<uid>_<attempt>`, not the pod's name).
+pub fn link_pods(records: &mut [StorageContainer]) {
+    let pods: HashMap<String, ContainerRecord> = records
+        .iter()
+        .filter(|c| c.record.pod_uid.is_some())
+        .map(|c| (c.id.clone(), c.record.clone()))
+        .collect();
+    for c in records.iter_mut() {
+        let Some(pod) = c.pod_id.as_ref().and_then(|p| pods.get(p)) else { continue };
+        let r = &mut c.record;
+        r.pod_uid = r.pod_uid.take().or_else(|| pod.pod_uid.clone());
+        r.pod_namespace = r.pod_namespace.take().or_else(|| pod.pod_namespace.clone());
+        r.pod_name = r.pod_name.take().or_else(|| pod.pod_name.clone());
+    }
 }
 
 /// Container id → (name, whether it runs), as [`libpod_containers`] returns them.
@@ -151,9 +152,26 @@ const MAX_CHAIN: usize = 256;
 /// Names kept on layers in all (an image's names on each of its layers).
 const MAX_LAYER_NAMES: usize = 1 << 20;
 
+/// Names kept on one layer: a layer shared by more images is reported with the first
+/// 256 of their names (each finding in the layer carries the list).
+pub const MAX_NAMES_PER_LAYER: usize = 256;
+
+/// Adds `names` to a layer's `set`, up to [`MAX_NAMES_PER_LAYER`]; how many it added.
+pub fn add_names(set: &mut BTreeSet<String>, names: &BTreeSet<String>) -> usize {
+    let before = set.len();
+    for name in names {
+        if set.len() >= MAX_NAMES_PER_LAYER {
+            break;
+        }
+        set.insert(name.clone());
+    }
+    set.len() - before
+}
+
 /// Layer id → the names of the images whose stacks hold it: each image's names on its top
 /// layer (`tops`: top layer, names) and on each parent below it (`parents`), at most
-/// 256 deep (`MAX_CHAIN`) and 2^20 names in all (`MAX_LAYER_NAMES`).
+/// 256 deep (`MAX_CHAIN`), [`MAX_NAMES_PER_LAYER`] a layer and 2^20 names in all
+/// (`MAX_LAYER_NAMES`).
 pub fn images_of_layers<'n>(
     tops: impl IntoIterator<Item = (String, &'n BTreeSet<String>)>,
     parents: &HashMap<String, String>,
@@ -164,12 +182,11 @@ pub fn images_of_layers<'n>(
         let mut layer = Some(top);
         for _ in 0..MAX_CHAIN {
             let Some(at) = layer.take() else { break };
-            if kept + names.len() > MAX_LAYER_NAMES {
+            if kept >= MAX_LAYER_NAMES {
                 return out;
             }
-            kept += names.len();
             layer = parents.get(&at).cloned();
-            out.entry(at).or_default().extend(names.iter().cloned());
+            kept += add_names(out.entry(at).or_default(), names);
         }
     }
     out
@@ -257,8 +274,9 @@ pub struct ContainerRecord {
 }
 
 /// A Docker container's `config.v2.json`, parsed as it is read (the rest of the config is
-/// skipped unheld): `Name`, `Config.Image`, kubelet's labels and `State.Running`. `None`
-/// when it is not JSON.
+/// skipped unheld): `Name`, `Config.Image`, kubelet's labels and `State.Running` (a
+/// container never started, `State.StartedAt` Go's zero time, counts as running: created).
+/// `None` when it is not JSON.
 pub fn docker_container(json: &mut dyn std::io::Read) -> Option<ContainerRecord> {
     const LABELS: [&str; 4] = [
         "io.kubernetes.container.name",
@@ -267,19 +285,27 @@ pub fn docker_container(json: &mut dyn std::io::Read) -> Option<ContainerRecord>
         "io.kubernetes.pod.name",
     ];
     let mut paths: Vec<Vec<&str>> = LABELS.iter().map(|l| vec!["Config", "Labels", l]).collect();
-    paths.extend([vec!["Name"], vec!["Config", "Image"], vec!["State", "Running"]]);
+    paths.extend([
+        vec!["Name"],
+        vec!["Config", "Image"],
+        vec!["State", "Running"],
+        vec!["State", "StartedAt"],
+    ]);
     let paths: Vec<&[&str]> = paths.iter().map(Vec::as_slice).collect();
     let picked = json::pick_reader(json, &paths)?;
-    let [container, uid, namespace, pod, name, image, running] =
-        <[Option<String>; 7]>::try_from(picked).ok()?;
+    let [container, uid, namespace, pod, name, image, running, started] =
+        <[Option<String>; 8]>::try_from(picked).ok()?;
     let name = name.map(|n| n.strip_prefix('/').unwrap_or(&n).to_owned());
+    // Never started (Go's zero time): created, which CRI counts as live.
+    let created = started.is_some_and(|t| t.starts_with("0001-01-01"));
+    let running = running.map(|r| r == "true" || created);
     Some(ContainerRecord {
         name: short(container.or(name)),
         image: short(image),
         pod_uid: short(uid),
         pod_namespace: short(namespace),
         pod_name: short(pod),
-        running: running.map(|r| r == "true"),
+        running,
         runtime: Some("docker"),
     })
 }

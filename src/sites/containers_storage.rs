@@ -14,15 +14,21 @@
 use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
 use crate::finding::{Category, Finding, SiteId};
 use crate::node::other_runtimes::{
-    crio_root, images_of_layers, libpod_containers, storage_containers, storage_graphroot,
-    storage_images, storage_layer_parents, ContainerRecord, StorageContainer, StorageImages,
-    MAX_RECORD,
+    crio_root, images_of_layers, libpod_containers, link_pods, storage_containers,
+    storage_graphroot, storage_images, storage_layer_parents, ContainerRecord, StorageContainer,
+    StorageImages, MAX_RECORD,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 /// CRI-O's default graph root.
 pub const CRIO_ROOT: &str = "/var/lib/containers/storage";
+
+/// containers/storage's record files of containers, as c/storage loads them.
+const RECORD_FILES: [&str; 2] = ["containers.json", "volatile-containers.json"];
+
+/// The runtime of a container whose records could not be read.
+const EITHER: &str = "containers-storage";
 
 /// Podman's state database, under the graph root (libpod's `static_dir`).
 const LIBPOD_STATE: &str = "libpod/bolt_state.db";
@@ -110,9 +116,7 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
     // Listed before the records are read: a container made since is not seen at all, one
     // removed since has no record, and is gone.
     let dirs = cx.dirs(&containers);
-    let records = cx.parse(&containers.join("containers.json"), MAX_RECORD, storage_containers);
-    let known = records.is_some();
-    let mut records = records.unwrap_or_default();
+    let (mut records, known) = container_records(cx, &containers);
     // Podman's own state: whether each of its containers runs.
     let state_db = graph.join(LIBPOD_STATE);
     if let Some(podman) = cx.parse(&state_db, MAX_RECORD, libpod_containers) {
@@ -120,6 +124,7 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
             if let Some((name, running)) = podman.get(&c.id) {
                 c.record.running = *running;
                 c.record.name = c.record.name.take().or_else(|| name.clone());
+                c.record = super::witnessed(cx, &c.id, std::mem::take(&mut c.record));
             }
         }
     }
@@ -129,13 +134,15 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
     let by_id: HashMap<&str, &ContainerRecord> =
         records.iter().map(|c| (c.id.as_str(), &c.record)).collect();
     let gone = ContainerRecord { running: Some(false), ..ContainerRecord::default() };
+    // Records that could not be read: CRI-O's or Podman's, no one can say.
+    let unknown = ContainerRecord { runtime: Some(EITHER), ..ContainerRecord::default() };
     for name in dirs {
         let Some(id) = name.to_str() else { continue };
         let record = match by_id.get(id) {
             Some(r) => *r,
-            // No record in a list that was read: the container was removed, its dir left.
+            // No record in the lists, all read: the container was removed, its dir left.
             None if known => &gone,
-            None => &ContainerRecord::default(),
+            None => &unknown,
         };
         let userdata = containers.join(&name).join("userdata");
         let spec = Ownership::of_record(site, Category::EnvPersisted, id, record);
@@ -173,6 +180,41 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
         let volume = Ownership::new(SiteId::RuntimeVolume, Category::Other, None, None);
         cx.push(&volumes.join(&name).join("_data"), ScopeKind::Owned(volume), Unresolved::Quiet);
     }
+}
+
+/// The record files of containers/storage's containers (c/storage `containers.go`: a
+/// container made `Volatile`, as CRI-O makes every one and Podman its `--rm` ones, is in
+/// `volatile-containers.json`, the others in `containers.json`), parsed and merged, the
+/// first record of an id kept, CRI-O's containers linked to their pods' sandboxes; and
+/// whether every record file there was read (so that a container no record names is gone).
+fn container_records(cx: &mut Discovery<'_>, dir: &Path) -> (Vec<StorageContainer>, bool) {
+    // Any entry of the name: one that is no regular file is refused, with an error, by the
+    // parse (and the records are then not all read).
+    let listed = super::resolve(cx.root, dir).and_then(|rel| cx.root.list(&rel));
+    let present: Vec<std::ffi::OsString> =
+        listed.unwrap_or_default().into_iter().map(|(name, _)| name).collect();
+    let mut records: Vec<StorageContainer> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut all_read = true;
+    let mut any = false;
+    for file in RECORD_FILES {
+        if !present.iter().any(|p| p == file) {
+            continue;
+        }
+        any = true;
+        match cx.parse(&dir.join(file), MAX_RECORD, storage_containers) {
+            Some(list) => {
+                for c in list {
+                    if seen.insert(c.id.clone()) {
+                        records.push(c);
+                    }
+                }
+            }
+            None => all_read = false,
+        }
+    }
+    link_pods(&mut records);
+    (records, any && all_read)
 }
 
 /// The image dirs of the containers/storage root `graph` (`overlay-images/<id>/`: the

@@ -13,8 +13,8 @@
 use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
 use crate::finding::{Category, Finding, SiteId};
 use crate::node::other_runtimes::{
-    docker_chain_ids, docker_container, docker_data_root, docker_image_names, ContainerRecord,
-    MAX_RECORD,
+    add_names, docker_chain_ids, docker_container, docker_data_root, docker_image_names,
+    ContainerRecord, MAX_NAMES_PER_LAYER, MAX_RECORD,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -44,6 +44,12 @@ const NO_OWNER: &str = "a layer no image and no container names: BuildKit's buil
 
 /// Docker's data root.
 pub struct Docker;
+
+/// The record of a Docker container whose `config.v2.json` could not be read: Docker's
+/// still, so CRI's silence does not make it gone.
+fn unread() -> ContainerRecord {
+    ContainerRecord { runtime: Some("docker"), ..ContainerRecord::default() }
+}
 
 /// Docker's data root: `--docker-root`, else what `daemon.json` names, else the default
 /// ([`Discovery::runtime_root`]).
@@ -85,7 +91,8 @@ impl Site for Docker {
             let Some(id) = name.to_str() else { continue };
             let dir = containers.join(&name);
             let config = dir.join("config.v2.json");
-            let record = cx.parse(&config, MAX_RECORD, docker_container).unwrap_or_default();
+            let record = cx.parse(&config, MAX_RECORD, docker_container);
+            let record = super::witnessed(cx, id, record.unwrap_or_else(unread));
             let spec = Ownership::of_record(site, Category::EnvPersisted, id, &record);
             cx.push(&config, ScopeKind::Owned(spec), Unresolved::Quiet);
             logs(cx, &dir, id, &record);
@@ -107,7 +114,7 @@ impl Site for Docker {
             let container = owners.get(id).or_else(|| owners.get(id.strip_suffix("-init")?));
             let layer = match (container, image_layers.get(id)) {
                 (Some(c), _) => {
-                    let record = configs.get(c).cloned().unwrap_or_default();
+                    let record = configs.get(c).cloned().unwrap_or_else(unread);
                     Ownership::of_record(site, Category::ContainerLayer, c, &record)
                 }
                 (None, Some(names)) => {
@@ -115,7 +122,7 @@ impl Site for Docker {
                     own.images = names.iter().cloned().collect();
                     own
                 }
-                // Where no image's layers could be told, every other layer is an image's.
+                // Where the layer store could not be read, every other layer is an image's.
                 (None, None) if image_layers.is_empty() => {
                     Ownership::new(site, Category::ImageLayer, None, None)
                 }
@@ -173,10 +180,9 @@ fn logs(cx: &mut Discovery<'_>, dir: &Path, id: &str, record: &ContainerRecord) 
 /// content/sha256/<id>`: `ENV`, labels, and the history whose `created_by` holds build
 /// args), each named after the references `repositories.json` gives it; a config no
 /// reference names (an untagged image, a classic build's intermediate) is read too.
-/// Returns the names of the images each image layer dir (`overlay2/<cache id>`) is part
-/// of (none for an image no reference names):
-/// each config's `rootfs.diff_ids` give its layers' chain ids, and
-/// `layerdb/sha256/<chain id>/cache-id` each one's dir.
+/// Returns every image layer dir (`overlay2/<cache id>`) the layer store knows
+/// (`layerdb/sha256/<chain id>/cache-id`), each with the names of the images it is part
+/// of: each config's `rootfs.diff_ids` give its layers' chain ids.
 fn image_configs(cx: &mut Discovery<'_>, data: &Path) -> HashMap<String, BTreeSet<String>> {
     let site = SiteId::DockerStorage;
     let images = data.join("image");
@@ -185,28 +191,40 @@ fn image_configs(cx: &mut Discovery<'_>, data: &Path) -> HashMap<String, BTreeSe
         let store = images.join(&driver);
         let repositories = store.join("repositories.json");
         let names = cx.parse(&repositories, MAX_RECORD, docker_image_names).unwrap_or_default();
-        let configs = store.join("imagedb/content/sha256");
+        // Every layer the store knows, by chain id.
         let layerdb = store.join("layerdb/sha256");
-        let mut dirs: HashMap<String, Option<String>> = HashMap::new();
+        let mut dirs: HashMap<String, String> = HashMap::new();
+        for chain in cx.dirs(&layerdb) {
+            let Some(chain) = chain.to_str() else { continue };
+            let cache_id = layerdb.join(chain).join("cache-id");
+            if let Some(dir) = cx.parse(&cache_id, MAX_MOUNT_ID, read_id) {
+                layers.entry(dir.clone()).or_default();
+                dirs.insert(chain.to_owned(), dir);
+            }
+        }
+        let configs = store.join("imagedb/content/sha256");
         for id in cx.files(&configs) {
             let mut own = Ownership::new(site, Category::ImageConfig, None, None);
             let names = id.to_str().and_then(|id| names.get(id));
-            own.images = names.map(|n| n.iter().cloned().collect()).unwrap_or_default();
+            let shown = names.into_iter().flatten().take(MAX_NAMES_PER_LAYER).cloned();
+            own.images = shown.collect();
             let config = configs.join(&id);
-            let chain = cx.parse(&config, MAX_RECORD, docker_chain_ids).unwrap_or_default();
-            for chain_id in chain {
-                let dir = dirs.entry(chain_id).or_insert_with_key(|c| {
-                    let cache_id = layerdb.join(c).join("cache-id");
-                    let id = cx.read_tiny(&cache_id, MAX_MOUNT_ID)?;
-                    Some(String::from_utf8_lossy(&id).trim().to_owned())
-                });
-                if let Some(dir) = dir {
-                    let names = names.into_iter().flatten().cloned();
-                    layers.entry(dir.clone()).or_default().extend(names);
+            if let Some(names) = names {
+                let chain = cx.parse(&config, MAX_RECORD, docker_chain_ids).unwrap_or_default();
+                for dir in chain.iter().filter_map(|c| dirs.get(c)) {
+                    add_names(layers.entry(dir.clone()).or_default(), names);
                 }
             }
             cx.push(&config, ScopeKind::Owned(own), Unresolved::Quiet);
         }
     }
     layers
+}
+
+/// A layer or mount id (`cache-id`, `mount-id`): the file's text, trimmed; none when empty
+/// or not UTF-8.
+fn read_id(r: &mut dyn std::io::Read) -> Option<String> {
+    let mut text = String::new();
+    r.read_to_string(&mut text).ok()?;
+    Some(text.trim().to_owned()).filter(|t| !t.is_empty())
 }

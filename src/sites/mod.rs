@@ -431,6 +431,8 @@ pub struct Discovery<'a> {
     pub scopes: Vec<Scope>,
     /// Problems met; nothing in discovery is fatal.
     pub errors: &'a mut Vec<ScanError>,
+    /// The ids of the containers this machine runs now, once asked ([`witnessed`]).
+    pub running: std::cell::OnceCell<std::collections::HashSet<String>>,
 }
 
 /// What discovery says of a node path it looks for and cannot resolve.
@@ -540,7 +542,8 @@ impl Discovery<'_> {
 /// Lists every subtree to walk, family by family ([`REGISTRY`]). Problems go to
 /// `errors`; nothing here is fatal.
 pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) -> Vec<Scope> {
-    let mut cx = Discovery { root, layout, scopes: Vec::new(), errors };
+    let running = std::cell::OnceCell::new();
+    let mut cx = Discovery { root, layout, scopes: Vec::new(), errors, running };
     for family in REGISTRY {
         family.discover(&mut cx);
     }
@@ -577,6 +580,23 @@ fn by_hand() -> (String, String) {
         "kresidue only removes kubelet pod volumes and exited containers".to_owned(),
         "review and remove by hand".to_owned(),
     )
+}
+
+/// `record` of container `id` as a witness: a runtime's record that the container runs is
+/// believed only when this machine runs a process in the container's cgroup now
+/// ([`crate::sys::running_container_ids`]); a record of a disk image or of a node that
+/// stopped says what ran then, and nothing now. That it does not run is believed.
+pub fn witnessed(cx: &Discovery<'_>, id: &str, record: ContainerRecord) -> ContainerRecord {
+    let running = match record.running {
+        Some(true) if !cx.running.get_or_init(sys_running).contains(id) => None,
+        other => other,
+    };
+    ContainerRecord { running, ..record }
+}
+
+/// The ids of the containers this machine runs now (at most 1<<16 processes looked at).
+fn sys_running() -> std::collections::HashSet<String> {
+    crate::sys::running_container_ids(1 << 16)
 }
 
 /// The tool that removes a runtime's containers and images, by the runtime whose records
@@ -627,24 +647,32 @@ fn runtime_advice(f: &Finding, live: Option<&Live>) -> (String, String) {
     let id = container.and_then(|c| c.id.as_deref());
     let state = id.and_then(|id| live?.containers.get(id)).map(|c| c.state);
     let records_say = container.and_then(|c| c.runtime.and(c.live));
+    // Only containerd's containers are removed by `clean` (its sites are container-owned).
+    let containerd = site(f.site).container_owned(f.site);
     match (id, state, records_say) {
-        (Some(id), Some(crate::cri::EXITED), _) => s(
+        (Some(id), Some(crate::cri::EXITED), _) if containerd => s(
             "the container has exited",
             format!("remove it: {tool} rm {id} (or kresidue clean --remove-exited-containers)"),
         ),
+        (Some(id), Some(crate::cri::EXITED), _) | (Some(id), None, Some(false)) => {
+            s("the container has exited", format!("remove it: {tool} rm {id}"))
+        }
         (Some(_), Some(_), _) | (Some(_), None, Some(true)) => s(
             "the container is live",
             "move the secret into a Secret volume and restart the pod".to_owned(),
         ),
-        (Some(id), None, Some(false)) => {
-            s("the container has exited", format!("remove it: {tool} rm {id}"))
-        }
         // A containers/storage container dir that no record names.
-        (Some(_), None, None) if container.and_then(|c| c.live) == Some(false) => s(
-            "no runtime record names the container: it was removed, its files left",
-            "check that no runtime uses the container's dir, then remove it by hand".to_owned(),
-        ),
-        (Some(_), None, None) if live.is_some() && tool == "crictl" => s(
+        (Some(_), None, None)
+            if f.site == SiteId::ContainersStorage
+                && container.and_then(|c| c.live) == Some(false) =>
+        {
+            s(
+                "no runtime record names the container: it was removed, its files left",
+                "check that no runtime uses the container's dir, then remove it by hand"
+                    .to_owned(),
+            )
+        }
+        (Some(_), None, None) if live.is_some() && containerd => s(
             "the runtime no longer knows the container",
             "the runtime's garbage collection removes what no container references; if it stays, remove it with the runtime's tools (ctr)".to_owned(),
         ),

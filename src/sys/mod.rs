@@ -806,6 +806,25 @@ pub fn same_mount_namespace(runtime_pid: Option<i32>) -> Result<(), String> {
     }
 }
 
+/// The container ids whose processes this machine runs now, as their cgroups name them:
+/// every 64-hex-digit name in a `/proc/<pid>/cgroup` path (Docker's `docker/<id>` and
+/// `docker-<id>.scope`, Podman's `libpod-<id>`, CRI-O's `crio-<id>`, containerd's
+/// `cri-containerd-<id>.scope` and `kubepods/…/<id>`). Empty where no process of the node's
+/// is visible (another PID namespace). At most `max_procs` processes are read.
+pub fn running_container_ids(max_procs: usize) -> std::collections::HashSet<String> {
+    let mut ids = std::collections::HashSet::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return ids };
+    let pids = procs
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())));
+    for pid in pids.take(max_procs) {
+        let Ok(text) = std::fs::read_to_string(pid.path().join("cgroup")) else { continue };
+        let names = text.split(|c: char| !c.is_ascii_hexdigit());
+        ids.extend(names.filter(|n| n.len() == 64).map(str::to_ascii_lowercase));
+    }
+    ids
+}
+
 /// Seconds since the Unix epoch by the system clock (0 if the clock is before it).
 pub fn unix_now() -> i64 {
     std::time::SystemTime::now()
