@@ -336,8 +336,9 @@ pub struct CriArgs {
     #[arg(long = "cri", value_name = "ENDPOINT", id = "endpoint")]
     pub endpoint: Option<String>,
 
-    /// Seconds each CRI call may take (the connection included).
-    #[arg(long, value_name = "SECONDS", default_value = "5")]
+    /// How long each CRI call may take, the connection included (`2s`, `500ms`; a bare
+    /// number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
     pub cri_timeout: String,
 }
 

@@ -99,13 +99,10 @@ impl ScanConfig {
             Some(s) => Some(parse_size(s).context("--max-file-size")?),
             None => None,
         };
-        let timeout =
-            match &args.timeout {
-                Some(s) => Some(humantime::parse_duration(s).map_err(|_| {
-                    anyhow::anyhow!("--timeout: not a duration (like 90s, 30m, 1h)")
-                })?),
-                None => None,
-            };
+        let timeout = match &args.timeout {
+            Some(s) => Some(parse_duration("--timeout", s, false)?),
+            None => None,
+        };
         let (cri, cri_timeout) = cri_choice(&args.cri, args.no_cri, &root)?;
         let layout = layout(args, needs.fixed_kubelet_dir, max_file_size);
         // Each fingerprint file and --secrets make one set: none of either leaves nothing
@@ -183,12 +180,37 @@ pub const MAX_THREADS: usize = 256;
 /// The shortest `--every`: a shorter period would scan again and again without pause.
 pub const MIN_EVERY: Duration = Duration::from_secs(1);
 
+/// The value of the duration option `option`, in the one syntax every duration option
+/// takes: a number and a unit, or several (`500ms`, `90s`, `30m`, `1h30m`, `2d`); where
+/// `bare_seconds` (`--cri-timeout`, which always took seconds), a plain number, fractions
+/// too, is seconds. Errors never repeat the value.
+pub fn parse_duration(option: &str, s: &str, bare_seconds: bool) -> Result<Duration> {
+    let s = s.trim();
+    if bare_seconds {
+        if let Ok(secs) = s.parse::<f64>() {
+            return match Duration::try_from_secs_f64(secs) {
+                Ok(d) => Ok(d),
+                Err(_) => bail!("{option}: not a duration (like 90s, 30m, 1h)"),
+            };
+        }
+    }
+    humantime::parse_duration(s)
+        .map_err(|_| anyhow::anyhow!("{option}: not a duration (like 90s, 30m, 1h)"))
+}
+
 /// `--every`: a duration of at least [`MIN_EVERY`]. Errors never repeat the value.
 pub fn parse_every(s: &str) -> Result<Duration> {
-    match humantime::parse_duration(s) {
-        Ok(d) if d >= MIN_EVERY => Ok(d),
-        Ok(_) => bail!("--every must be at least 1s"),
-        Err(_) => bail!("--every: not a duration (like 30m, 1h)"),
+    match parse_duration("--every", s, false)? {
+        d if d >= MIN_EVERY => Ok(d),
+        _ => bail!("--every must be at least 1s"),
+    }
+}
+
+/// `--cri-timeout`: longer than zero, at most an hour (a bare number is seconds).
+pub fn parse_cri_timeout(s: &str) -> Result<Duration> {
+    match parse_duration("--cri-timeout", s, true)? {
+        d if !d.is_zero() && d <= Duration::from_secs(3600) => Ok(d),
+        _ => bail!("--cri-timeout: must be longer than zero and at most an hour"),
     }
 }
 
@@ -270,7 +292,7 @@ fn node_path(p: &Path) -> PathBuf {
 /// The runtime to ask and the call timeout: `--cri` if given; else, with the root `/`, the
 /// default sockets; else none (a mounted node image has no runtime of its own running).
 pub fn cri_choice(args: &CriArgs, no_cri: bool, root: &RootDir) -> Result<(cri::Choice, Duration)> {
-    let timeout = cri::parse_timeout(&args.cri_timeout).map_err(anyhow::Error::msg)?;
+    let timeout = parse_cri_timeout(&args.cri_timeout)?;
     let choice = match (&args.endpoint, no_cri) {
         (_, true) => cri::Choice::Disabled,
         (Some(e), false) => {

@@ -857,3 +857,27 @@ fn records_and_cri_witness_together() {
     want[0] = row(0, "dead-container", Some(false));
     assert_eq!(scan(Fake { runtime_name: Some("docker"), ..runtime }), want);
 }
+
+/// One duration syntax (issue 31): `--cri-timeout` takes what every duration option takes
+/// (`2s`, `500ms`, `1m`), and a bare number still means seconds (`1.5`); zero, more than
+/// an hour or no duration at all is refused with one line, exit 2, the value not repeated.
+#[test]
+fn cri_timeout_takes_durations() {
+    let tree = NodeTree::new();
+    let gone = format!("unix://{}", tree.work("no.sock").display());
+    for ok in ["2s", "500ms", "1m", "1.5", "3"] {
+        let out =
+            tree.kr().scan_asking(&["--cri", &gone, "--cri-timeout", ok], &["--format", "json"]);
+        assert_ne!(out.code, 2, "--cri-timeout {ok}: {}", out.stderr_str());
+        assert_eq!(out.json()["cri"]["status"], "unreachable", "--cri-timeout {ok}");
+    }
+    for bad in ["0s", "0", "2h", "soon", "-1"] {
+        let arg = format!("--cri-timeout={bad}");
+        let out = tree.kr().scan_asking(&["--cri", &gone, &arg], &["--format", "json"]);
+        out.assert_code(2);
+        let err = out.stderr_str();
+        assert_eq!(err.trim_end().lines().count(), 1, "--cri-timeout {bad}: {err}");
+        assert!(err.contains("--cri-timeout"), "{err}");
+        assert!(!err.contains(&format!(" {bad}")) && !err.contains(&arg), "repeated: {err}");
+    }
+}

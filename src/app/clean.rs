@@ -118,9 +118,7 @@ impl Inputs {
         if !matches!(cfg.format, report::Format::Table | report::Format::Json) {
             bail!("clean prints its plan as --format table or json");
         }
-        let min_age = humantime::parse_duration(&args.min_age)
-            .map_err(|_| anyhow::anyhow!("--min-age: not a duration (like 90s, 30m, 1h, 2d)"))?
-            .as_secs();
+        let min_age = crate::config::parse_duration("--min-age", &args.min_age, false)?.as_secs();
         if args.pods.as_deref() == Some(Path::new("-"))
             && args.search.secrets.as_deref() == Some(Path::new("-"))
         {

@@ -485,16 +485,6 @@ pub enum Choice {
     Defaults,
 }
 
-/// Parses `--cri-timeout`: seconds, more than 0 and at most an hour.
-pub fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let secs: f64 =
-        s.trim().parse().map_err(|_| "--cri-timeout: expected a number of seconds".to_owned())?;
-    if !(secs > 0.0 && secs <= 3600.0) {
-        return Err("--cri-timeout: must be more than 0 and at most 3600".to_owned());
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
 /// A runtime that could not be asked: where (the endpoint, or the sockets looked for)
 /// and why.
 #[derive(Clone, Debug)]
