@@ -24,7 +24,8 @@ pub fn run(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let needs = Needs {
         format: config::format(args.search.format, None, 0),
         fixed_kubelet_dir: true,
-        require_cri: args.apply,
+        // Without the runtime nothing is provably orphaned: a dry run would prove nothing.
+        require_cri: true,
     };
     let cfg = ScanConfig::from_args(&args.search, needs)?;
     let searching = Searching::start(&cfg)?;
@@ -145,8 +146,8 @@ impl Inputs {
             }
             None => None,
         };
-        if args.apply && matches!(cfg.cri, cri::Choice::Disabled) {
-            bail!("clean --apply needs the container runtime to prove pods dead: give --cri ENDPOINT (and not --no-cri)");
+        if matches!(cfg.cri, cri::Choice::Disabled) {
+            bail!("clean needs the container runtime to prove pods dead: give --cri ENDPOINT (and not --no-cri); nothing was planned");
         }
         Ok(Inputs { min_age, api_pods, reviewed })
     }
