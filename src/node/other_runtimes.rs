@@ -38,8 +38,8 @@ pub struct StorageContainer {
 /// other field is skipped by the parser unheld, for at most [`MAX_CONTAINERS`] records;
 /// ids longer than a runtime makes are dropped. `None` when it is not a JSON list.
 pub fn storage_containers(json: &mut dyn std::io::Read) -> Option<Vec<StorageContainer>> {
-    const META: [&[&str]; 6] =
-        [&["uid"], &["namespace"], &["pod-id"], &["metadata-name"], &["name"], &["image-name"]];
+    const META: [&[&str]; 5] =
+        [&["uid"], &["namespace"], &["pod-id"], &["metadata-name"], &["name"]];
     let records = json::pick_each(json, &[&["id"], &["layer"], &["metadata"]], MAX_CONTAINERS)?;
     let mut out = Vec::new();
     for r in records {
@@ -47,14 +47,13 @@ pub fn storage_containers(json: &mut dyn std::io::Read) -> Option<Vec<StorageCon
         let Some(id) = short(id) else { continue };
         let meta = meta.and_then(|m| json::pick_slice(m.as_bytes(), &META));
         let meta = meta.unwrap_or_else(|| vec![None; META.len()]).into_iter().map(short);
-        let [uid, namespace, pod_id, kubelet_name, name, image] =
-            <[Option<String>; 6]>::try_from(meta.collect::<Vec<_>>()).ok()?;
+        let [uid, namespace, pod_id, kubelet_name, name] =
+            <[Option<String>; 5]>::try_from(meta.collect::<Vec<_>>()).ok()?;
         let runtime = Some(if pod_id.is_some() { "cri-o" } else { "podman" });
         // A sandbox's own record: its `metadata-name` is the pod's name.
         let pod_name = uid.as_ref().and(kubelet_name.clone());
         let record = ContainerRecord {
             name: kubelet_name.or(name),
-            image,
             pod_uid: uid,
             pod_namespace: namespace,
             pod_name,
@@ -254,13 +253,11 @@ pub fn crio_root(text: &mut dyn std::io::Read) -> Option<Option<String>> {
 }
 
 /// What a runtime's own records say of a container: its names, its pod's (kubelet's
-/// `io.kubernetes.*` labels, as cri-dockerd sets them), its image, and whether it runs.
+/// `io.kubernetes.*` labels, as cri-dockerd sets them), and whether it runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ContainerRecord {
     /// The container's name: kubelet's container name when labelled, else the runtime's.
     pub name: Option<String>,
-    /// The image the container was made from, as it was named.
-    pub image: Option<String>,
     /// The pod's uid.
     pub pod_uid: Option<String>,
     /// The pod's namespace.
@@ -274,7 +271,7 @@ pub struct ContainerRecord {
 }
 
 /// A Docker container's `config.v2.json`, parsed as it is read (the rest of the config is
-/// skipped unheld): `Name`, `Config.Image`, kubelet's labels and `State.Running` (a
+/// skipped unheld): `Name`, kubelet's labels and `State.Running` (a
 /// container never started, `State.StartedAt` Go's zero time, counts as running: created).
 /// `None` when it is not JSON.
 pub fn docker_container(json: &mut dyn std::io::Read) -> Option<ContainerRecord> {
@@ -285,23 +282,17 @@ pub fn docker_container(json: &mut dyn std::io::Read) -> Option<ContainerRecord>
         "io.kubernetes.pod.name",
     ];
     let mut paths: Vec<Vec<&str>> = LABELS.iter().map(|l| vec!["Config", "Labels", l]).collect();
-    paths.extend([
-        vec!["Name"],
-        vec!["Config", "Image"],
-        vec!["State", "Running"],
-        vec!["State", "StartedAt"],
-    ]);
+    paths.extend([vec!["Name"], vec!["State", "Running"], vec!["State", "StartedAt"]]);
     let paths: Vec<&[&str]> = paths.iter().map(Vec::as_slice).collect();
     let picked = json::pick_reader(json, &paths)?;
-    let [container, uid, namespace, pod, name, image, running, started] =
-        <[Option<String>; 8]>::try_from(picked).ok()?;
+    let [container, uid, namespace, pod, name, running, started] =
+        <[Option<String>; 7]>::try_from(picked).ok()?;
     let name = name.map(|n| n.strip_prefix('/').unwrap_or(&n).to_owned());
     // Never started (Go's zero time): created, which CRI counts as live.
     let created = started.is_some_and(|t| t.starts_with("0001-01-01"));
     let running = running.map(|r| r == "true" || created);
     Some(ContainerRecord {
         name: short(container.or(name)),
-        image: short(image),
         pod_uid: short(uid),
         pod_namespace: short(namespace),
         pod_name: short(pod),

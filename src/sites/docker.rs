@@ -102,8 +102,7 @@ impl Site for Docker {
         let mounts = data.join("image/overlay2/layerdb/mounts");
         let mut owners: HashMap<String, String> = HashMap::new();
         for name in cx.dirs(&mounts) {
-            if let Some(id) = cx.read_tiny(&mounts.join(&name).join("mount-id"), MAX_MOUNT_ID) {
-                let id = String::from_utf8_lossy(&id).trim().to_owned();
+            if let Some(id) = layer_id(cx, &mounts.join(&name).join("mount-id")) {
                 owners.insert(id, name.to_string_lossy().into_owned());
             }
         }
@@ -197,7 +196,7 @@ fn image_configs(cx: &mut Discovery<'_>, data: &Path) -> HashMap<String, BTreeSe
         for chain in cx.dirs(&layerdb) {
             let Some(chain) = chain.to_str() else { continue };
             let cache_id = layerdb.join(chain).join("cache-id");
-            if let Some(dir) = cx.parse(&cache_id, MAX_MOUNT_ID, read_id) {
+            if let Some(dir) = layer_id(cx, &cache_id) {
                 layers.entry(dir.clone()).or_default();
                 dirs.insert(chain.to_owned(), dir);
             }
@@ -221,10 +220,9 @@ fn image_configs(cx: &mut Discovery<'_>, data: &Path) -> HashMap<String, BTreeSe
     layers
 }
 
-/// A layer or mount id (`cache-id`, `mount-id`): the file's text, trimmed; none when empty
-/// or not UTF-8.
-fn read_id(r: &mut dyn std::io::Read) -> Option<String> {
-    let mut text = String::new();
-    r.read_to_string(&mut text).ok()?;
-    Some(text.trim().to_owned()).filter(|t| !t.is_empty())
+/// A layer id record (`mount-id`, `cache-id`: 64 hex digits), trimmed: read whatever
+/// `--max-file-size` says, so that a layer stays its owner's; none when empty.
+fn layer_id(cx: &mut Discovery<'_>, node: &Path) -> Option<String> {
+    let id = cx.read_tiny(node, MAX_MOUNT_ID)?;
+    Some(String::from_utf8_lossy(&id).trim().to_owned()).filter(|id| !id.is_empty())
 }
