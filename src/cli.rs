@@ -217,6 +217,10 @@ pub struct SearchArgs {
     #[arg(long, value_enum, default_value_t = ReportFormatArg::Table)]
     pub format: ReportFormatArg,
 
+    /// How the table is shown.
+    #[command(flatten)]
+    pub table: TableArgs,
+
     /// Write the report to FILE (atomically: a temporary file renamed into place; a
     /// device or FIFO such as /dev/null written to as is, a FIFO once it has a reader).
     /// A symlink is refused unless --follow-output-symlink.
@@ -356,6 +360,35 @@ pub struct PodsArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Table)]
     pub format: FormatArg,
+
+    /// How the table is shown.
+    #[command(flatten)]
+    pub table: TableArgs,
+}
+
+/// How a table for a person is shown.
+#[derive(Clone, Debug, Args)]
+pub struct TableArgs {
+    /// The table with whole paths and every column, however long its lines get (it is
+    /// otherwise fitted to the terminal's width, else to $COLUMNS, else to 120 columns:
+    /// paths shortened relative to their owner's dir, cut with `…`).
+    #[arg(long)]
+    pub wide: bool,
+
+    /// Colour in the table: `auto` on a terminal unless NO_COLOR is set, `always`, `never`.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorWhen::Auto)]
+    pub color: ColorWhen,
+}
+
+/// `--color` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ColorWhen {
+    /// On a terminal, unless NO_COLOR is set or TERM is dumb.
+    Auto,
+    /// Also into a file or a pipe.
+    Always,
+    /// Never.
+    Never,
 }
 
 /// Arguments of `kresidue fingerprint`.

@@ -3,9 +3,10 @@
 //! a thread, reads a fingerprint file or compiles a rule (those are steps of the run, in
 //! [`crate::app`]).
 
-use crate::cli::{CriArgs, FailOn, ReportFormatArg, SearchArgs};
+use crate::cli::{ColorWhen, CriArgs, FailOn, ReportFormatArg, SearchArgs, TableArgs};
 use crate::cri;
 use crate::finding::Severity;
+use crate::report::layout::View;
 use crate::report::Format;
 use crate::scan::DEFAULT_CHUNK;
 use crate::sites::kubelet::DEFAULT_KUBELET_DIR;
@@ -161,15 +162,26 @@ fn layout(args: &SearchArgs, fixed_kubelet_dir: bool, max_file_size: Option<u64>
 }
 
 /// The report format of `--format`, with what `scan`'s `--fail-on` (the findings an
-/// `npd` line counts) and `--secret-series` (Prometheus) add.
-pub fn format(arg: ReportFormatArg, fail_on: Option<Severity>, secret_series: usize) -> Format {
-    match arg {
-        ReportFormatArg::Table => Format::Table,
+/// `npd` line counts) and `--secret-series` (Prometheus) add, and how a table is shown.
+pub fn format(args: &SearchArgs, fail_on: Option<Severity>, secret_series: usize) -> Format {
+    match args.format {
+        ReportFormatArg::Table => Format::Table(view(&args.table, args.output.is_some())),
         ReportFormatArg::Json => Format::Json,
         ReportFormatArg::Sarif => Format::Sarif,
         ReportFormatArg::Prometheus => Format::Prometheus { secret_series },
         ReportFormatArg::Npd => Format::Npd { fail_on },
     }
+}
+
+/// How a table goes to stdout, or to `-o` (`to_file`: no terminal's width or colour).
+pub fn view(args: &TableArgs, to_file: bool) -> View {
+    let color = match args.color {
+        ColorWhen::Auto => None,
+        ColorWhen::Always => Some(true),
+        ColorWhen::Never => Some(false),
+    };
+    let width = if to_file { None } else { crate::sys::stdout_terminal_width() };
+    View::new(args.wide, color, width.is_some(), width, |k| std::env::var(k).ok())
 }
 
 /// The most `--threads`: each thread has buffers of its own (a few MiB), and past a few

@@ -238,7 +238,7 @@ fn dry_run_plans_only_provably_orphaned_residue() {
     // The table says the same for a person.
     let ep = server.endpoint();
     let mut table =
-        vec!["clean", "--root", tree.root_arg(), "--cri", ep.as_str(), "--min-age", "0s"];
+        vec!["clean", "--root", tree.root_arg(), "--cri", ep.as_str(), "--min-age", "0s", "--wide"];
     table.extend(args.iter().map(String::as_str));
     let t = tree.kr().run(&table);
     assert!(t.stdout_str().contains("dry run: 8 actions"), "{}", t.stdout_str());

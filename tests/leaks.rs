@@ -277,7 +277,8 @@ fn invisible_characters_in_names_are_escaped_in_the_table() {
         ['\u{2028}', '\u{2029}', '\u{e0041}', '\u{e007f}', '\u{ad}', '\u{202e}', '\u{2064}'];
     let name: String = hostile.iter().map(|c| format!("a{c}")).collect();
     tree.pod(GONE_UID).file(&format!("volumes/kubernetes.io~empty-dir/x/{name}"), value.as_bytes());
-    let out = tree.scan(&["--secrets", path_arg(&file)]);
+    // `--wide`: the whole name, not cut to the terminal's width.
+    let out = tree.scan(&["--secrets", path_arg(&file), "--wide"]);
     out.assert_code(1);
     let text = out.stdout_str();
     assert!(text.contains("kubernetes.io~empty-dir/x/a"), "{text}");

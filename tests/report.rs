@@ -237,8 +237,9 @@ fn output_to_a_fifo_or_through_a_symlink_keeps_them() {
     assert_eq!(names, ["latest.json", "pipe", "report.json"], "leftover files");
 }
 
-/// The table: a header, one line per finding holding the user-visible path, the secret
-/// `<ns>/<name>:<key>`, the severity and the label, then a summary line.
+/// The table: a header of columns, one line per owner, under it one line per finding
+/// holding the secret `<ns>/<name>:<key>`, the severity, the label and the path (relative
+/// to the owner's dir on its line; whole with `--wide`), then a summary line.
 #[test]
 fn table_lists_one_line_per_finding() {
     let tree = NodeTree::new();
@@ -246,25 +247,56 @@ fn table_lists_one_line_per_finding() {
     let file = tree.secrets_file("s.json", std::slice::from_ref(&s));
     let json = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
     let findings = json.findings();
-    let out = tree.scan(&["--secrets", path_arg(&file)]);
-    out.assert_code(1);
-    let text = out.stdout_str();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert!(
-        (findings.len() + 2..=findings.len() + 3).contains(&lines.len()),
-        "expected header, {} finding lines and a summary, got:\n{text}",
-        findings.len()
-    );
-    for f in &findings {
-        let id = format!("{}:{}", f.secret, f.key);
-        let hits: Vec<&&str> =
-            lines.iter().filter(|l| l.contains(&id) && l.contains(&f.path)).collect();
-        assert_eq!(hits.len(), 1, "want one line with {id} and {}:\n{text}", f.path);
-        let line = hits[0].to_lowercase();
-        assert!(line.contains(&f.severity), "severity missing: {}", hits[0]);
-        assert!(line.contains(&f.label), "label missing: {}", hits[0]);
+    for wide in [false, true] {
+        let mut args = vec!["--secrets", path_arg(&file)];
+        if wide {
+            args.push("--wide");
+        }
+        // 200 columns: nothing of these names and paths is cut.
+        let out = tree.kr().env("COLUMNS", "200").scan(&args);
+        out.assert_code(1);
+        let text = out.stdout_str();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].trim_start().starts_with("SEVERITY"), "{text}");
+        let rows: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| {
+                ["critical", "high", "medium", "low", "info"]
+                    .iter()
+                    .any(|s| l.starts_with(&format!("  {s} ")))
+            })
+            .collect();
+        assert_eq!(rows.len(), findings.len(), "one line per finding:\n{text}");
+        let owner =
+            lines.iter().find(|l| l.starts_with("pod ")).unwrap_or_else(|| panic!("{text}"));
+        for f in &findings {
+            let id = format!("{}:{}", f.secret, f.key);
+            let shown = if wide {
+                f.path.clone()
+            } else {
+                let dir = f.path.find(UID).map(|i| &f.path[..i + UID.len() + 1]).unwrap();
+                assert!(owner.contains(dir), "the owner's line shows its dir: {owner}");
+                f.path[dir.len()..].to_owned()
+            };
+            let hits: Vec<&&str> =
+                rows.iter().filter(|l| l.contains(&id) && l.contains(&shown)).collect();
+            assert_eq!(hits.len(), 1, "want one line with {id} and {shown}:\n{text}");
+            let line = hits[0].to_lowercase();
+            assert!(line.contains(&f.severity), "severity missing: {}", hits[0]);
+            assert!(line.contains(&f.label), "label missing: {}", hits[0]);
+        }
+        if wide {
+            assert!(
+                files.iter().all(|(p, _)| text.contains(p.as_str())),
+                "a path is missing:\n{text}"
+            );
+        }
+        assert!(
+            lines.iter().any(|l| l.starts_with(&format!("{} findings", findings.len()))),
+            "{text}"
+        );
     }
-    assert!(files.iter().all(|(p, _)| text.contains(p.as_str())), "a path is missing:\n{text}");
 }
 
 /// Hostile file names in an emptyDir (newline, tab, carriage return, DEL, an ESC sequence,

@@ -278,12 +278,17 @@ fn meta_db_matches_are_attributed() {
     // The summary counts findings per site; the table shows site, pod and container.
     let here = findings.iter().filter(|f| f.site == "containerd-metadata").count() as u64;
     assert_eq!(report["summary"]["sites"]["containerd-metadata"].as_u64(), Some(here));
+    // The table: the pod's line names it, the finding's line its container and the file.
     let table = tree.scan(&["--secrets", path_arg(&file)]);
     let text = table.stdout_str();
-    let header = text.lines().next().unwrap();
-    assert!(header.contains("SITE") && header.contains("CONTAINER"), "{text}");
-    let row = text.lines().find(|l| l.contains("shop/web-0")).unwrap_or_else(|| panic!("{text}"));
-    assert!(row.contains("containerd-metadata") && row.contains(" app "), "{row}");
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("pod shop/web-0"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let row =
+        lines[at..].iter().find(|l| l.contains("app: meta.db")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("env-persisted"), "{row}");
     assert!(text.contains(&format!("by site: containerd-metadata {here}")), "{text}");
 }
 
@@ -509,13 +514,13 @@ fn snapshot_layers_are_classified_and_attributed() {
         assert_eq!(f.raw["images"], names, "{}", out.stdout_str());
     }
     assert!(findings[2..].iter().all(|f| f.raw.get("images").is_none()));
+    // The table groups the layer's findings under the image's line.
     let table = tree.scan(&["--secrets", path_arg(&file)]);
-    let line = table.stdout_str().lines().find(|l| l.contains("snapshots/1/fs")).map(str::to_owned);
-    assert!(
-        line.is_some_and(|l| l.contains("image localhost/app:1 (+1)")),
-        "{}",
-        table.stdout_str()
-    );
+    let text = table.stdout_str();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("image localhost/app:1 (+1 more)"));
+    let at = at.unwrap_or_else(|| panic!("no line of the image:\n{text}"));
+    assert!(lines[at..].iter().any(|l| l.contains("1/fs/etc/app.conf")), "{text}");
 }
 
 /// The native snapshotter keeps a snapshot's files in `snapshots/<id>` itself: its layers

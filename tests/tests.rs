@@ -48,6 +48,9 @@
 //!   from busybox-static, no network): env of running, exited and removed containers,
 //!   writable layers, baked layers, build args and `ENV`, logs, volumes, data roots moved
 //!   by the runtimes' own config, Docker's API socket given as `--cri`.
+//! - `table`: the table for a person at 80, 120 and 200 columns under a real
+//!   pseudo-terminal and piped (never wrapping, grouped by owner worst first, colour on a
+//!   terminal only), `--wide`, and `clean`'s plan and `pods` fitted alike.
 //! - `safety`: FIFOs, sockets, symlinks out of the root, loops, deep trees, a 1 GiB sparse
 //!   file with bounded memory, nothing written by `--secrets`.
 
@@ -72,5 +75,6 @@ mod runtime;
 mod runtimes;
 mod safety;
 mod scan;
+mod table;
 mod util;
 mod witness;

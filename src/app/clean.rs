@@ -22,7 +22,7 @@ pub fn run(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     // containers mount (a hostPath volume can look like a kubelet dir), for the dry run as
     // for apply: the plan a person reviews is the plan carried out.
     let needs = Needs {
-        format: config::format(args.search.format, None, 0),
+        format: config::format(&args.search, None, 0),
         fixed_kubelet_dir: true,
         // Without the runtime nothing is provably orphaned: a dry run would prove nothing.
         require_cri: true,
@@ -116,7 +116,7 @@ struct Inputs {
 impl Inputs {
     /// Checks clean's own options and reads `--pods` and `--plan`.
     fn read(args: &CleanArgs, cfg: &ScanConfig) -> Result<Inputs> {
-        if !matches!(cfg.format, report::Format::Table | report::Format::Json) {
+        if !matches!(cfg.format, report::Format::Table(_) | report::Format::Json) {
             bail!("clean prints its plan as --format table or json");
         }
         let min_age = crate::config::parse_duration("--min-age", &args.min_age, false)?.as_secs();
@@ -291,7 +291,9 @@ fn finish(
     }
     printer.release();
     // The table says so itself; JSON and files get it on stderr.
-    if report.actions.is_empty() && (cfg.format != report::Format::Table || cfg.output.is_some()) {
+    if report.actions.is_empty()
+        && (!matches!(cfg.format, report::Format::Table(_)) || cfg.output.is_some())
+    {
         printer.note("nothing to do: no provably orphaned residue".to_owned());
     }
     let unfinished = report.summary.refused + report.summary.failed > 0;

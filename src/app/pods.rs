@@ -22,7 +22,7 @@ pub fn run(args: &PodsArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     };
     let live = client.live().map_err(|u| anyhow::anyhow!("{u}"))?;
     let format = match args.format {
-        FormatArg::Table => PodsFormat::Table,
+        FormatArg::Table => PodsFormat::Table(config::view(&args.table, false)),
         FormatArg::Json => PodsFormat::Json,
     };
     report::write_pods(&live, &client.endpoint().to_string(), client.runtime(), format, stdout)?;

@@ -26,7 +26,7 @@ pub fn run(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     if args.search.format == ReportFormatArg::Npd && fail_on.is_none() {
         bail!("--format npd reports findings at or above --fail-on: give a severity, not never");
     }
-    let format = config::format(args.search.format, fail_on, args.secret_series);
+    let format = config::format(&args.search, fail_on, args.secret_series);
     let needs = Needs { format, fixed_kubelet_dir: false, require_cri: false };
     let cfg = ScanConfig::from_args(&args.search, needs)?;
     let mut searching = Searching::start(&cfg)?;

@@ -7,6 +7,7 @@
 
 pub mod clean;
 pub mod json;
+pub mod layout;
 pub mod npd;
 pub mod pods;
 pub mod prometheus;
@@ -24,8 +25,8 @@ use std::path::PathBuf;
 /// Output formats of `scan`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
-    /// One line per finding, for a person.
-    Table,
+    /// One line per finding grouped by owner, for a person, shown as the view says.
+    Table(layout::View),
     /// `kresidue/report/v1`.
     Json,
     /// SARIF 2.1.0.
@@ -46,7 +47,7 @@ pub enum Format {
 /// Writes `report` in `format`.
 pub fn write(report: &Report, format: Format, out: &mut dyn Write) -> io::Result<()> {
     match format {
-        Format::Table => table::write(report, out),
+        Format::Table(view) => table::write(report, &view, out),
         Format::Json => json::write(report, out),
         Format::Sarif => sarif::write(report, out),
         Format::Prometheus { secret_series } => {

@@ -1,5 +1,6 @@
 //! `kresidue pods`: what the container runtime reports, as a table or JSON.
 
+use super::layout::{Col, Cut, Fitted, Style, View};
 use crate::cri::Live;
 use crate::text::terminal_safe;
 use serde_json::json;
@@ -8,11 +9,21 @@ use std::io::{self, Write};
 /// How `kresidue pods` prints what the runtime reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PodsFormat {
-    /// One row per sandbox and container, for a person.
-    Table,
+    /// One row per sandbox and container, for a person, shown as the view says.
+    Table(View),
     /// `kresidue/pods/v1`.
     Json,
 }
+
+/// The columns of `kresidue pods`: names cut at their end, the uid (36 characters) the
+/// first to give way.
+const COLS: [Col; 5] = [
+    Col::fixed("POD").flex(24, Cut::End, 2),
+    Col::fixed("UID").flex(13, Cut::End, 1),
+    Col::fixed("SANDBOX/CONTAINER").flex(20, Cut::End, 2),
+    Col::fixed("STATE"),
+    Col::fixed("ID"),
+];
 
 /// Writes every sandbox (by pod) with its containers, then containers of no listed
 /// sandbox.
@@ -50,36 +61,40 @@ pub fn write(
             serde_json::to_writer_pretty(&mut *out, &doc)?;
             writeln!(out)
         }
-        PodsFormat::Table => {
-            writeln!(out, "{}", terminal_safe(&format!("runtime: {runtime} at {endpoint}")))?;
-            let mut rows =
-                vec![["POD", "UID", "SANDBOX/CONTAINER", "STATE", "ID"].map(String::from)];
+        PodsFormat::Table(view) => {
+            let header = format!("runtime: {runtime} at {endpoint}");
+            writeln!(out, "{}", view.line(&terminal_safe(&header)))?;
             let short = |id: &str| id.chars().take(12).collect::<String>();
+            let mut rows: Vec<Vec<String>> = Vec::new();
             for p in sandboxes {
                 let state = if p.ready { "ready" } else { "notready" };
                 let pod = format!("{}/{}", p.namespace, p.name);
-                rows.push([pod, p.uid.clone(), "sandbox".into(), state.into(), short(&p.id)]);
+                rows.push(vec![pod, p.uid.clone(), "sandbox".into(), state.into(), short(&p.id)]);
                 for c in of(&p.id) {
                     let name = format!("  {}", c.name);
-                    rows.push(["".into(), "".into(), name, c.state.into(), short(&c.id)]);
+                    rows.push(vec!["".into(), "".into(), name, c.state.into(), short(&c.id)]);
                 }
             }
             for c in orphans {
                 let sandbox = format!("(sandbox {})", short(&c.sandbox));
-                rows.push([sandbox, "".into(), c.name.clone(), c.state.into(), short(&c.id)]);
+                rows.push(vec![sandbox, "".into(), c.name.clone(), c.state.into(), short(&c.id)]);
             }
-            let rows: Vec<[String; 5]> =
-                rows.into_iter().map(|r| r.map(|c| terminal_safe(&c))).collect();
-            let mut widths = [0usize; 5];
+            let rows: Vec<Vec<String>> = rows
+                .into_iter()
+                .map(|r| r.into_iter().map(|c| terminal_safe(&c)).collect())
+                .collect();
+            let fitted = Fitted::new(&COLS, &rows, view.width, 0);
+            writeln!(out, "{}", fitted.header(&view))?;
             for r in &rows {
-                for (w, c) in widths.iter_mut().zip(r) {
-                    *w = (*w).max(c.chars().count());
-                }
-            }
-            for r in &rows {
-                let line: Vec<String> =
-                    r.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
-                writeln!(out, "{}", line.join("  ").trim_end())?;
+                let state = |s: &str| match s.trim() {
+                    "notready" | "exited" | "unknown" => view.paint(Style::Dim, s),
+                    _ => s.to_owned(),
+                };
+                writeln!(
+                    out,
+                    "{}",
+                    fitted.row(r, &view, |i, s| if i == 3 { state(s) } else { s.into() })
+                )?;
             }
             Ok(())
         }

@@ -899,6 +899,16 @@ pub fn stop_signal() -> Option<i32> {
     }
 }
 
+/// The width in columns of the terminal stdout is, `None` when stdout is no terminal.
+pub fn stdout_terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    let out = io::stdout();
+    if !out.is_terminal() {
+        return None;
+    }
+    terminal_size::terminal_size_of(&out).map(|(w, _)| usize::from(w.0)).filter(|&w| w > 0)
+}
+
 /// True when this process runs as root (effective uid 0).
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
