@@ -186,7 +186,9 @@ pub struct ScanArgs {
 #[derive(Clone, Debug, Args)]
 pub struct SearchArgs {
     /// Root of the node's filesystem; every path is read beneath it and nothing outside
-    /// it is ever read (symlinks are not followed out of it).
+    /// it is ever read (symlinks are not followed out of it). The node's `/` mounted
+    /// elsewhere (`kubectl debug node/NAME`'s `/host`) is scanned with the runtime whose
+    /// socket is beneath it.
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
 
@@ -336,7 +338,9 @@ pub struct SearchArgs {
 pub struct CriArgs {
     /// The runtime's CRI socket, `unix:///path` [default with --root /: the first of
     /// containerd's, CRI-O's and cri-dockerd's default sockets that exists; with another
-    /// root: none].
+    /// root: the first of them (or their /run path) that is a socket beneath it, reached
+    /// through no symlink leading out; none there (a mounted disk image): no runtime is
+    /// asked].
     #[arg(long = "cri", value_name = "ENDPOINT", id = "endpoint")]
     pub endpoint: Option<String>,
 

@@ -302,7 +302,9 @@ fn node_path(p: &Path) -> PathBuf {
 }
 
 /// The runtime to ask and the call timeout: `--cri` if given; else, with the root `/`, the
-/// default sockets; else none (a mounted node image has no runtime of its own running).
+/// default sockets; with another root, the default sockets beneath it (`kubectl debug
+/// node/NAME`'s `/host`), and none when none is there (a mounted node image has no
+/// runtime of its own running): see [`cri::beneath`].
 pub fn cri_choice(args: &CriArgs, no_cri: bool, root: &RootDir) -> Result<(cri::Choice, Duration)> {
     let timeout = parse_cri_timeout(&args.cri_timeout)?;
     let choice = match (&args.endpoint, no_cri) {
@@ -311,7 +313,7 @@ pub fn cri_choice(args: &CriArgs, no_cri: bool, root: &RootDir) -> Result<(cri::
             cri::Choice::Given(cri::Endpoint::parse(e).map_err(anyhow::Error::msg)?)
         }
         (None, false) if root.path() == Path::new("/") => cri::Choice::Defaults,
-        (None, false) => cri::Choice::Disabled,
+        (None, false) => cri::beneath(root).map_or(cri::Choice::Disabled, cri::Choice::Found),
     };
     Ok((choice, timeout))
 }

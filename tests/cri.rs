@@ -187,13 +187,15 @@ impl RuntimeService for Fake {
 /// A server on a unix socket in a temp dir, running on its own thread until dropped.
 pub(crate) struct Server {
     dir: tempfile::TempDir,
+    /// The socket, when not `cri.sock` in `dir`.
+    at: Option<PathBuf>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
     fn sock(&self) -> PathBuf {
-        self.dir.path().join("cri.sock")
+        self.at.clone().unwrap_or_else(|| self.dir.path().join("cri.sock"))
     }
 
     pub(crate) fn endpoint(&self) -> String {
@@ -202,7 +204,14 @@ impl Server {
 
     /// A gRPC server answering as `fake`.
     pub(crate) fn grpc(fake: Fake) -> Server {
-        Server::spawn(move |listener, stop| async move {
+        Server::grpc_at(fake, None)
+    }
+
+    /// A gRPC server answering as `fake` on a socket at `at` (bound through its
+    /// directory's descriptor: a path under a temp dir is too long for bind), or at
+    /// `cri.sock` of a temp dir of its own.
+    pub(crate) fn grpc_at(fake: Fake, at: Option<&Path>) -> Server {
+        Server::spawn_at(at, move |listener, stop| async move {
             let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
             tonic::transport::Server::builder()
                 .add_service(RuntimeServiceServer::new(fake))
@@ -275,20 +284,45 @@ impl Server {
             + 'static,
         Fut: std::future::Future<Output = ()>,
     {
+        Server::spawn_at(None, serve)
+    }
+
+    fn spawn_at<F, Fut>(at: Option<&Path>, serve: F) -> Server
+    where
+        F: FnOnce(tokio::net::UnixListener, tokio::sync::oneshot::Receiver<()>) -> Fut
+            + Send
+            + 'static,
+        Fut: std::future::Future<Output = ()>,
+    {
         let dir = tempfile::Builder::new().prefix("kcri").tempdir_in("/tmp").unwrap();
-        let sock = dir.path().join("cri.sock");
+        let at = at.map(Path::to_path_buf);
+        // Bound here, by a short path: under a temp dir the socket's own may be too long
+        // for bind, so it is bound by its name under its directory's descriptor.
+        let listener = match &at {
+            Some(p) => {
+                use std::os::fd::AsRawFd;
+                let parent = p.parent().unwrap();
+                std::fs::create_dir_all(parent).unwrap();
+                let parent = std::fs::File::open(parent).unwrap();
+                let name = p.file_name().unwrap().to_str().unwrap();
+                std::os::unix::net::UnixListener::bind(format!(
+                    "/proc/self/fd/{}/{name}",
+                    parent.as_raw_fd()
+                ))
+            }
+            None => std::os::unix::net::UnixListener::bind(dir.path().join("cri.sock")),
+        }
+        .unwrap();
+        listener.set_nonblocking(true).unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async move {
-                let listener = tokio::net::UnixListener::bind(&sock).unwrap();
-                ready_tx.send(()).unwrap();
+                let listener = tokio::net::UnixListener::from_std(listener).unwrap();
                 serve(listener, rx).await;
             });
         });
-        ready_rx.recv().unwrap();
-        Server { dir, stop: Some(tx), thread: Some(thread) }
+        Server { dir, at, stop: Some(tx), thread: Some(thread) }
     }
 }
 
@@ -879,5 +913,133 @@ fn cri_timeout_takes_durations() {
         assert_eq!(err.trim_end().lines().count(), 1, "--cri-timeout {bad}: {err}");
         assert!(err.contains("--cri-timeout"), "{err}");
         assert!(!err.contains(&format!(" {bad}")) && !err.contains(&arg), "repeated: {err}");
+    }
+}
+
+/// `kubectl debug node/NAME` (the README's command): the node's `/` at `/host`, no
+/// `--cri`, the fingerprints on stdin (`--fingerprints /dev/stdin`). The runtime's socket
+/// beneath the root is asked: `cri.status` ok, the endpoint where it was found, the pod it
+/// runs live and the one it does not orphaned. kubelet's dir learned from its containers'
+/// mounts (host paths: the node's) is read beneath the root. `kresidue pods --root` asks
+/// it too; `--no-cri` asks nothing.
+#[test]
+fn the_runtime_socket_beneath_the_root_is_asked() {
+    let tree = NodeTree::with_kubelet_dir("/data/kubelet");
+    let (value, secrets) = db_password(&tree, 5301);
+    for uid in [READY_UID, GONE_UID] {
+        tree.pod(uid).secret_volume("db").key("password", value.as_bytes());
+    }
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let fp = std::fs::read(tree.fingerprint_file(&file, &[], "cluster.fp")).unwrap();
+    let mut fake = fake();
+    let volume = format!("/data/kubelet/pods/{READY_UID}/volumes/kubernetes.io~secret/db");
+    fake.mounts.insert(RUNNING.into(), vec![volume]);
+    let sock = tree.host("/run/containerd/containerd.sock");
+    let server = Server::grpc_at(fake, Some(sock.as_path()));
+    let endpoint = format!("unix://{}", std::fs::canonicalize(&sock).unwrap().display());
+    let args = ["--fingerprints", "/dev/stdin", "--format", "json"];
+    let out = tree.kr().stdin(&fp).scan_asking(&[], &args);
+    out.assert_code(1);
+    let report = out.json();
+    assert_eq!(report["cri"]["status"], "ok", "{}", out.stderr_str());
+    assert_eq!(report["cri"]["runtime"], "fake-cri 9.9.9");
+    assert_eq!(report["cri"]["endpoint"], endpoint.as_str());
+    let by_pod: HashMap<String, (String, Option<bool>)> = out
+        .findings()
+        .iter()
+        .filter(|f| f.site == "kubelet-secret-volume")
+        .map(|f| {
+            assert!(f.path.starts_with("/data/kubelet/pods/"), "{}", f.path);
+            let uid = f.raw["pod"]["uid"].as_str().unwrap().to_owned();
+            (uid, (f.raw["category"].as_str().unwrap().to_owned(), f.raw["pod"]["live"].as_bool()))
+        })
+        .collect();
+    assert_eq!(by_pod.len(), 2, "{}", out.stdout_str());
+    assert_eq!(by_pod[READY_UID].1, Some(true));
+    assert_eq!(by_pod[GONE_UID], ("orphaned-volume".to_owned(), Some(false)));
+
+    let out = tree.kr().run(&["pods", "--root", tree.root_arg(), "--format", "json"]);
+    out.assert_code(0);
+    assert_eq!(out.json()["endpoint"], endpoint.as_str());
+    let out = tree.kr().stdin(&fp).scan(&args);
+    assert_eq!(out.json()["cri"]["status"], "disabled");
+    drop(server);
+}
+
+/// `/var/run` a symlink to `/run` (an absolute one on Debian and Ubuntu, relative
+/// elsewhere): CRI-O's socket at `/var/run/crio/crio.sock` is found beneath the root
+/// either way, at its `/run` path.
+#[test]
+fn a_socket_beneath_a_var_run_symlink_is_found() {
+    for target in ["/run", "../run"] {
+        let tree = NodeTree::new();
+        tree.symlink("/var/run", target);
+        let sock = tree.host("/run/crio/crio.sock");
+        let server = Server::grpc_at(fake(), Some(sock.as_path()));
+        let out = tree.kr().scan_asking(&[], &["--format", "json"]);
+        assert_ne!(out.code, 2, "{}", out.stderr_str());
+        let cri = &out.json()["cri"];
+        assert_eq!(cri["status"], "ok", "/var/run -> {target}: {}", out.stderr_str());
+        let endpoint = format!("unix://{}", std::fs::canonicalize(&sock).unwrap().display());
+        assert_eq!(cri["endpoint"], endpoint.as_str(), "/var/run -> {target}");
+        drop(server);
+    }
+}
+
+/// Without `--cri`, a root with no live runtime beneath it: no socket at all (a mounted
+/// disk image) asks no runtime (`cri.status` disabled, as before), and so does a regular
+/// file where a socket would be; a socket nobody listens on (a stale one) is the runtime
+/// unreachable, as at `/`. A runtime socket outside the root reached by a symlink beneath
+/// it (the socket's own, a dir's, an absolute or a relative one) is never connected to.
+#[test]
+fn no_runtime_socket_beneath_the_root() {
+    let cri = |tree: &NodeTree| {
+        let out = tree.kr().scan_asking(&["--cri-timeout", "1"], &["--format", "json"]);
+        assert_ne!(out.code, 2, "{}", out.stderr_str());
+        out.json().clone()
+    };
+    let tree = NodeTree::new();
+    assert_eq!(cri(&tree)["cri"]["status"], "disabled");
+    tree.write("/run/containerd/containerd.sock", b"not a socket");
+    assert_eq!(cri(&tree)["cri"]["status"], "disabled");
+
+    let stale = NodeTree::new();
+    stale.socket("/var/run/crio/crio.sock");
+    let report = cri(&stale);
+    assert_eq!(report["cri"]["status"], "unreachable");
+    let errors = report["errors"].to_string();
+    assert!(errors.contains("CRI: Connection refused"), "{errors}");
+
+    type Plant = fn(&NodeTree, &Path);
+    let cases: [(&str, Plant, &str); 4] = [
+        (
+            "the socket",
+            |t, o| {
+                t.symlink("/run/containerd/containerd.sock", o.join("containerd/containerd.sock"))
+            },
+            "/run/containerd/containerd.sock",
+        ),
+        (
+            "a dir",
+            |t, o| t.symlink("/run/containerd", o.join("containerd")),
+            "/run/containerd/containerd.sock",
+        ),
+        ("/var/run, absolute", |t, o| t.symlink("/var/run", o), "/var/run/crio/crio.sock"),
+        ("/run, relative", |t, _| t.symlink("/run", "../outside/run"), "/run/crio/crio.sock"),
+    ];
+    for (what, plant, through) in cases {
+        use std::os::unix::fs::FileTypeExt;
+        let node = NodeTree::new();
+        let outside = node.outside().join("run");
+        let containerd =
+            Server::grpc_at(fake(), Some(outside.join("containerd/containerd.sock").as_path()));
+        let crio = Server::grpc_at(fake(), Some(outside.join("crio/crio.sock").as_path()));
+        plant(&node, &outside);
+        // The kernel would follow it to the live socket outside.
+        let kind = std::fs::metadata(node.host(through)).unwrap().file_type();
+        assert!(kind.is_socket(), "{what}");
+        let report = cri(&node);
+        assert_eq!(report["cri"]["status"], "disabled", "{what}: {report}");
+        drop((containerd, crio));
     }
 }

@@ -16,7 +16,7 @@ pub fn run(args: &PodsArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let mut client = match cri::connect(&choice, timeout) {
         Ok(Some(client)) => client,
         Ok(None) => {
-            bail!("no container runtime to ask with --root other than /: give one with --cri")
+            bail!("no container runtime socket beneath --root (containerd's, CRI-O's or cri-dockerd's default): give one with --cri")
         }
         Err(u) => bail!("{u}"),
     };

@@ -29,6 +29,7 @@ pub mod proto {
 }
 
 use crate::node::kubelet;
+use crate::sys::{RootDir, Socket};
 use proto::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::Channel;
 
@@ -36,6 +37,19 @@ use tonic::transport::Channel;
 /// CRI-O's and cri-dockerd's defaults, as each documents them.
 pub const DEFAULT_ENDPOINTS: [&str; 3] =
     ["/run/containerd/containerd.sock", "/var/run/crio/crio.sock", "/var/run/cri-dockerd.sock"];
+
+/// The sockets looked for beneath a root other than `/` when no `--cri` is given (see
+/// [`beneath`]): [`DEFAULT_ENDPOINTS`], each `/var/run/…` one also as `/run/…`. `/var/run`
+/// is a symlink to `/run` on current distributions, an absolute one on some (Debian,
+/// Ubuntu), and an absolute target is a path of this process's view to
+/// [`RootDir::resolve`], which does not follow it out of the root.
+pub const BENEATH_ENDPOINTS: [&str; 5] = [
+    "/run/containerd/containerd.sock",
+    "/var/run/crio/crio.sock",
+    "/run/crio/crio.sock",
+    "/var/run/cri-dockerd.sock",
+    "/run/cri-dockerd.sock",
+];
 
 /// The default timeout of each call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -49,9 +63,40 @@ const MAX_MESSAGE: usize = 16 << 20;
 pub struct Endpoint {
     /// The socket's path.
     pub path: PathBuf,
+    /// The socket as found beneath the root ([`beneath`]): connected to through its
+    /// directory's descriptor, never by `path`.
+    beneath: Option<Socket>,
 }
 
 impl Endpoint {
+    /// The socket at `path`.
+    pub fn at(path: impl Into<PathBuf>) -> Endpoint {
+        Endpoint { path: path.into(), beneath: None }
+    }
+
+    /// A new connection to the socket.
+    async fn connect(&self) -> std::io::Result<tokio::net::UnixStream> {
+        match &self.beneath {
+            None => tokio::net::UnixStream::connect(&self.path).await,
+            Some(socket) => {
+                // The descriptor keeps the inode its `/proc/self/fd` path names.
+                let (fd, path) = socket.open()?;
+                let stream = tokio::net::UnixStream::connect(path).await;
+                drop(fd);
+                stream
+            }
+        }
+    }
+
+    /// True when a socket is at the endpoint now.
+    fn is_socket(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        match &self.beneath {
+            None => std::fs::metadata(&self.path).is_ok_and(|m| m.file_type().is_socket()),
+            Some(socket) => socket.open().is_ok(),
+        }
+    }
+
     /// Parses `unix:///path` or `/path`; any other scheme is refused (CRI runtimes listen
     /// on unix sockets).
     pub fn parse(s: &str) -> Result<Endpoint, String> {
@@ -65,7 +110,7 @@ impl Endpoint {
         if !path.starts_with('/') {
             return Err("the CRI endpoint is not an absolute socket path (unix:///path)".to_owned());
         }
-        Ok(Endpoint { path: PathBuf::from(path) })
+        Ok(Endpoint::at(path))
     }
 }
 
@@ -405,7 +450,7 @@ fn open(
 ) -> Result<Channel, Error> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let path = endpoint.path.clone();
+        let target = endpoint.clone();
         let peer = peer.clone();
         // One connection per channel: the channel would otherwise connect again by itself
         // when its connection is lost, as often as it is asked, behind the back of
@@ -416,13 +461,13 @@ fn open(
             tonic::transport::Endpoint::from_static("http://localhost")
                 .connect_timeout(timeout)
                 .connect_with_connector(tower::service_fn(move |_| {
-                    let (path, peer, used) = (path.clone(), peer.clone(), used.clone());
+                    let (target, peer, used) = (target.clone(), peer.clone(), used.clone());
                     async move {
                         if used.swap(true, Ordering::Relaxed) {
                             let lost = std::io::ErrorKind::ConnectionAborted;
                             return Err(std::io::Error::new(lost, "the connection was lost"));
                         }
-                        let stream = tokio::net::UnixStream::connect(path).await?;
+                        let stream = target.connect().await?;
                         let pid = stream.peer_cred().ok().and_then(|c| c.pid()).unwrap_or(0);
                         peer.store(pid, Ordering::Relaxed);
                         Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
@@ -432,7 +477,7 @@ fn open(
         };
         match tokio.block_on(async { tokio::time::timeout(left, connect).await }) {
             Ok(Ok(channel)) => return Ok(channel),
-            Ok(Err(e)) if left > RETRY_PAUSE && worth_waiting(&e, &endpoint.path, patient) => {
+            Ok(Err(e)) if left > RETRY_PAUSE && worth_waiting(&e, endpoint, patient) => {
                 std::thread::sleep(RETRY_PAUSE);
             }
             Ok(Err(e)) => return Err(connect_error(&e)),
@@ -458,12 +503,13 @@ fn root_cause<'a>(
 /// True when connecting failed in a way a restarting runtime causes: `ECONNREFUSED` on a
 /// path that is a socket (connecting to a regular file fails the same way, and waiting
 /// would not help it), or, when `patient`, no socket at all.
-fn worth_waiting(e: &(dyn std::error::Error + 'static), path: &Path, patient: bool) -> bool {
-    use std::os::unix::fs::FileTypeExt;
+fn worth_waiting(
+    e: &(dyn std::error::Error + 'static),
+    endpoint: &Endpoint,
+    patient: bool,
+) -> bool {
     root_cause(e).downcast_ref::<std::io::Error>().is_some_and(|io| match io.kind() {
-        std::io::ErrorKind::ConnectionRefused => {
-            std::fs::metadata(path).is_ok_and(|m| m.file_type().is_socket())
-        }
+        std::io::ErrorKind::ConnectionRefused => endpoint.is_socket(),
         std::io::ErrorKind::NotFound => patient,
         _ => false,
     })
@@ -477,10 +523,13 @@ fn status_error(what: &str, status: &tonic::Status) -> Error {
 /// Which runtime to ask, and how.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Choice {
-    /// Not at all (`--no-cri`, or a root other than `/` without `--cri`).
+    /// Not at all (`--no-cri`; or, without `--cri`, a root other than `/` with no
+    /// runtime socket beneath it).
     Disabled,
     /// The endpoint `--cri` names.
     Given(Endpoint),
+    /// The runtime socket found beneath a root other than `/` ([`beneath`]).
+    Found(Endpoint),
     /// The first default socket that exists.
     Defaults,
 }
@@ -524,7 +573,7 @@ fn millis(d: Duration) -> String {
 pub fn connect(choice: &Choice, timeout: Duration) -> Result<Option<Client>, Unreachable> {
     let endpoint = match choice {
         Choice::Disabled => return Ok(None),
-        Choice::Given(e) => e.clone(),
+        Choice::Given(e) | Choice::Found(e) => e.clone(),
         Choice::Defaults => {
             let found = DEFAULT_ENDPOINTS.iter().find(|p| Path::new(p).exists());
             let Some(path) = found else {
@@ -536,7 +585,7 @@ pub fn connect(choice: &Choice, timeout: Duration) -> Result<Option<Client>, Unr
                     trace: Vec::new(),
                 });
             };
-            Endpoint { path: PathBuf::from(path) }
+            Endpoint::at(path)
         }
     };
     let unreachable = |error, trace| Unreachable { endpoint: endpoint.to_string(), error, trace };
@@ -548,6 +597,20 @@ pub fn connect(choice: &Choice, timeout: Duration) -> Result<Option<Client>, Unr
     client.runtime =
         format!("{} {}", version.runtime_name, version.runtime_version).trim().to_owned();
     Ok(Some(client))
+}
+
+/// The runtime socket beneath a root other than `/`, when no `--cri` is given: the first
+/// of [`BENEATH_ENDPOINTS`] that is a socket beneath `root` ([`RootDir::socket`]: never
+/// through a symlink leading out of it). Beneath `kubectl debug node/NAME`'s `/host`, the
+/// node's `/`, that is the node's runtime, and the host paths it names are node paths.
+/// `None` when none is there: a mounted disk image has no socket (its runtime does not
+/// run), and asks no runtime, as before. A socket there that does not answer (a stale one)
+/// is the runtime unreachable, as with the root `/`.
+pub fn beneath(root: &RootDir) -> Option<Endpoint> {
+    BENEATH_ENDPOINTS.iter().find_map(|node| {
+        let socket = root.socket(Path::new(node)).ok()?;
+        Some(Endpoint { path: socket.path().to_owned(), beneath: Some(socket) })
+    })
 }
 
 /// kubelet's root dir (its `--root-dir`), learned from where the runtime's running

@@ -287,10 +287,75 @@ impl RootDir {
         self.open_dir(rel)?.list()
     }
 
+    /// The unix socket at the node path `node`, found beneath the root: resolved as
+    /// [`RootDir::resolve`] resolves (symlinks on the way followed while they stay inside
+    /// the root; one leading out is an error), its directory held open. What is at its
+    /// name must be a socket now, and is checked again at each [`Socket::open`].
+    pub fn socket(&self, node: &Path) -> io::Result<Socket> {
+        let rel = self.resolve(node)?;
+        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        };
+        let dir =
+            self.open_beneath(parent, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)?;
+        let socket = Socket {
+            dir: std::sync::Arc::new(dir),
+            name: name.to_owned(),
+            path: self.path.join(&rel),
+        };
+        socket.open()?;
+        Ok(socket)
+    }
+
     fn open_beneath(&self, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
         self.refuse_remote(rel)?;
         walk::open_beneath(self.fd.as_fd(), rel, flags).map_err(io::Error::from)
+    }
+}
+
+/// A unix socket beneath the root ([`RootDir::socket`]): its directory, held open, and
+/// its name in it. Connecting by its path would follow a symlink swapped in on the way
+/// meanwhile; [`Socket::open`] gives a path that names the socket's inode itself.
+#[derive(Clone, Debug)]
+pub struct Socket {
+    dir: std::sync::Arc<OwnedFd>,
+    name: OsString,
+    path: PathBuf,
+}
+
+impl PartialEq for Socket {
+    fn eq(&self, other: &Socket) -> bool {
+        std::sync::Arc::ptr_eq(&self.dir, &other.dir) && self.name == other.name
+    }
+}
+
+impl Eq for Socket {}
+
+impl Socket {
+    /// Where it was found, in this process's view (beneath the root, no symlink in it).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// An `O_PATH` descriptor of what is at the socket's name now, opened beneath its
+    /// directory without following a symlink (one there is refused, as is anything but a
+    /// socket), and the path to connect to it by while the descriptor is open:
+    /// `/proc/self/fd/N`, which names that inode. A runtime that restarted made a new
+    /// socket at the name: each connection opens it again.
+    pub fn open(&self) -> io::Result<(OwnedFd, PathBuf)> {
+        use std::os::fd::AsRawFd;
+        let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = walk::open_beneath(self.dir.as_fd(), self.name.as_os_str(), flags)?;
+        let st = nix::sys::stat::fstat(&fd)?;
+        let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        match kind {
+            SFlag::S_IFSOCK => {}
+            SFlag::S_IFLNK => return Err(io::Error::other("a symlink; not followed")),
+            _ => return Err(io::Error::other(format!("not a socket ({})", kind_name(kind)))),
+        }
+        let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        Ok((fd, path))
     }
 }
 
@@ -322,6 +387,7 @@ pub struct Lstat {
 fn kind_name(kind: SFlag) -> &'static str {
     match kind {
         SFlag::S_IFDIR => "directory",
+        SFlag::S_IFREG => "regular file",
         SFlag::S_IFCHR => "character device",
         SFlag::S_IFBLK => "block device",
         SFlag::S_IFIFO => "FIFO",

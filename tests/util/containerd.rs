@@ -194,7 +194,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     }
 
     pub fn cri(&self) -> Client {
-        Client::connect(&Endpoint { path: self.sock() }, CALL).expect("CRI answers")
+        Client::connect(&Endpoint::at(self.sock()), CALL).expect("CRI answers")
     }
 
     /// Builds an OCI image named `name` of busybox-static (one uncompressed layer) plus
@@ -347,7 +347,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     /// Every container and sandbox stopped and removed, over CRI.
     pub fn remove_all(&self) {
-        let Ok(mut cri) = Client::connect(&Endpoint { path: self.sock() }, CALL) else { return };
+        let Ok(mut cri) = Client::connect(&Endpoint::at(self.sock()), CALL) else { return };
         // Best effort (this runs in `drop`): whatever fails is left to the steps after.
         for c in cri.containers().unwrap_or_default() {
             let _ = stop_container(&mut cri, &c.id);
