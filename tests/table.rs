@@ -199,3 +199,23 @@ fn plan_and_pods_fit() {
         }
     }
 }
+
+/// The summary names what to do next: `kresidue clean` for a gone pod's volume, rotation
+/// for a leak into a log, and a root with nothing kresidue knows beneath it says so.
+#[test]
+fn the_summary_names_the_next_step() {
+    let (tree, file) = node();
+    let server = Server::grpc(fake());
+    let ep = server.endpoint();
+    let out = tree.kr().scan_asking(&["--cri", &ep], &["--secrets", path_arg(&file)]);
+    out.assert_code(1);
+    let text = out.stdout_str();
+    let next: Vec<&str> = text.lines().filter(|l| l.starts_with("next: ")).collect();
+    assert!(next.iter().any(|l| l.contains("`kresidue clean` shows the plan")), "{text}");
+    assert!(next.iter().any(|l| l.contains("rotate those secrets")), "{text}");
+    let empty = NodeTree::new();
+    let out = empty.scan(&["--secrets", path_arg(&file)]);
+    out.assert_code(0);
+    let text = out.stdout_str();
+    assert!(text.contains("next: nothing was read"), "{text}");
+}

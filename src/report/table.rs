@@ -319,9 +319,15 @@ fn next_steps(r: &Report) -> Vec<String> {
     }
     if !r.errors.is_empty() {
         next.push(format!(
-            "{} could not be read (the error lines below): run as root for a whole scan",
+            "{} could not be read: see the error lines below",
             plural(r.errors.len(), "path", "paths"),
         ));
+    }
+    if r.summary.files == 0 && r.errors.is_empty() {
+        next.push(
+            "nothing was read: no kubelet or runtime dir beneath the root (is --root the node's /? -v lists the sites read)"
+                .to_owned(),
+        );
     }
     next
 }
