@@ -250,6 +250,10 @@ fn daemonset_on_the_example_node(name: &str) {
     assert_eq!(total as usize, findings, "{text}");
     let cri = scrape.samples.iter().find(|s| s.metric == "kresidue_cri_up").unwrap();
     assert_eq!(gauge(cri), 0.0, "no runtime at the manifest's socket here");
+    let unreachable = scrape.samples.iter().find(|s| {
+        s.metric == "kresidue_cri_status" && s.labels.get("status") == Some("unreachable")
+    });
+    assert_eq!(unreachable.map(gauge), Some(1.0), "{text}");
 }
 
 /// `deploy/node-problem-detector.json`, the custom plugin monitor: a permanent rule whose

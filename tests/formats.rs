@@ -144,7 +144,7 @@ fn prometheus_textfile_parses_and_matches_the_report() {
         "kresidue_bytes_scanned",
         "kresidue_scan_duration_seconds",
         "kresidue_errors",
-        "kresidue_cri_up",
+        "kresidue_cri_status",
         "kresidue_last_run_timestamp_seconds",
     ];
     for f in families {
@@ -173,7 +173,16 @@ fn prometheus_textfile_parses_and_matches_the_report() {
     assert_eq!(one("kresidue_files_scanned"), report["summary"]["files"].as_f64().unwrap());
     assert_eq!(one("kresidue_bytes_scanned"), report["summary"]["bytes"].as_f64().unwrap());
     assert_eq!(one("kresidue_errors"), 0.0);
-    assert_eq!(one("kresidue_cri_up"), 0.0, "--no-cri");
+    // --no-cri: no runtime asked, so no `kresidue_cri_up` to read as down; the state set
+    // says disabled.
+    assert!(!text.contains("kresidue_cri_up"), "{text}");
+    let cri: Vec<_> = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "kresidue_cri_status")
+        .map(|s| (s.labels.get("status").unwrap(), gauge(s)))
+        .collect();
+    assert_eq!(cri, [("ok", 0.0), ("unreachable", 0.0), ("disabled", 1.0)], "{text}");
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
     assert!((now - one("kresidue_last_run_timestamp_seconds")).abs() < 120.0);

@@ -346,7 +346,8 @@ fn kresidue_runs_as_the_daemonset_pod_through_cri() {
         };
         metrics.samples.iter().find(all).map(gauge)
     };
-    assert_eq!(sample("kresidue_cri_up", &[("status", "ok")]), Some(1.0), "{text}");
+    assert_eq!(sample("kresidue_cri_up", &[]), Some(1.0), "{text}");
+    assert_eq!(sample("kresidue_cri_status", &[("status", "ok")]), Some(1.0), "{text}");
     // The orphaned pod's volume, and the live pod's, told apart by asking the runtime
     // through the mounted socket: a series for each, and none the other way round.
     let present = |secret: &str, category: &str| {

@@ -16,6 +16,9 @@
 //! - `formats`: SARIF validated against the published SARIF 2.1.0 schema, the Prometheus
 //!   textfile parsed by a Prometheus text parser and compared with the JSON report (its
 //!   per-secret series and their bound too), the node-problem-detector line.
+//! - `alerts`: `deploy/alerts.yaml` through `promtool check rules`, and its alerts over
+//!   the textfile of a runtime that answered, was unreachable and was not asked, by
+//!   `promtool test rules` and by an evaluator of exactly those expressions.
 //! - `fuzz_corpus`: every committed fuzz corpus input replayed through its target.
 //! - `no_secret`: every subcommand, format and error path on a node full of values, and
 //!   every file the tool wrote, searched for the values in every encoding.
@@ -54,6 +57,7 @@
 //! - `safety`: FIFOs, sockets, symlinks out of the root, loops, deep trees, a 1 GiB sparse
 //!   file with bounded memory, nothing written by `--secrets`.
 
+mod alerts;
 mod clean;
 mod containerd;
 mod cri;

@@ -1,6 +1,6 @@
 //! The Prometheus text exposition format, for node_exporter's textfile collector: gauges
 //! of the last scan (findings by severity, category and site; files, bytes, duration,
-//! errors; whether the runtime answered; when the run ended), and one presence series per
+//! errors; whether the runtime was asked and answered; when the run ended), and one presence series per
 //! fingerprinted Secret key and place it was found in, for a fleet view. Written with `-o`
 //! through [`super::write_atomic`], so the collector never reads half a file.
 
@@ -95,13 +95,39 @@ pub fn write(
     writeln!(out, "kresidue_errors {}", report.errors.len())?;
     family(out, "kresidue_unread_mounts", "Mount points the last scan did not read (FUSE, network, or other filesystems below a scanned dir).")?;
     writeln!(out, "kresidue_unread_mounts {}", report.unread_mounts.len())?;
-    family(out, "kresidue_cri_up", "1 when the container runtime answered the last scan, else 0 (status: ok, unreachable, disabled).")?;
-    let status = super::plain(&report.cri.status);
-    let up = u8::from(report.cri.status == CriStatus::Ok);
-    writeln!(out, "kresidue_cri_up{{status=\"{}\"}} {up}", label(&status))?;
+    write_cri(report.cri.status, out)?;
     write_secret_series(report, secret_series_max, out)?;
     family(out, "kresidue_last_run_timestamp_seconds", "When the last scan ended, Unix time.")?;
     writeln!(out, "kresidue_last_run_timestamp_seconds {now:.3}")
+}
+
+/// Whether the runtime answered: `kresidue_cri_up` only when it was asked (so `== 0`
+/// means asked and silent, never "not asked"), and the state set `kresidue_cri_status`
+/// always, one series per status, the run's at 1 (docs/CONTRACT.md, deploy/alerts.yaml).
+fn write_cri(status: CriStatus, out: &mut dyn Write) -> io::Result<()> {
+    if status != CriStatus::Disabled {
+        family(
+            out,
+            "kresidue_cri_up",
+            "1 when the container runtime the last scan asked answered, 0 when it did not; absent when the scan did not ask one (--no-cri).",
+        )?;
+        writeln!(out, "kresidue_cri_up {}", u8::from(status == CriStatus::Ok))?;
+    }
+    family(
+        out,
+        "kresidue_cri_status",
+        "The container runtime's state in the last scan: 1 for its status (ok: answered, unreachable: asked and did not answer, disabled: not asked), 0 for the others.",
+    )?;
+    for s in [CriStatus::Ok, CriStatus::Unreachable, CriStatus::Disabled] {
+        let name = super::plain(&s);
+        writeln!(
+            out,
+            "kresidue_cri_status{{status=\"{}\"}} {}",
+            label(&name),
+            u8::from(s == status)
+        )?;
+    }
+    Ok(())
 }
 
 /// The fleet view: `kresidue_secret_present` per Secret key and place (at most `max`, the
