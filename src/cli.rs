@@ -318,13 +318,15 @@ pub struct SearchArgs {
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
 
-    /// The run lock: one kresidue run at a time, so overlapping cron runs exit at once
-    /// (exit 2, one line) instead of piling up. Its dir and file must be this user's or
-    /// root's and writable by no one else (a lock in /run/lock or /tmp is refused: another
-    /// user could hold it); the dir is made (mode 0700) if missing. A run that cannot
-    /// create or open it runs without it, except `clean --apply` [default as root:
-    /// /run/kresidue/kresidue.lock; as another user: $XDG_RUNTIME_DIR/kresidue.lock, or
-    /// none].
+    /// The run lock: one kresidue run at a time on each node root, so overlapping cron runs
+    /// exit at once (exit 2, one line) instead of piling up, while runs on other roots go
+    /// on. Its dir and file must be this user's or root's and writable by no one else (a
+    /// lock in /run/lock or /tmp is refused: another user could hold it); the dir is made
+    /// (mode 0700) if missing. A run that cannot create or open it runs without it, except
+    /// `clean --apply`. The file named here is the lock of every run given it, whatever its
+    /// root, and is left in place [default: the root's own, root-HASH.lock (HASH: of the
+    /// canonical root), removed when released; as root in /run/kresidue; as another user
+    /// in $XDG_RUNTIME_DIR/kresidue, or none].
     #[arg(long, value_name = "FILE", env = "KRESIDUE_LOCK")]
     pub lock: Option<PathBuf>,
 

@@ -41,9 +41,9 @@ pub struct ScanConfig {
     pub label: String,
     /// Whether the built-in rules run (not with `--no-rules`).
     pub rules: bool,
-    /// The run lock file (`None`: a run as another user than root with no
+    /// The run lock (`None`: a run as another user than root with no
     /// `$XDG_RUNTIME_DIR` and none named has none).
-    pub lock: Option<PathBuf>,
+    pub lock: Option<RunLock>,
     /// `--timeout`: the scan's deadline is set when it starts.
     pub timeout: Option<Duration>,
     /// `--nice`.
@@ -111,6 +111,10 @@ impl ScanConfig {
         if args.fingerprints.is_empty() && args.secrets.is_none() && args.no_rules {
             bail!("nothing to look for: --no-rules without --fingerprints FILE or --secrets FILE");
         }
+        let lock = match &args.lock {
+            Some(path) => Some(RunLock { path: path.clone(), per_root: false }),
+            None => default_lock(root.path()).map(|path| RunLock { path, per_root: true }),
+        };
         Ok(ScanConfig {
             cri,
             cri_timeout,
@@ -130,7 +134,7 @@ impl ScanConfig {
             nice: args.nice,
             verbose: args.verbose,
             quiet: args.quiet,
-            lock: args.lock.clone().or_else(default_lock),
+            lock,
             format: needs.format,
             output: args.output.clone().map(|path| crate::report::Output {
                 path,
@@ -226,16 +230,41 @@ pub fn parse_cri_timeout(s: &str) -> Result<Duration> {
     }
 }
 
-/// The run lock when none is named (`--lock`, `KRESIDUE_LOCK`): [`crate::sys::ROOT_LOCK`]
-/// as root; as another user, `kresidue.lock` in its own `$XDG_RUNTIME_DIR` (the dir only
-/// that user may enter, as systemd makes it), or none: such a run (CI without root) has
-/// no lock to share with root's runs anyway.
-fn default_lock() -> Option<PathBuf> {
+/// The run lock of a run: the file, and whether it is the node root's own.
+#[derive(Clone, Debug)]
+pub struct RunLock {
+    /// The lock file.
+    pub path: PathBuf,
+    /// Whether it is the default lock of this node root (`default_lock`), removed when
+    /// released; `false` for the one `--lock` (`KRESIDUE_LOCK`) names, which is that file
+    /// whatever the root, left in place.
+    pub per_root: bool,
+}
+
+/// The run lock when none is named (`--lock`, `KRESIDUE_LOCK`): each node root has its
+/// own, so runs on different roots never exclude each other and runs on the same one
+/// always do. `root` is the canonical root ([`RootDir::path`]: `/`, `/./` and a symlink
+/// to it are one root), and the lock is `root-` and the first 16 hex digits of its
+/// SHA-256, in [`crate::sys::ROOT_LOCK_DIR`] as root; as another user, in `kresidue/` of
+/// its own `$XDG_RUNTIME_DIR` (the dir only that user may enter, as systemd makes it), or
+/// none: such a run (CI without root) has no lock to share with root's runs anyway.
+fn default_lock(root: &Path) -> Option<PathBuf> {
+    let name = lock_name(root);
     if crate::sys::is_root() {
-        return Some(PathBuf::from(crate::sys::ROOT_LOCK));
+        return Some(Path::new(crate::sys::ROOT_LOCK_DIR).join(name));
     }
     let dir = PathBuf::from(std::env::var_os("XDG_RUNTIME_DIR")?);
-    dir.is_absolute().then(|| dir.join("kresidue.lock"))
+    dir.is_absolute().then(|| dir.join("kresidue").join(name))
+}
+
+/// The file name of `root`'s default lock: `root-` and the first 16 hex digits of the
+/// SHA-256 of its canonical path.
+fn lock_name(root: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::ffi::OsStrExt;
+    let digest = Sha256::digest(root.as_os_str().as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("root-{hex}.lock")
 }
 
 /// A size: bytes, or with a `K`, `M`, `G` or `T` suffix (powers of 1024; `KiB`, `MB`,
@@ -327,4 +356,28 @@ pub fn read_input(src: &Path) -> Result<Vec<u8>> {
         buf = std::fs::read(src).with_context(|| format!("cannot read {}", src.display()))?;
     }
     Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One root, one lock, however it is spelled: `/` and `/./`, a dir and a symlink to
+    /// it, a dir and `dir/../dir/`; another root, another lock.
+    #[test]
+    fn the_default_lock_is_the_canonical_roots() {
+        let name = |p: &Path| lock_name(RootDir::open(p).unwrap().path());
+        assert_eq!(name(Path::new("/")), name(Path::new("/./")));
+        let base = tempfile::tempdir().unwrap();
+        let a = base.path().join("a");
+        std::fs::create_dir(&a).unwrap();
+        std::os::unix::fs::symlink(&a, base.path().join("link")).unwrap();
+        assert_eq!(name(&a), name(&base.path().join("link")));
+        assert_eq!(name(&a), name(&base.path().join("a/../a/")));
+        std::fs::create_dir(base.path().join("b")).unwrap();
+        assert_ne!(name(&a), name(&base.path().join("b")));
+        assert_ne!(name(&a), name(Path::new("/")));
+        let n = name(&a);
+        assert!(n.starts_with("root-") && n.ends_with(".lock") && n.len() == 26, "{n}");
+    }
 }

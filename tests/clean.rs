@@ -312,7 +312,14 @@ fn start_gated(
     gate: &Path,
 ) -> std::process::Child {
     std::fs::create_dir_all(gate).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_kresidue"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kresidue"));
+    // The lock `args` names, else the root's own (as `Kr::default_lock` runs it).
+    cmd.env_remove("KRESIDUE_LOCK");
+    match runtime_dir() {
+        Some(dir) => cmd.env("XDG_RUNTIME_DIR", dir),
+        None => cmd.env_remove("XDG_RUNTIME_DIR"),
+    };
+    let child = cmd
         .args(["clean", "--root", tree.root_arg(), "--cri", &server.endpoint(), "--format", "json"])
         .args(args)
         .args(["--min-age", "0s", "--apply", "--apply-gate", path_arg(gate)])
@@ -408,6 +415,47 @@ fn two_applies_at_once_one_refuses() {
     let third = clean(&tree, &server, &args, &["--min-age", "0s", "--apply"]);
     assert_eq!(third.code, 0);
     assert!(actions(third.json.as_ref().unwrap()).is_empty());
+}
+
+/// Issue 31 item 4: a `clean --apply` holds its node root's lock, not the host's. While
+/// one waits at its gate on root A (the default lock), a scan of another root B runs;
+/// a scan of A and a second `clean --apply` of A exit 2 at once with one line naming
+/// A, having done nothing. Before, one host-wide lock made B's scan exit 2 too.
+#[test]
+fn a_clean_holds_only_its_roots_lock() {
+    let (tree, value, mut args) = node();
+    let at = args.iter().position(|a| a == "--lock").unwrap();
+    args.drain(at..at + 2);
+    let server = Server::grpc(fake());
+    let gate = tree.work("gate");
+    let first = start_gated(&tree, &server, &args, &gate);
+    let (b, file_b) = {
+        let b = NodeTree::new();
+        let (value, secrets) = db_password(&b, 6102);
+        b.pod(GONE_UID).secret_volume("db").key("password", value.as_bytes());
+        let file = b.secrets_file("secrets.json", &secrets);
+        (b, file)
+    };
+    let other = b.kr().default_lock().scan(&["--secrets", path_arg(&file_b)]);
+    assert_eq!(other.code, 1, "another root is not blocked: {}", other.stderr_str());
+    let before = tree.digest();
+    let root = std::fs::canonicalize(tree.root()).unwrap();
+    let want = format!("another kresidue run holds the lock of root {} (", root.display());
+    let ep = server.endpoint();
+    let mut second = vec!["clean", "--root", tree.root_arg(), "--cri", &ep, "--format", "json"];
+    second.extend(args.iter().map(String::as_str));
+    second.extend_from_slice(&["--min-age", "0s", "--apply"]);
+    let scan = ["scan", "--root", tree.root_arg(), "--no-cri"];
+    for run in [&second[..], &scan[..]] {
+        let out = tree.kr().default_lock().run(run);
+        out.assert_one_line_error();
+        assert!(out.stderr_str().contains(&want), "{}", out.stderr_str());
+    }
+    before.assert_same(&tree.digest(), "a run that could not take the lock");
+    let (code, report) = finish(first, &gate, &value);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(actions(&report).iter().all(|a| a.2 == "done"), "{report:#}");
+    assert!(!default_lock_of(tree.root()).exists(), "the root's lock is removed when released");
 }
 
 /// `clean` refuses outright when the runtime cannot be asked, or is not to be asked, the

@@ -22,16 +22,50 @@ fn node() -> (NodeTree, std::path::PathBuf) {
 }
 
 /// While another process holds the run lock, a scan exits 2 at once with one line naming
-/// the lock; once it is released the same scan runs. `KRESIDUE_LOCK` chooses the file.
+/// the lock; once it is released the same scan runs. `KRESIDUE_LOCK` chooses the file,
+/// whatever the root, and it is left in place.
 #[test]
 fn an_overlapping_run_exits_at_once() {
     let (tree, file) = node();
     let lock = tree.work("kresidue.lock");
-    std::fs::write(&lock, b"").unwrap();
+    let mut holder = hold(&lock);
+    let out = tree.scan(&["--secrets", path_arg(&file)]);
+    assert_eq!(out.code, 2, "{}", out.stdout_str());
+    let err = out.stderr_str();
+    assert!(
+        err.contains("another kresidue run holds the lock") && err.contains(path_arg(&lock)),
+        "{err}"
+    );
+    assert!(err.contains("named by --lock"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(out.elapsed < Duration::from_secs(5), "{:?}", out.elapsed);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let again = tree.scan(&["--secrets", path_arg(&file)]);
+    assert_eq!(again.code, 1, "{}", again.stderr_str());
+    assert!(lock.exists(), "the lock --lock names is left in place");
+}
+
+/// Holds the run lock `lock` from another process (`flock`), made as kresidue makes it
+/// (its dir mode 0700, the file 0600) when missing, until the child is killed.
+fn hold(lock: &std::path::Path) -> std::process::Child {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(lock.parent().unwrap())
+        .or_else(|e| (e.kind() == std::io::ErrorKind::AlreadyExists).then_some(()).ok_or(e))
+        .unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(lock)
+        .unwrap();
     // `--no-fork`: flock becomes the holder itself, so killing it releases the lock.
-    let mut holder = Command::new("flock")
+    let holder = Command::new("flock")
         .args(["--no-fork", "-x"])
-        .arg(&lock)
+        .arg(lock)
         .args(["sleep", "30"])
         .stdout(Stdio::null())
         .spawn()
@@ -40,26 +74,53 @@ fn an_overlapping_run_exits_at_once() {
     let t = Instant::now();
     loop {
         let probe =
-            Command::new("flock").args(["-n", "-x"]).arg(&lock).arg("true").status().unwrap();
+            Command::new("flock").args(["-n", "-x"]).arg(lock).arg("true").status().unwrap();
         if !probe.success() {
             break;
         }
         assert!(t.elapsed() < Duration::from_secs(10), "flock never took the lock");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let out = tree.scan(&["--secrets", path_arg(&file)]);
-    assert_eq!(out.code, 2, "{}", out.stdout_str());
-    let err = out.stderr_str();
-    assert!(
-        err.contains("another kresidue run holds the lock") && err.contains(path_arg(&lock)),
-        "{err}"
-    );
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(out.elapsed < Duration::from_secs(5), "{:?}", out.elapsed);
+    holder
+}
+
+/// Issue 31 item 4: the default run lock is the node root's own. While another process
+/// holds root A's, a scan of A exits 2 at once with one line naming the root, and so does
+/// one through a symlink to A (one root, one lock); a scan of another root B runs at the
+/// same time. Once it is released A's scan runs, and leaves no lock file behind.
+#[test]
+fn the_default_lock_is_the_node_roots_own() {
+    let (a, file_a) = node();
+    let (b, file_b) = node();
+    let lock = default_lock_of(a.root());
+    let mut holder = hold(&lock);
+    let other = b.kr().default_lock().scan(&["--secrets", path_arg(&file_b)]);
+    assert_eq!(other.code, 1, "another root is not blocked: {}", other.stderr_str());
+    assert!(!default_lock_of(b.root()).exists(), "B's lock is removed when released");
+    let root = std::fs::canonicalize(a.root()).unwrap();
+    let link = a.work("root-link");
+    std::os::unix::fs::symlink(a.root(), &link).unwrap();
+    let dotted = format!("{}/./", a.root_arg());
+    for given in [a.root_arg(), path_arg(&link), dotted.as_str()] {
+        let out = a.kr().default_lock().run(&[
+            "scan",
+            "--root",
+            given,
+            "--no-cri",
+            "--secrets",
+            path_arg(&file_a),
+        ]);
+        out.assert_one_line_error();
+        let err = out.stderr_str();
+        let want = format!("another kresidue run holds the lock of root {} (", root.display());
+        assert!(err.contains(&want) && err.contains("try again when it has finished"), "{err}");
+        assert!(out.elapsed < Duration::from_secs(5), "{:?}", out.elapsed);
+    }
     holder.kill().unwrap();
     holder.wait().unwrap();
-    let again = tree.scan(&["--secrets", path_arg(&file)]);
+    let again = a.kr().default_lock().scan(&["--secrets", path_arg(&file_a)]);
     assert_eq!(again.code, 1, "{}", again.stderr_str());
+    assert!(!lock.exists(), "A's lock is removed when released");
 }
 
 /// `--nice -v`: the scan runs at nice 19 in the idle I/O class (as the kernel reports it

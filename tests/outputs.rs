@@ -249,8 +249,8 @@ fn output_through_a_symlink_needs_the_flag() {
 
 /// Item 13: `nobody` pre-creates the old default lock `/run/lock/kresidue.lock` (mode
 /// 1777 dir) and holds it; root's scan with the default lock still runs (exit 1, not 2):
-/// its lock is `/run/kresidue/kresidue.lock`, the dir made by root with mode 0700, the
-/// file 0600, neither reachable by `nobody`.
+/// its lock is the root's own in `/run/kresidue` (issue 31 item 4), the dir made by root
+/// with mode 0700, unreachable by `nobody`, the file removed when released.
 #[test]
 #[allow(clippy::print_stderr)]
 fn another_user_cannot_block_runs_through_the_lock() {
@@ -260,7 +260,7 @@ fn another_user_cannot_block_runs_through_the_lock() {
     }
     let (tree, value, file) = node();
     let old = Path::new("/run/lock/kresidue.lock");
-    let new = Path::new("/run/kresidue/kresidue.lock");
+    let new: &Path = &default_lock_of(tree.root());
     let holders: Vec<Child> = [old, new]
         .iter()
         .map(|lock| {
@@ -301,9 +301,7 @@ fn another_user_cannot_block_runs_through_the_lock() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     let dir = fs::metadata("/run/kresidue").unwrap();
     assert_eq!((dir.mode() & 0o7777, dir.uid()), (0o700, 0), "/run/kresidue");
-    let lock = fs::symlink_metadata(new).unwrap();
-    assert!(lock.is_file());
-    assert_eq!((lock.mode() & 0o7777, lock.uid()), (0o600, 0), "{}", new.display());
+    assert!(!new.exists(), "{} is left", new.display());
 }
 
 /// Item 13: a lock other users could hold or replace is refused, exit 2 with one line
@@ -340,8 +338,9 @@ fn a_lock_others_could_hold_or_replace_is_refused() {
 }
 
 /// Item 13: a run as another user than root, with no `--lock`/`KRESIDUE_LOCK`, takes
-/// its lock in its own `$XDG_RUNTIME_DIR` (mode 0600); without one it runs without a
-/// lock. Either way it scans (exit 1).
+/// its lock in its own `$XDG_RUNTIME_DIR` (the root's own in `kresidue/`, made mode 0700,
+/// the file removed when released: issue 31 item 4); without one it runs without a
+/// lock. Either way it scans (exit 1), and while that lock is held it exits 2.
 #[test]
 #[allow(clippy::print_stderr)]
 fn a_run_as_another_user_locks_in_its_runtime_dir() {
@@ -371,7 +370,7 @@ fn a_run_as_another_user_locks_in_its_runtime_dir() {
     fs::create_dir(&xdg).unwrap();
     fs::set_permissions(&xdg, fs::Permissions::from_mode(0o700)).unwrap();
     std::os::unix::fs::chown(&xdg, Some(NOBODY), Some(NOBODY)).unwrap();
-    for runtime_dir in [Some(&xdg), None] {
+    let run = |runtime_dir: Option<&Path>| {
         let mut cmd = Command::new("setpriv");
         cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(&bin);
         cmd.args(["scan", "--root"]).arg(b.join("root")).args(["--no-cri", "--path", "/etc"]);
@@ -381,13 +380,27 @@ fn a_run_as_another_user_locks_in_its_runtime_dir() {
             cmd.env("XDG_RUNTIME_DIR", d);
         }
         let out = cmd.output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(!contains(&out.stdout, value.as_bytes()) && !err.contains(&value));
-        assert_eq!(out.status.code(), Some(1), "{runtime_dir:?}: {err}");
+        (out.status.code(), err)
+    };
+    for runtime_dir in [Some(xdg.as_path()), None] {
+        let (code, err) = run(runtime_dir);
+        assert_eq!(code, Some(1), "{runtime_dir:?}: {err}");
     }
-    let lock =
-        fs::symlink_metadata(xdg.join("kresidue.lock")).expect("the lock in XDG_RUNTIME_DIR");
-    assert_eq!((lock.mode() & 0o7777, lock.uid()), (0o600, NOBODY));
+    let dir = fs::symlink_metadata(xdg.join("kresidue")).expect("the lock's dir");
+    assert_eq!((dir.mode() & 0o7777, dir.uid()), (0o700, NOBODY));
+    assert_eq!(names(&xdg.join("kresidue")), Vec::<String>::new(), "the lock is removed");
+    let lock = xdg.join("kresidue").join(lock_name_of(&b.join("root")));
+    fs::write(&lock, b"").unwrap();
+    fs::set_permissions(&lock, fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::chown(&lock, Some(NOBODY), Some(NOBODY)).unwrap();
+    let held = fs::File::open(&lock).unwrap();
+    let held = nix::fcntl::Flock::lock(held, nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap();
+    let (code, err) = run(Some(&xdg));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("another kresidue run holds the lock of root"), "{err}");
+    drop(held);
 }
 
 /// Item 14: a report that cannot be fully written, because the reader of stdout closed

@@ -30,7 +30,7 @@ pub fn run(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let cfg = ScanConfig::from_args(&args.search, needs)?;
     let searching = Searching::start(&cfg)?;
     let inputs = Inputs::read(args, &cfg)?;
-    let _lock = take_lock(&cfg.lock, args.apply)?;
+    let _lock = take_lock(&cfg.lock, cfg.root.path(), args.apply)?;
     let mut printer = Printer::new(cfg.quiet, cfg.verbose, cfg.output.is_some());
     let Scanned { result, cri: cri_info, asked, kubelet_dir_seen } =
         search(&cfg, searching, &mut printer, true)?;

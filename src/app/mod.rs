@@ -11,9 +11,9 @@ pub mod scan;
 
 use crate::finding::{ExitStatus, Interrupted};
 use crate::fingerprint::{BuildStats, MAX_FORM_LEN, MIN_VALUE_LEN};
-use crate::{sys, text};
+use crate::{config, sys, text};
 use anyhow::{bail, Result};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// `Err(Interrupted)` when a stop signal came.
 fn stopped() -> Result<()> {
@@ -39,26 +39,35 @@ impl Outcome {
     }
 }
 
-/// Takes the run lock, without waiting: one kresidue run at a time. A lock another user
+/// Takes the run lock, without waiting: one kresidue run at a time on each node root
+/// (`config::RunLock`: every root with the one `--lock` names). A lock another user
 /// could hold or replace is refused; a run that cannot create or open it, or has none
 /// (not root, no `$XDG_RUNTIME_DIR`), runs without it, unless it must hold it (`clean
-/// --apply`).
-fn take_lock(path: &Option<PathBuf>, required: bool) -> Result<Option<sys::Lock>> {
-    let Some(path) = path else {
+/// --apply`). `root` is the root scanned, for the messages.
+fn take_lock(
+    lock: &Option<config::RunLock>,
+    root: &Path,
+    required: bool,
+) -> Result<Option<sys::Lock>> {
+    let Some(lock) = lock else {
         if required {
             bail!("no run lock: give --lock FILE (a run as another user than root takes one in $XDG_RUNTIME_DIR)");
         }
         return Ok(None);
     };
-    match sys::lock(path) {
-        Ok(Some(lock)) => Ok(Some(lock)),
+    let path = lock.path.display();
+    let root = text::display_path(root.as_os_str());
+    match sys::lock(&lock.path, lock.per_root) {
+        Ok(Some(held)) => Ok(Some(held)),
+        Ok(None) if lock.per_root => bail!(
+            "another kresidue run holds the lock of root {root} ({path}): try again when it has finished"
+        ),
         Ok(None) => bail!(
-            "another kresidue run holds the lock {}: try again when it has finished",
-            path.display()
+            "another kresidue run holds the lock {path} (named by --lock, one lock for every root; this run's is {root}): try again when it has finished, or drop --lock for a lock per root"
         ),
         Err(sys::LockError::Unsafe(why)) => bail!("{why}: refused (see --lock)"),
         Err(sys::LockError::Unavailable(e)) if required => {
-            bail!("cannot take the lock {}: {e}", path.display())
+            bail!("cannot take the lock {path}: {e}")
         }
         Err(sys::LockError::Unavailable(_)) => Ok(None),
     }

@@ -34,7 +34,7 @@ pub fn run(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         Some(path) => config::read_baseline(path)?,
         None => Default::default(),
     };
-    let _lock = take_lock(&cfg.lock, false)?;
+    let _lock = take_lock(&cfg.lock, cfg.root.path(), false)?;
     let mut printer = Printer::new(cfg.quiet, cfg.verbose, cfg.output.is_some());
     let secrets_stats = searching.secrets_stats.take();
     let Scanned { mut result, cri, .. } = search(&cfg, searching, &mut printer, false)?;

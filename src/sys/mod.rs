@@ -444,13 +444,32 @@ pub fn has_hole(f: &File, size: u64) -> bool {
     hole
 }
 
-/// The run lock, held until dropped.
+/// The run lock, held until dropped. A lock that goes with its release
+/// ([`lock`]'s `remove`) is unlinked first, while still held.
 #[derive(Debug)]
-pub struct Lock(#[allow(dead_code)] fcntl::Flock<File>);
+pub struct Lock {
+    file: fcntl::Flock<File>,
+    /// Its dir and name, when it is removed on release.
+    remove: Option<(OwnedFd, OsString)>,
+}
 
-/// The run lock of a run as root when none is named: in a dir only root can enter, so no
-/// other user can open the file, let alone hold it.
-pub const ROOT_LOCK: &str = "/run/kresidue/kresidue.lock";
+impl Drop for Lock {
+    fn drop(&mut self) {
+        // Only the file this run holds: a run that opened it before the unlink and took
+        // it after finds it gone from its name, and tries again (see [`lock`]).
+        if let Some((dir, name)) = &self.remove {
+            if same_inode(dir, name, &self.file) {
+                let flags = nix::unistd::UnlinkatFlags::NoRemoveDir;
+                let _ = nix::unistd::unlinkat(dir, name.as_os_str(), flags);
+            }
+        }
+    }
+}
+
+/// The dir of the run locks of runs as root when none is named: only root can enter it,
+/// so no other user can open a lock in it, let alone hold it. Each node root has its own
+/// lock there (`crate::config`).
+pub const ROOT_LOCK_DIR: &str = "/run/kresidue";
 
 /// Why the run lock was not taken.
 #[derive(Debug)]
@@ -470,8 +489,11 @@ pub enum LockError {
 /// `/run/lock`, mode 1777, is refused). The dir is created (mode 0700) when missing, its
 /// parent must exist; the file is created with mode 0600, opened read-only, never
 /// through a symlink and without blocking (a FIFO planted in its place cannot hang a
-/// run), and must be a regular file.
-pub fn lock(path: &Path) -> Result<Option<Lock>, LockError> {
+/// run), and must be a regular file. With `remove`, the file is unlinked when the lock
+/// is released (one lock per node root would otherwise pile up); a lock is held only
+/// once the file taken is still the one its name gives, so a run that took a file
+/// unlinked meanwhile tries again.
+pub fn lock(path: &Path, remove: bool) -> Result<Option<Lock>, LockError> {
     use LockError::{Unavailable, Unsafe};
     let shown = path.display();
     let Some(name) = path.file_name() else {
@@ -506,22 +528,41 @@ pub fn lock(path: &Path) -> Result<Option<Lock>, LockError> {
     }
     let flags =
         OFlag::O_RDONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-    let file = match fcntl::openat(&dir_fd, name, flags, Mode::S_IRUSR | Mode::S_IWUSR) {
-        Ok(fd) => File::from(fd),
-        Err(Errno::ELOOP) => return Err(Unsafe(format!("the lock {shown} is a symlink"))),
-        Err(e) => return Err(Unavailable(e.into())),
-    };
-    let st = nix::sys::stat::fstat(&file).map_err(|e| Unavailable(e.into()))?;
-    if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
-        return Err(Unsafe(format!("the lock {shown} is not a regular file")));
+    // Each try but the last lost its file to a run that released it (and unlinked it)
+    // between this run's open and its flock: a few in a row is already unlikely.
+    for _ in 0..64 {
+        let file = match fcntl::openat(&dir_fd, name, flags, Mode::S_IRUSR | Mode::S_IWUSR) {
+            Ok(fd) => File::from(fd),
+            Err(Errno::ELOOP) => return Err(Unsafe(format!("the lock {shown} is a symlink"))),
+            Err(e) => return Err(Unavailable(e.into())),
+        };
+        let st = nix::sys::stat::fstat(&file).map_err(|e| Unavailable(e.into()))?;
+        if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
+            return Err(Unsafe(format!("the lock {shown} is not a regular file")));
+        }
+        if let Some(why) = others_may_write(&st) {
+            return Err(Unsafe(format!("the lock {shown} {why}: another user could hold it")));
+        }
+        let file = match fcntl::Flock::lock(file, fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(l) => l,
+            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+            Err((_, e)) => return Err(Unavailable(e.into())),
+        };
+        if same_inode(&dir_fd, name, &file) {
+            let remove = remove.then(|| (dir_fd, name.to_owned()));
+            return Ok(Some(Lock { file, remove }));
+        }
     }
-    if let Some(why) = others_may_write(&st) {
-        return Err(Unsafe(format!("the lock {shown} {why}: another user could hold it")));
-    }
-    match fcntl::Flock::lock(file, fcntl::FlockArg::LockExclusiveNonblock) {
-        Ok(l) => Ok(Some(Lock(l))),
-        Err((_, Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(Unavailable(e.into())),
+    Err(Unavailable(io::Error::other("its file kept being replaced")))
+}
+
+/// True when `name` in `dir` is still `file` (not followed if a symlink).
+fn same_inode(dir: &OwnedFd, name: &std::ffi::OsStr, file: &File) -> bool {
+    use nix::sys::stat::{fstat, fstatat};
+    let named = fstatat(dir, name, fcntl::AtFlags::AT_SYMLINK_NOFOLLOW);
+    match (named, fstat(file)) {
+        (Ok(a), Ok(b)) => (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino),
+        _ => false,
     }
 }
 

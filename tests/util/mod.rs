@@ -413,6 +413,7 @@ impl NodeTree {
             cwd: None,
             measure_rss: false,
             env: Vec::new(),
+            default_lock: false,
         }
     }
 
@@ -461,6 +462,48 @@ fn json_leaves(v: &Value, f: &mut dyn FnMut(&str)) {
 /// True when the tests run as root (mounts, `setpriv`, a real containerd need it).
 pub fn is_root() -> bool {
     std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n")
+}
+
+/// The `$XDG_RUNTIME_DIR` of runs with the default run lock as another user than root:
+/// one private dir (mode 0700) for every test, so runs on different trees
+/// share it as they would share the real one. `None` as root, whose default locks are in
+/// the machine's `/run/kresidue` (each named for its root, so tests never share one).
+pub fn runtime_dir() -> Option<&'static Path> {
+    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        if is_root() {
+            return None;
+        }
+        // One for every run of the tests (a temp dir would outlive each: statics are
+        // never dropped); its locks are removed when released.
+        let uid = fs::metadata("/proc/self").unwrap().uid();
+        let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("runtime-dir-{uid}"));
+        match fs::DirBuilder::new().mode(0o700).create(&d) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => panic!("{e}"),
+            _ => fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).unwrap(),
+        }
+        Some(d)
+    });
+    dir.as_deref()
+}
+
+/// The default run lock of the node root `root` as the binary names it: `root-` and the
+/// first 16 hex digits of the SHA-256 of the canonical root, in `/run/kresidue` as root,
+/// else in `kresidue/` of [`runtime_dir`].
+pub fn default_lock_of(root: &Path) -> PathBuf {
+    let name = lock_name_of(root);
+    match runtime_dir() {
+        Some(dir) => dir.join("kresidue").join(name),
+        None => Path::new("/run/kresidue").join(name),
+    }
+}
+
+/// The file name of the default run lock of the node root `root` (see [`default_lock_of`]).
+pub fn lock_name_of(root: &Path) -> String {
+    let canonical = fs::canonicalize(root).unwrap();
+    let digest = Sha256::digest(canonical.as_os_str().as_bytes());
+    format!("root-{}.lock", hex(&digest[..8]))
 }
 
 /// A path as a UTF-8 command-line argument (temp paths always are).
@@ -617,6 +660,7 @@ pub struct Kr<'a> {
     cwd: Option<PathBuf>,
     measure_rss: bool,
     env: Vec<(String, String)>,
+    default_lock: bool,
 }
 
 /// What a run produced.
@@ -663,6 +707,13 @@ impl<'a> Kr<'a> {
         self
     }
 
+    /// Runs with the default run lock, the node root's own, instead of the tree's
+    /// `--lock` (see [`default_lock_of`]).
+    pub fn default_lock(mut self) -> Self {
+        self.default_lock = true;
+        self
+    }
+
     /// Records the peak RSS (`/usr/bin/time -v`, else `/proc/<pid>/status` VmHWM).
     pub fn measure_rss(mut self) -> Self {
         self.measure_rss = true;
@@ -706,8 +757,16 @@ impl<'a> Kr<'a> {
             .env_remove("RUST_LOG")
             // The CPU kernels are a test's own choice (`env`), not the caller's.
             .env_remove("KRESIDUE_KERNEL")
-            .env_remove("KRESIDUE_TEDDY")
-            .env("KRESIDUE_LOCK", self.tree.work("kresidue.lock"));
+            .env_remove("KRESIDUE_TEDDY");
+        if self.default_lock {
+            cmd.env_remove("KRESIDUE_LOCK");
+            match runtime_dir() {
+                Some(dir) => cmd.env("XDG_RUNTIME_DIR", dir),
+                None => cmd.env_remove("XDG_RUNTIME_DIR"),
+            };
+        } else {
+            cmd.env("KRESIDUE_LOCK", self.tree.work("kresidue.lock"));
+        }
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
