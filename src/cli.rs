@@ -325,8 +325,9 @@ pub struct SearchArgs {
     /// (mode 0700) if missing. A run that cannot create or open it runs without it, except
     /// `clean --apply`. The file named here is the lock of every run given it, whatever its
     /// root, and is left in place [default: the root's own, root-HASH.lock (HASH: of the
-    /// canonical root), removed when released; as root in /run/kresidue; as another user
-    /// in $XDG_RUNTIME_DIR/kresidue, or none].
+    /// root dir's device and inode, so a bind mount of a root is that root), removed when
+    /// released; as root in /run/kresidue; as another user in $XDG_RUNTIME_DIR/kresidue,
+    /// or none].
     #[arg(long, value_name = "FILE", env = "KRESIDUE_LOCK")]
     pub lock: Option<PathBuf>,
 

@@ -113,7 +113,7 @@ impl ScanConfig {
         }
         let lock = match &args.lock {
             Some(path) => Some(RunLock { path: path.clone(), per_root: false }),
-            None => default_lock(root.path()).map(|path| RunLock { path, per_root: true }),
+            None => default_lock(&root).map(|path| RunLock { path, per_root: true }),
         };
         Ok(ScanConfig {
             cri,
@@ -243,13 +243,12 @@ pub struct RunLock {
 
 /// The run lock when none is named (`--lock`, `KRESIDUE_LOCK`): each node root has its
 /// own, so runs on different roots never exclude each other and runs on the same one
-/// always do. `root` is the canonical root ([`RootDir::path`]: `/`, `/./` and a symlink
-/// to it are one root), and the lock is `root-` and the first 16 hex digits of its
-/// SHA-256, in [`crate::sys::ROOT_LOCK_DIR`] as root; as another user, in `kresidue/` of
+/// always do. The lock is named by the root dir's device and inode ([`lock_name`]: `/`,
+/// `/./`, a symlink to it and a bind mount of it are one root), in [`crate::sys::ROOT_LOCK_DIR`] as root; as another user, in `kresidue/` of
 /// its own `$XDG_RUNTIME_DIR` (the dir only that user may enter, as systemd makes it), or
 /// none: such a run (CI without root) has no lock to share with root's runs anyway.
-fn default_lock(root: &Path) -> Option<PathBuf> {
-    let name = lock_name(root);
+fn default_lock(root: &RootDir) -> Option<PathBuf> {
+    let name = lock_name(root.identity().ok()?);
     if crate::sys::is_root() {
         return Some(Path::new(crate::sys::ROOT_LOCK_DIR).join(name));
     }
@@ -257,12 +256,12 @@ fn default_lock(root: &Path) -> Option<PathBuf> {
     dir.is_absolute().then(|| dir.join("kresidue").join(name))
 }
 
-/// The file name of `root`'s default lock: `root-` and the first 16 hex digits of the
-/// SHA-256 of its canonical path.
-fn lock_name(root: &Path) -> String {
+/// The file name of the default lock of the root dir with `(device, inode)`: `root-` and
+/// the first 16 hex digits of the SHA-256 of `device:inode`. Not of its path: one tree
+/// reached by two paths (a bind mount of `/` at `/mnt/node`) has one lock.
+fn lock_name((dev, ino): (u64, u64)) -> String {
     use sha2::{Digest, Sha256};
-    use std::os::unix::ffi::OsStrExt;
-    let digest = Sha256::digest(root.as_os_str().as_bytes());
+    let digest = Sha256::digest(format!("{dev}:{ino}").as_bytes());
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("root-{hex}.lock")
 }
@@ -366,7 +365,7 @@ mod tests {
     /// it, a dir and `dir/../dir/`; another root, another lock.
     #[test]
     fn the_default_lock_is_the_canonical_roots() {
-        let name = |p: &Path| lock_name(RootDir::open(p).unwrap().path());
+        let name = |p: &Path| lock_name(RootDir::open(p).unwrap().identity().unwrap());
         assert_eq!(name(Path::new("/")), name(Path::new("/./")));
         let base = tempfile::tempdir().unwrap();
         let a = base.path().join("a");

@@ -123,6 +123,37 @@ fn the_default_lock_is_the_node_roots_own() {
     assert!(!lock.exists(), "A's lock is removed when released");
 }
 
+/// A bind mount of a root is that root (its lock is named by the root dir's device and
+/// inode, not its path): while A's lock is held, a scan of A bind-mounted elsewhere exits 2.
+#[test]
+// The skip message is for the person running the tests.
+#[allow(clippy::print_stderr)]
+fn a_bind_mount_of_a_root_shares_its_lock() {
+    if !is_root() {
+        eprintln!("skipped: a bind mount needs root");
+        return;
+    }
+    let (a, file_a) = node();
+    let bound = a.work("bound");
+    std::fs::create_dir(&bound).unwrap();
+    let mount = |args: &[&str]| Command::new(args[0]).args(&args[1..]).status().unwrap();
+    assert!(mount(&["mount", "--bind", a.root_arg(), path_arg(&bound)]).success());
+    let mut holder = hold(&default_lock_of(a.root()));
+    let out = a.kr().default_lock().run(&[
+        "scan",
+        "--root",
+        path_arg(&bound),
+        "--no-cri",
+        "--secrets",
+        path_arg(&file_a),
+    ]);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert!(mount(&["umount", path_arg(&bound)]).success());
+    out.assert_one_line_error();
+    assert!(out.stderr_str().contains("holds the lock of root"), "{}", out.stderr_str());
+}
+
 /// `--nice -v`: the scan runs at nice 19 in the idle I/O class (as the kernel reports it
 /// back), and says per site how many files and bytes it read.
 #[test]

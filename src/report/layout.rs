@@ -5,7 +5,7 @@
 //! already [`crate::text::terminal_safe`].
 
 use std::collections::BTreeMap;
-use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+use unicode_width::UnicodeWidthStr;
 
 /// The width a table is fitted to when stdout is no terminal and `COLUMNS` names none.
 pub const DEFAULT_WIDTH: usize = 120;
@@ -336,24 +336,33 @@ pub fn cut(s: &str, width: usize, at: Cut) -> String {
     if width == 0 {
         return String::new();
     }
-    let room = width - 1;
-    let mut kept = Vec::new();
-    let mut used = 0;
-    let chars: Box<dyn Iterator<Item = char>> = match at {
-        Cut::End => Box::new(s.chars()),
-        Cut::Start => Box::new(s.chars().rev()),
-    };
-    for c in chars {
-        let w = c.width().unwrap_or(0);
-        if used + w > room {
-            break;
+    // The most characters whose text, measured as a whole (a character and the variation
+    // selector after it take more columns together than apart), fits beside the `…`.
+    let chars: Vec<char> = s.chars().collect();
+    let part = |n: usize| -> String {
+        match at {
+            Cut::End => chars[..n].iter().collect(),
+            Cut::Start => chars[chars.len() - n..].iter().collect(),
         }
-        used += w;
-        kept.push(c);
+    };
+    let (mut lo, mut hi) = (0, chars.len());
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if part(mid).width() < width {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let mut kept = part(lo);
+    // Widths of a growing text need not grow one by one: shrink until it fits.
+    while kept.width() >= width && !kept.is_empty() {
+        lo -= 1;
+        kept = part(lo);
     }
     match at {
-        Cut::End => kept.into_iter().chain(['…']).collect(),
-        Cut::Start => ['…'].into_iter().chain(kept.into_iter().rev()).collect(),
+        Cut::End => format!("{kept}…"),
+        Cut::Start => format!("…{kept}"),
     }
 }
 
@@ -377,26 +386,23 @@ pub fn owner_dir<'p>(paths: impl Iterator<Item = &'p str> + Clone, id: Option<&s
     if let Some((d, _)) = counts.iter().max_by_key(|(d, n)| (**n, std::cmp::Reverse(d.len()))) {
         return (*d).to_owned();
     }
-    let mut common: Option<&str> = None;
+    // The dirs all the paths share, compared name by name (never inside a character).
+    let mut common: Option<Vec<&str>> = None;
     for path in paths {
-        let parent = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+        let dirs: Vec<&str> = path.split('/').collect();
+        let dirs = &dirs[..dirs.len().saturating_sub(1)];
         common = Some(match common {
-            None => parent,
-            Some(c) => {
-                let same = c.bytes().zip(parent.bytes()).take_while(|(a, b)| a == b).count();
-                &c[..c[..same].rfind('/').map_or(0, |i| i + 1)]
-            }
+            None => dirs.to_vec(),
+            Some(c) => c.iter().zip(dirs).take_while(|(a, b)| a == b).map(|(a, _)| *a).collect(),
         });
     }
-    let common = common.unwrap_or("");
-    if common.matches('/').count() > 2 {
-        common.to_owned()
-    } else {
-        String::new()
+    match common {
+        // `/var/lib/x/`: at least three names deep, else no shorter than the paths.
+        Some(c) if c.len() > 3 => format!("{}/", c.join("/")),
+        _ => String::new(),
     }
 }
 
-/// A finding's cells; `wide`: its path whole and where in the file.
 /// Writes an owner's line and its dir ([`owner_lines`]), bold.
 pub fn write_owner(
     out: &mut dyn std::io::Write,
@@ -415,6 +421,7 @@ pub fn write_owner(
 pub fn owner_lines(header: &str, dir: &str, view: &View) -> Vec<String> {
     let one = if dir.is_empty() { header.to_owned() } else { format!("{header}  {dir}") };
     match view.width {
+        Some(_) if dir.is_empty() => vec![view.line(header)],
         Some(w) if width(&one) > w => {
             vec![view.line(header), format!("  {}", cut(dir, w - 2, Cut::Start))]
         }
@@ -424,9 +431,21 @@ pub fn owner_lines(header: &str, dir: &str, view: &View) -> Vec<String> {
 
 /// `path` up to and with the first component that holds `id`, and its `/`.
 pub fn dir_through<'p>(path: &'p str, id: &str) -> Option<&'p str> {
-    let at = path.find(id)?;
-    let end = path[at..].find('/').map(|i| at + i + 1)?;
-    Some(&path[..end])
+    // A name that is the id, starts with it (`<id>-init`) or ends with `_<id>` (a pod's
+    // log dir `ns_name_uid`); a short id names nothing.
+    if id.len() < 8 {
+        return None;
+    }
+    let mut start = 0;
+    for name in path.split('/') {
+        let end = start + name.len();
+        let names = name == id || name.starts_with(id) || name.ends_with(&format!("_{id}"));
+        if names && end < path.len() {
+            return Some(&path[..end + 1]);
+        }
+        start = end + 1;
+    }
+    None
 }
 
 /// The path as its line shows it: relative to the group's dir when under it; else with
@@ -502,6 +521,28 @@ mod tests {
         assert!(v.color);
         let v = View::new(false, None, true, Some(80), env(&[("TERM", "dumb")]));
         assert!(!v.color);
+    }
+
+    #[test]
+    fn hostile_names_neither_panic_nor_overflow() {
+        // Siblings that share the first byte of a two-byte character.
+        let paths = ["/var/lib/etcd/member/é/db", "/var/lib/etcd/member/è/db"];
+        assert_eq!(owner_dir(paths.iter().copied(), None), "/var/lib/etcd/member/");
+        // A heart and its variation selector take two columns together, one apart.
+        let hearts = "\u{2764}\u{fe0f}".repeat(30);
+        for w in [1, 2, 5, 10, 41, 80] {
+            for at in [Cut::End, Cut::Start] {
+                assert!(width(&cut(&hearts, w, at)) <= w, "{w} {at:?}");
+            }
+        }
+        let uid = "3f1c2a8e-5b7d-4e21-9a0c-6d8e2f4b1a77";
+        // The id inside a name is not the id's name; a short id names nothing.
+        assert_eq!(dir_through(&format!("/x/not{uid}more/y/f"), uid), None);
+        assert_eq!(
+            dir_through(&format!("/x/{uid}-init/f"), uid),
+            Some(&*format!("/x/{uid}-init/"))
+        );
+        assert_eq!(dir_through("/x/ab/f", "ab"), None);
     }
 
     #[test]

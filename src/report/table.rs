@@ -111,10 +111,13 @@ fn groups(findings: &[Finding], wide: bool) -> Vec<Group<'_>> {
                 .cmp(&(a.severity, b.category, &b.path, b.offset))
         });
     }
-    let worst = |fs: &[&Finding]| fs.iter().map(|f| f.severity).max().unwrap_or(Severity::Info);
-    groups.sort_by(|(ka, a), (kb, b)| {
-        (worst(b), b.len()).cmp(&(worst(a), a.len())).then_with(|| ka.cmp(kb))
-    });
+    // The worst first: the worst severity, then how many findings have it, then how many
+    // in all.
+    let rank = |fs: &[&Finding]| {
+        let worst = fs.iter().map(|f| f.severity).max().unwrap_or(Severity::Info);
+        (worst, fs.iter().filter(|f| f.severity == worst).count(), fs.len())
+    };
+    groups.sort_by(|(ka, a), (kb, b)| rank(b).cmp(&rank(a)).then_with(|| ka.cmp(kb)));
     groups
         .into_iter()
         .map(|(key, findings)| {

@@ -158,6 +158,13 @@ impl RootDir {
         &self.path
     }
 
+    /// The root dir's device and inode: one tree has one, whatever path (a symlink, a bind
+    /// mount) it is reached by.
+    pub fn identity(&self) -> io::Result<(u64, u64)> {
+        let st = nix::sys::stat::fstat(self.fd.as_fd())?;
+        Ok((st.st_dev, st.st_ino))
+    }
+
     /// Where the node path `node` is in this process's view: beneath the root.
     pub fn host(&self, node: &Path) -> PathBuf {
         self.path.join(node.strip_prefix("/").unwrap_or(node))

@@ -501,8 +501,9 @@ pub fn default_lock_of(root: &Path) -> PathBuf {
 
 /// The file name of the default run lock of the node root `root` (see [`default_lock_of`]).
 pub fn lock_name_of(root: &Path) -> String {
-    let canonical = fs::canonicalize(root).unwrap();
-    let digest = Sha256::digest(canonical.as_os_str().as_bytes());
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(root).unwrap();
+    let digest = Sha256::digest(format!("{}:{}", m.dev(), m.ino()).as_bytes());
     format!("root-{}.lock", hex(&digest[..8]))
 }
 
