@@ -185,7 +185,7 @@ pub fn view(args: &TableArgs, to_file: bool) -> View {
         ColorWhen::Never => Some(false),
     };
     let width = if to_file { None } else { crate::sys::stdout_terminal_width() };
-    View::new(args.wide, color, width.is_some(), width, |k| std::env::var(k).ok())
+    View::new(args.wide, color, width, |k| std::env::var(k).ok())
 }
 
 /// The most `--threads`: each thread has buffers of its own (a few MiB), and past a few

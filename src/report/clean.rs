@@ -3,7 +3,7 @@
 //! Every path and reason is passed through [`terminal_safe`] in the table.
 
 use super::layout::{
-    owner_dir, shown_path, write_owner, Col, Cut, Fitted, Style, View, DEFAULT_WIDTH,
+    owner_dir, pod_line, shown_path, write_owner, Col, Cut, Fitted, Style, View, DEFAULT_WIDTH,
 };
 use super::{human_size as size, Format};
 use crate::clean::{Action, CleanReport, Left};
@@ -84,12 +84,9 @@ fn grouped<'a, T>(
             _ => String::new(),
         };
         let name = of(g.3[0]).1;
-        let header = match (g.2, name) {
-            (Some(_), Some(name)) if dir.contains(g.2.unwrap_or_default()) => format!("pod {name}"),
-            (Some(uid), Some(name)) => format!("pod {name}  uid {uid}"),
-            (Some(uid), None) if dir.contains(uid) => "pod (name unknown)".to_owned(),
-            (Some(uid), None) => format!("pod uid {uid}"),
-            (None, _) => "no pod".to_owned(),
+        let header = match g.2 {
+            Some(uid) => pod_line(name, uid, &dir, None),
+            None => "no pod".to_owned(),
         };
         g.0 = terminal_safe(&header);
         g.1 = dir;

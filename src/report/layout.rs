@@ -24,19 +24,19 @@ pub struct View {
 
 impl View {
     /// What `--wide` and `--color` (`Some(true)` always, `Some(false)` never, `None`
-    /// auto) ask for, for output going to a terminal (`to_terminal`) or not: the width of
-    /// the terminal (`term_width`), else of `COLUMNS`, else [`DEFAULT_WIDTH`]; colour by
+    /// auto) ask for, for output going to a terminal of `term_width` columns, or (`None`)
+    /// elsewhere: the terminal's width, else `COLUMNS`, else [`DEFAULT_WIDTH`]; colour by
     /// default on a terminal only, and never with `NO_COLOR` set or `TERM=dumb`.
     pub fn new(
         wide: bool,
         color: Option<bool>,
-        to_terminal: bool,
         term_width: Option<usize>,
         env: impl Fn(&str) -> Option<String>,
     ) -> View {
+        let to_terminal = term_width.is_some();
         let columns = || env("COLUMNS").and_then(|c| c.trim().parse::<usize>().ok());
-        let width = match (to_terminal, term_width) {
-            (true, Some(w)) if w > 0 => w,
+        let width = match term_width {
+            Some(w) if w > 0 => w,
             _ => columns().filter(|&w| w > 0).unwrap_or(DEFAULT_WIDTH),
         };
         let no_color = env("NO_COLOR").is_some_and(|v| !v.is_empty());
@@ -403,6 +403,21 @@ pub fn owner_dir<'p>(paths: impl Iterator<Item = &'p str> + Clone, id: Option<&s
     }
 }
 
+/// A pod's line: its `namespace/name` when known, its uid unless `dir` (shown after the
+/// line) holds it, then what is known of whether it lives (`live`).
+pub fn pod_line(name: Option<String>, uid: &str, dir: &str, live: Option<&str>) -> String {
+    let what = match (name, dir.contains(uid)) {
+        (Some(name), true) => name,
+        (Some(name), false) => format!("{name}  uid {uid}"),
+        (None, true) => "(name unknown)".to_owned(),
+        (None, false) => format!("uid {uid}"),
+    };
+    match live {
+        Some(live) => format!("pod {what}  {live}"),
+        None => format!("pod {what}"),
+    }
+}
+
 /// Writes an owner's line and its dir ([`owner_lines`]), bold.
 pub fn write_owner(
     out: &mut dyn std::io::Write,
@@ -509,17 +524,17 @@ mod tests {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
             move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
         };
-        let v = View::new(false, None, true, Some(80), env(&[("COLUMNS", "200")]));
+        let v = View::new(false, None, Some(80), env(&[("COLUMNS", "200")]));
         assert_eq!(v, View { width: Some(80), color: true });
-        let v = View::new(false, None, false, None, env(&[("COLUMNS", "200")]));
+        let v = View::new(false, None, None, env(&[("COLUMNS", "200")]));
         assert_eq!(v, View { width: Some(200), color: false });
-        let v = View::new(false, None, false, None, env(&[("COLUMNS", "x")]));
+        let v = View::new(false, None, None, env(&[("COLUMNS", "x")]));
         assert_eq!(v.width, Some(DEFAULT_WIDTH));
-        let v = View::new(true, None, true, Some(80), env(&[("NO_COLOR", "1")]));
+        let v = View::new(true, None, Some(80), env(&[("NO_COLOR", "1")]));
         assert_eq!(v, View { width: None, color: false });
-        let v = View::new(false, Some(true), false, None, env(&[("NO_COLOR", "1")]));
+        let v = View::new(false, Some(true), None, env(&[("NO_COLOR", "1")]));
         assert!(v.color);
-        let v = View::new(false, None, true, Some(80), env(&[("TERM", "dumb")]));
+        let v = View::new(false, None, Some(80), env(&[("TERM", "dumb")]));
         assert!(!v.color);
     }
 

@@ -5,7 +5,7 @@
 //! `--wide`, and always in JSON); then a summary and what to do next. Every path and name
 //! is passed through [`terminal_safe`].
 
-use super::layout::{owner_dir, shown_path, write_owner, Col, Cut, Fitted, Style, View};
+use super::layout::{owner_dir, pod_line, shown_path, write_owner, Col, Cut, Fitted, Style, View};
 use crate::finding::{Category, Finding, Report, Severity, SiteId, Within};
 use crate::text::terminal_safe;
 use std::collections::BTreeMap;
@@ -133,16 +133,16 @@ fn groups(findings: &[Finding], wide: bool) -> Vec<Group<'_>> {
             } else {
                 owner_dir(findings.iter().map(|f| f.path.as_str()), id)
             };
-            let header = header(&key, first, dir.contains(id.unwrap_or("\0")));
+            let header = header(&key, first, &dir);
             let pod = matches!(key, Owner::Pod(_));
             Group { header: terminal_safe(&header), dir, id, findings, pod }
         })
         .collect()
 }
 
-/// The owner's line: what it is, its id (unless `id_in_dir`: its dir, shown after it,
-/// holds it) and whether it lives.
-fn header(key: &Owner, f: &Finding, id_in_dir: bool) -> String {
+/// The owner's line: what it is, its id (unless its `dir`, shown after it, holds it) and
+/// whether it lives.
+fn header(key: &Owner, f: &Finding, dir: &str) -> String {
     let alive = |live: Option<bool>| match live {
         Some(true) => "alive",
         Some(false) => "gone",
@@ -153,13 +153,7 @@ fn header(key: &Owner, f: &Finding, id_in_dir: bool) -> String {
             let p = f.pod.as_ref();
             let name =
                 p.and_then(|p| Some(format!("{}/{}", p.namespace.as_ref()?, p.name.as_ref()?)));
-            let live = alive(p.and_then(|p| p.live));
-            match (name, id_in_dir) {
-                (Some(name), true) => format!("pod {name}  {live}"),
-                (Some(name), false) => format!("pod {name}  uid {uid}  {live}"),
-                (None, true) => format!("pod (name unknown)  {live}"),
-                (None, false) => format!("pod uid {uid}  {live}"),
-            }
+            pod_line(name, uid, dir, Some(alive(p.and_then(|p| p.live))))
         }
         Owner::Container(_) => {
             let c = f.container.as_ref();
