@@ -26,6 +26,9 @@
 //! - `rules`: the built-in rules end to end: every rule on its own examples in realistic
 //!   files, ordinary files of this machine (no rule may fire), JWT insight and severities,
 //!   `--baseline`, counts, `kresidue rules`, `--no-rules`, matches straddling buffers.
+//! - `coverage`: the built-in rules measured on an independent labelled corpus of
+//!   credential formats (`tests/data/rule-corpus.txt`): recall and false positives per
+//!   family, a ratchet of the families not yet at target.
 //! - `containerd`: a real containerd (started by the test, private dirs, locally built
 //!   images) driven over CRI like kubelet: a pod's secret env var found in `meta.db`, the
 //!   task bundle, the writable layer and the pod log, attributed and live; a value baked
@@ -60,6 +63,7 @@
 mod alerts;
 mod clean;
 mod containerd;
+mod coverage;
 mod cri;
 mod deploy;
 mod discovery;
