@@ -290,7 +290,7 @@ fn searching_line(matcher: &Matcher, rules: &Rules, cfg: &ScanConfig) -> String 
     let m = matcher.stats();
     format!(
         "searching for {} values ({} encoded forms, {} windows, {} fingerprint sets, \
-         prefilter {}, {} sampler) and {} rules (key search: {}{}), with {} threads \
+         prefilter {}, {} sampler) and {} rules (key search: {}), with {} threads \
          reading {} at a time",
         m.values,
         m.forms,
@@ -300,11 +300,6 @@ fn searching_line(matcher: &Matcher, rules: &Rules, cfg: &ScanConfig) -> String 
         m.kernel,
         rules.specs().count(),
         rules.key_search(),
-        if rules.key_scan().is_some() && matcher.reads_every_block() {
-            ", in the fingerprint pass"
-        } else {
-            ""
-        },
         cfg.threads,
         report::human_size(cfg.chunk as u64),
     )

@@ -34,20 +34,12 @@
 //! candidate spans; a span is checked against the form's other three window hashes and
 //! only then confirmed with the salted SHA-256 digest (see `fingerprint` for why this
 //! finds every occurrence).
-//!
-//! [`Matcher::find_keyed`] also takes the rules' key search along (a `Rider`): in the
-//! first set's pass that reads every block, each block's bytes are also looked up in the
-//! rules' Teddy byte tables, marking where a key may start (see [`KeyScan`]).
 
 use crate::fingerprint::{Entry, FingerprintSet, Form, WindowKeys, HASH_BITS, STRIDE, WINDOW};
 use sha2::{Digest, Sha256};
 use std::cell::Cell;
 
-mod keys;
 mod simd;
-#[cfg(target_arch = "x86_64")]
-pub use keys::KeyTables;
-pub use keys::{KeyMarks, KeyScan, KEY_BYTES, KEY_READ, KEY_SPAN};
 use simd::{Kernel, Sampler};
 
 /// A confirmed occurrence of a fingerprinted form in a buffer.
@@ -352,16 +344,6 @@ impl Matcher {
         s
     }
 
-    /// True when a rule key search handed to [`Matcher::find_keyed`] rides along: the
-    /// AVX-512 kernel runs, and a set's pass reads every block of a buffer.
-    pub fn reads_every_block(&self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        let avx512 = self.kernel == Kernel::Avx512;
-        #[cfg(not(target_arch = "x86_64"))]
-        let avx512 = false;
-        avx512 && self.sets.iter().any(|s| !s.candidates.is_empty() && s.reads_every_block())
-    }
-
     /// True when there is nothing to look for.
     pub fn is_empty(&self) -> bool {
         self.sets.iter().all(|s| s.entries.is_empty())
@@ -385,9 +367,7 @@ impl Matcher {
     #[allow(unsafe_code)]
     pub fn find(&self, buf: &[u8], base: u64, report_after: usize, hits: &mut Vec<Hit>) {
         match self.kernel {
-            Kernel::Scalar => {
-                self.find_in(simd::Scalar, buf, base, report_after, hits, None::<&mut NoRider>)
-            }
+            Kernel::Scalar => self.find_in(simd::Scalar, buf, base, report_after, hits),
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Kernel::detect` picks AVX-512 only when the CPU has it.
             Kernel::Avx512 => unsafe { self.find_avx512(buf, base, report_after, hits) },
@@ -395,57 +375,6 @@ impl Matcher {
             // SAFETY: `Kernel::detect` picks AVX2 only when the CPU has it.
             Kernel::Avx2 => unsafe { self.find_avx2(buf, base, report_after, hits) },
         }
-    }
-
-    /// As [`Matcher::find`], and marks in `marks` where a rule's key may start (see
-    /// [`KeyScan`]), for [`crate::rules::Rules::find_marked`]: over the blocks the
-    /// matcher's pass reads, the first set's that reads the whole buffer (a set of token
-    /// forms only, or of forms not all text), with the AVX-512 kernel. Elsewhere the marks
-    /// cover nothing, and the rules search the buffer themselves.
-    #[allow(unsafe_code)]
-    pub fn find_keyed(
-        &self,
-        buf: &[u8],
-        base: u64,
-        report_after: usize,
-        hits: &mut Vec<Hit>,
-        keys: KeyScan<'_>,
-        marks: &mut KeyMarks,
-    ) {
-        marks.clear();
-        match self.kernel {
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => {
-                let mut rider = KeyRider { tables: keys.tables(), marks };
-                // SAFETY: `Kernel::detect` picks AVX-512 only when the CPU has AVX-512F and
-                // BW, and a `KeyScan` exists only where it also has VBMI.
-                unsafe { self.find_avx512_keyed(buf, base, report_after, hits, &mut rider) }
-            }
-            _ => {
-                let _ = keys;
-                self.find(buf, base, report_after, hits)
-            }
-        }
-    }
-
-    /// [`Matcher::find_keyed`] compiled for AVX-512 with VBMI.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F, AVX-512BW and AVX-512 VBMI.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-    #[allow(unsafe_code)]
-    unsafe fn find_avx512_keyed(
-        &self,
-        buf: &[u8],
-        base: u64,
-        report_after: usize,
-        hits: &mut Vec<Hit>,
-        rider: &mut KeyRider<'_>,
-    ) {
-        // SAFETY: the caller's promise.
-        let sampler = unsafe { simd::Avx512::new() };
-        self.find_in(sampler, buf, base, report_after, hits, Some(rider))
     }
 
     /// [`Matcher::find`] compiled for AVX-512.
@@ -458,7 +387,7 @@ impl Matcher {
     unsafe fn find_avx512(&self, buf: &[u8], base: u64, report_after: usize, hits: &mut Vec<Hit>) {
         // SAFETY: the caller's promise.
         let sampler = unsafe { simd::Avx512::new() };
-        self.find_in(sampler, buf, base, report_after, hits, None::<&mut NoRider>)
+        self.find_in(sampler, buf, base, report_after, hits)
     }
 
     /// [`Matcher::find`] compiled for AVX2.
@@ -471,18 +400,17 @@ impl Matcher {
     unsafe fn find_avx2(&self, buf: &[u8], base: u64, report_after: usize, hits: &mut Vec<Hit>) {
         // SAFETY: the caller's promise.
         let sampler = unsafe { simd::Avx2::new() };
-        self.find_in(sampler, buf, base, report_after, hits, None::<&mut NoRider>)
+        self.find_in(sampler, buf, base, report_after, hits)
     }
 
     #[inline(always)]
-    fn find_in<S: Sampler, R: Rider>(
+    fn find_in<S: Sampler>(
         &self,
         sampler: S,
         buf: &[u8],
         base: u64,
         report_after: usize,
         hits: &mut Vec<Hit>,
-        mut rider: Option<&mut R>,
     ) {
         if buf.len() < WINDOW {
             return;
@@ -511,16 +439,11 @@ impl Matcher {
                 // rest (most of a binary) is not sampled at all.
                 printable_runs(sampler, buf, skip, set.min_len, |start, end| {
                     let ctx = Ctx { si, buf: &buf[..end], whole: buf, base, report_after };
-                    set.find(sampler, &ctx, aligned(start), &mut scratch, hits, None::<&mut R>);
+                    set.find(sampler, &ctx, aligned(start), &mut scratch, hits);
                 });
             } else {
                 let ctx = Ctx { si, buf, whole: buf, base, report_after };
-                // The first set that reads every block takes the rider along.
-                let mut rider = rider.take();
-                if let Some(r) = &mut rider {
-                    r.begin(aligned(skip), buf.len());
-                }
-                set.find(sampler, &ctx, aligned(skip), &mut scratch, hits, rider);
+                set.find(sampler, &ctx, aligned(skip), &mut scratch, hits);
             }
         }
         scratch.put_back();
@@ -586,44 +509,6 @@ fn printable_runs<S: Sampler>(
     }
     if buf.len().saturating_sub(start) >= min {
         f(start, buf.len());
-    }
-}
-
-/// A second search over the blocks of a set's pass, run within its loop: the rules' key
-/// search (see [`KeyScan`]).
-trait Rider {
-    /// Called with `start`, the position of the first block, before the blocks.
-    fn begin(&mut self, start: usize, len: usize);
-    /// Called with each block, in order, each [`BLOCK_SAMPLES`] × [`STRIDE`] bytes after
-    /// the one before.
-    fn block(&mut self, block: &[u8; BLOCK_BYTES]);
-}
-
-/// No second search.
-enum NoRider {}
-
-impl Rider for NoRider {
-    fn begin(&mut self, _: usize, _: usize) {}
-    fn block(&mut self, _: &[u8; BLOCK_BYTES]) {}
-}
-
-/// The rules' key search, marking where keys may start.
-#[cfg(target_arch = "x86_64")]
-struct KeyRider<'m> {
-    tables: KeyTables,
-    marks: &'m mut KeyMarks,
-}
-
-const _: () = assert!(BLOCK_SAMPLES * STRIDE == KEY_SPAN && BLOCK_BYTES >= KEY_READ);
-
-#[cfg(target_arch = "x86_64")]
-impl Rider for KeyRider<'_> {
-    fn begin(&mut self, start: usize, len: usize) {
-        self.marks.begin(start, len);
-    }
-    #[inline(always)]
-    fn block(&mut self, block: &[u8; BLOCK_BYTES]) {
-        self.marks.push(self.tables.marks(block[..KEY_READ].try_into().expect("KEY_READ")));
     }
 }
 
@@ -695,14 +580,13 @@ impl CompiledSet {
 
     /// Searches `ctx.buf` from sample position `first` (see the module docs).
     #[inline(always)]
-    fn find<S: Sampler, R: Rider>(
+    fn find<S: Sampler>(
         &self,
         sampler: S,
         ctx: &Ctx<'_>,
         first: usize,
         scratch: &mut Scratch,
         hits: &mut Vec<Hit>,
-        mut rider: Option<&mut R>,
     ) {
         let buf = ctx.buf;
         let keys = self.keys;
@@ -715,9 +599,6 @@ impl CompiledSet {
         // no bounds checks and the loads of neighbouring samples overlap.
         while let Some(block) = buf.get(i..i + BLOCK_BYTES) {
             let block: &[u8; BLOCK_BYTES] = block.try_into().expect("BLOCK_BYTES bytes");
-            if let Some(r) = &mut rider {
-                r.block(block);
-            }
             let mut found = self.sample(sampler, block, u64::MAX);
             while found != 0 {
                 let k = found.trailing_zeros() as usize;

@@ -210,9 +210,11 @@ fn is_your_here(lower: &[u8]) -> bool {
 }
 
 /// Template and substitution syntax: `${VAR}`, `${VAR:-default}`, `$(VAR)` (Kubernetes
-/// env expansion), `{{ .Values.x }}`, `%(name)s`, or a value that is a name in `<…>`.
+/// env expansion), `{{ .Values.x }}`, `%(name)s`, a value that is a name in `<…>`, or a
+/// whole value that is a shell variable, `$VAR` (one case: `$password`, `$DB_PASS`).
 /// Names start with a letter or `_` and have at least two characters, which keeps random
-/// passwords with `$`, braces or brackets from looking like templates.
+/// passwords with `$`, braces or brackets from looking like templates; a `$` and mixed
+/// case (`$uperS3cret`) is a password.
 fn is_template_reference(s: &[u8]) -> bool {
     let name = |b: &[u8]| {
         b.len() >= 2
@@ -232,7 +234,14 @@ fn is_template_reference(s: &[u8]) -> bool {
             memmem::find(rest, close).is_some_and(|end| body_ok(&rest[..end]))
         })
     };
+    let shell_variable = |b: &[u8]| {
+        name(b)
+            && !b.contains(&b'.')
+            && (b.iter().all(|c| !c.is_ascii_lowercase())
+                || b.iter().all(|c| !c.is_ascii_uppercase()))
+    };
     (s.len() >= 3 && s[0] == b'<' && s[s.len() - 1] == b'>' && words(&s[1..s.len() - 1]))
+        || s.strip_prefix(b"$").is_some_and(shell_variable)
         || enclosed(b"${", b"}", &name_or_default)
         || enclosed(b"$(", b")", &name)
         || enclosed(b"{{", b"}}", &anything)
@@ -283,6 +292,9 @@ mod tests {
             "${DB_PASSWORD:-postgres}",
             "pre${SUFFIX}",
             "$(GITHUB_TOKEN)",
+            "$password",
+            "$DB_PASS",
+            "$RABBITMQ_PASSWORD2",
             "{{ .Values.password }}",
             "{{password}}",
             "%(password)s",
@@ -328,6 +340,8 @@ mod tests {
             "s3cr3t-Pa55w0rd!",
             "postgres",
             "pa$$word",
+            "$uperS3cretX9",
+            "$3cret-Pass",
             "a<b>c",
             "{}",
             "x0x0x0x0x0x0",

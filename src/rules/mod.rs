@@ -11,14 +11,6 @@
 //! Buffers are streamed like the matcher's: consecutive buffers of a file overlap by
 //! [`Rules::overlap`] bytes, and each literal hit is handled in exactly one buffer — the
 //! first whose window around it is complete (or the file's last).
-//!
-//! Where the key search is our Teddy with its byte tables (AVX-512 VBMI) and the matcher's
-//! pass reads every block of a buffer, the scan hands the tables to that pass
-//! ([`Rules::key_scan`], `Matcher::find_keyed`): it marks where a key may start, 256
-//! positions per block, into [`KeyMarks`], and [`Rules::find_marked`] tests only the
-//! marked positions of the part the marks cover (searching the rest itself). The byte
-//! permutes then run beside the matcher's multiplies on bytes already in the L1 cache
-//! rather than in a pass of their own.
 
 pub mod check;
 pub mod examples;
@@ -28,7 +20,6 @@ pub mod table;
 mod teddy;
 
 use crate::finding::{JwtInsight, JwtKind, Severity};
-use crate::matcher::{KeyMarks, KeyScan};
 use prefilter::Prefilter;
 use regex_automata::meta::Regex;
 use regex_automata::util::syntax;
@@ -80,6 +71,9 @@ pub struct Literal {
     pub key: usize,
     /// Where in `text` the key ends.
     pub key_end: usize,
+    /// The literal starts a token: it counts only where the byte before it is not a letter,
+    /// digit or `_` (so `sk_test_` inside `task_test_` is no Stripe key).
+    pub boundary: bool,
 }
 
 impl Literal {
@@ -91,17 +85,33 @@ impl Literal {
 
 /// A literal searched for whole.
 pub const fn lit(text: &'static str) -> Literal {
-    Literal { text, key: 0, key_end: text.len() }
+    Literal { text, key: 0, key_end: text.len(), boundary: false }
 }
 
 /// A literal searched for by `text[key..]`.
 pub const fn lit_at(text: &'static str, key: usize) -> Literal {
-    Literal { text, key, key_end: text.len() }
+    Literal { text, key, key_end: text.len(), boundary: false }
 }
 
 /// A literal searched for by `text[key..key_end]`.
 pub const fn lit_in(text: &'static str, key: usize, key_end: usize) -> Literal {
-    Literal { text, key, key_end }
+    Literal { text, key, key_end, boundary: false }
+}
+
+/// A token prefix searched for whole, that must start a word ([`Literal::boundary`]).
+pub const fn word(text: &'static str) -> Literal {
+    Literal { text, key: 0, key_end: text.len(), boundary: true }
+}
+
+/// A token prefix searched for by `text[key..]`, that must start a word.
+pub const fn word_at(text: &'static str, key: usize) -> Literal {
+    Literal { text, key, key_end: text.len(), boundary: true }
+}
+
+/// Whether a literal that must start a word may start at `q` of `buf`: at the start of
+/// the data, or after a byte that is not a letter, digit or `_`.
+fn starts_word(buf: &[u8], q: usize) -> bool {
+    q == 0 || !(buf[q - 1].is_ascii_alphanumeric() || buf[q - 1] == b'_')
 }
 
 /// A test beyond the regex, applied to the secret part of a match.
@@ -255,6 +265,11 @@ impl Rules {
         self.rules[index].spec
     }
 
+    /// The literal key search, as `-v` names it (`none` without rules).
+    pub fn key_search(&self) -> &'static str {
+        self.prefilter.as_ref().map_or("none", Prefilter::name)
+    }
+
     /// Bytes consecutive buffers of a stream must share so that every match is whole in
     /// some buffer.
     pub fn overlap(&self) -> usize {
@@ -276,31 +291,6 @@ impl Rules {
         last: bool,
         hits: &mut Vec<RuleHit>,
     ) -> bool {
-        self.find_marked(buf, base, done, last, &KeyMarks::default(), hits)
-    }
-
-    /// The literal key search, as `-v` names it (`none` without rules).
-    pub fn key_search(&self) -> &'static str {
-        self.prefilter.as_ref().map_or("none", Prefilter::name)
-    }
-
-    /// The key search's byte tables, for the matcher's pass to mark where keys may start
-    /// (`Matcher::find_keyed`); `None` where the search does not use them.
-    pub fn key_scan(&self) -> Option<KeyScan<'_>> {
-        self.prefilter.as_ref().and_then(Prefilter::key_scan)
-    }
-
-    /// As [`Rules::find`], with the positions `marks` cover tested only where marked: the
-    /// marks of [`Rules::key_scan`]'s tables over `buf`, or none.
-    pub fn find_marked(
-        &self,
-        buf: &[u8],
-        base: u64,
-        done: usize,
-        last: bool,
-        marks: &KeyMarks,
-        hits: &mut Vec<RuleHit>,
-    ) -> bool {
         let Some(prefilter) = &self.prefilter else { return true };
         let first_new = hits.len();
         let budget = WORK_FACTOR * buf.len() + WORK_ALLOWANCE;
@@ -312,12 +302,14 @@ impl Rules {
         if at >= buf.len() {
             return true;
         }
-        prefilter.each_key(buf, at, marks, |targets, key_at| {
+        prefilter.each_key(buf, at, |targets, key_at| {
             for target in targets {
                 // The literal starts before its key; a literal cut by the end of `buf`
                 // has its window cut too, and is handled with the next buffer.
                 let Some(q) = key_at.checked_sub(target.skip) else { continue };
-                if buf.get(q..q + target.text.len()) != Some(target.text) {
+                if buf.get(q..q + target.text.len()) != Some(target.text)
+                    || (target.boundary && !starts_word(buf, q))
+                {
                     continue;
                 }
                 for &ri in &target.rules {
@@ -528,12 +520,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// The built-in rules, compiled once for the tests that search with them.
-    static BUILTIN: std::sync::LazyLock<Rules> = std::sync::LazyLock::new(|| Rules::builtin(0));
-
-    /// A matcher of one value: of token bytes only (every form a token form: its pass reads
-    /// every block, and the rules' key search may ride along), or with spaces (it reads
-    /// only runs of text, and marks nothing).
+    /// A matcher of one value of token bytes.
     pub(crate) fn matcher_of(token: bool) -> crate::matcher::Matcher {
         let value =
             if token { &b"Zq0v7TokenValueForTheMatcher42"[..] } else { b"a value with spaces!" };
@@ -545,64 +532,6 @@ pub(crate) mod tests {
         }];
         let set = crate::fingerprint::FingerprintSet::build(&vals, "current", [7; 32]).0;
         crate::matcher::Matcher::new(vec![set])
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
-        /// The rules' key search riding along the matcher's pass (`Matcher::find_keyed`,
-        /// then `find_marked`) finds exactly what the rules' own search finds, for any
-        /// `done` the matcher is given and any `last` (the built-in rules reach 16 KiB
-        /// after a literal, so their own search starts at 0 here; the prefilter's tests
-        /// start it anywhere): built-in rule examples and bare keys planted in text with
-        /// bytes above 0x7f, searched with a matcher whose pass reads every block (it
-        /// marks, wherever the CPU has AVX-512 VBMI) and with one that reads only runs
-        /// of text (it marks nothing).
-        #[test]
-        fn keys_marked_in_the_matchers_pass_give_what_the_rules_own_search_gives(
-            filler in prop::collection::vec(prop::sample::select(
-                b"aeghkopsuxyABEGIKS_:-/+.=\"\n 0123456789\xc1\xe5\xf3\xdf".to_vec()), 0..3000),
-            examples in prop::collection::vec((0usize..3000, 0usize..table::RULES.len(), any::<u64>()), 0..6),
-            keys in prop::collection::vec((0usize..3000, 0usize..200), 0..10),
-            done in 0usize..3000,
-            last in any::<bool>(),
-            token in any::<bool>(),
-        ) {
-            let rules = &*BUILTIN;
-            let all_keys: Vec<&str> = prefilter::BUCKETS.iter().flat_map(|b| b.iter().copied()).collect();
-            let mut plants: Vec<(usize, Vec<u8>)> = examples
-                .iter()
-                .map(|&(at, r, seed)| (at, examples::render(table::RULES[r].positive[0], seed)))
-                .collect();
-            plants.extend(keys.iter().map(|&(at, k)| (at, all_keys[k % all_keys.len()].as_bytes().to_vec())));
-            let data = plant(&filler, &plants);
-            let done = done.min(data.len());
-            let sorted = |mut h: Vec<RuleHit>| {
-                h.sort_by_key(|h| (h.offset, h.rule));
-                h
-            };
-            let mut want = Vec::new();
-            let _ = rules.find(&data, 0, done, last, &mut want);
-            let matcher = matcher_of(token);
-            let mut marks = KeyMarks::default();
-            let mut found = Vec::new();
-            match rules.key_scan() {
-                Some(keys) => matcher.find_keyed(&data, 0, done, &mut found, keys, &mut marks),
-                None => matcher.find(&data, 0, done, &mut found),
-            }
-            let mut got = Vec::new();
-            let _ = rules.find_marked(&data, 0, done, last, &marks, &mut got);
-            prop_assert_eq!(sorted(got), sorted(want));
-            // The marks cover the buffer where the pass reads every block and there is
-            // a block to read past `done`.
-            let marked = rules.key_scan().is_some() && matcher.reads_every_block();
-            prop_assert_eq!(matcher.reads_every_block(), token && matcher.stats().kernel == "AVX-512");
-            if marked && data.len() >= done + 300 {
-                prop_assert!(!marks.covered().is_empty());
-            }
-            if !marked {
-                prop_assert!(marks.covered().is_empty());
-            }
-        }
     }
 
     #[test]

@@ -1,376 +1,546 @@
-//! Teddy on 512-bit vectors: the rules' key search where the CPU has AVX-512BW.
+//! The rules' key search: Teddy with as many buckets as the keys need, assigned by a cost
+//! model.
 //!
-//! aho-corasick's Teddy (the prefilter's search elsewhere) stops at 256-bit vectors. This
-//! is the same algorithm on 64 bytes per step, with the prefilter's tuned buckets: each
-//! key belongs to one of 8 buckets; for each of a key's first [`MASK`] bytes, two tables
-//! indexed by the byte's low and high nibble give the buckets whose keys may have that
-//! byte there. Per 64 positions, four loads (the bytes at `p + j` for `j` in `0..4`), two
-//! shuffles per load and three ANDs give each position the buckets all four bytes fit;
-//! positions with any bucket are verified against that bucket's keys, in order, and the
-//! first position where one matches is returned with the lowest id that matches there
-//! (aho-corasick's leftmost-first). Where the CPU also has AVX-512 VBMI, each byte's low
-//! six bits are looked up whole instead: one single-register byte permute (`vpermb`) in
-//! a 64-entry table per byte position, no nibble split. That is a quarter of the shuffle
-//! port's work per step (four one-cycle permutes, where the nibble tables take eight
-//! shuffles and the 128-entry two-register permute two cycles each), and on the node
-//! benchmark's tree it lets through about as many positions: a byte reads the entry of
-//! every byte that shares its low six bits (`s` that of `3`), where the nibble tables let
-//! through every pairing of a bucket's nibbles. A test checks that both find exactly what
-//! aho-corasick's Teddy finds.
+//! Teddy (Geoff Langdale's algorithm, as in Hyperscan and aho-corasick) puts every key in
+//! one of 8 *buckets*; for each of a key's first [`MASK`] bytes, two tables indexed by the
+//! byte's low and high nibble give the buckets whose keys may have that byte there. Per 32
+//! positions, four loads, two shuffles per load and bucket set, and a few ANDs give each
+//! position the buckets all four bytes fit. A bucket accepts every pairing of its keys'
+//! nibbles at each position, so how keys share buckets decides how many positions pass:
+//! `sql:`, `AKIA` and `hvs.` in one bucket let through `sk…`, `hq…` and the rest of their
+//! cross-product. With a few dozen keys a careful hand-placed assignment kept that low; with
+//! a few hundred none does, and aho-corasick's own assignment (by the low nibbles of the
+//! first bytes) lets through a position in ten of a node's text.
 //!
-//! The byte tables can also be lent to the matcher's pass over a buffer ([`KeyScan`], the
-//! matcher's),
-//! which marks the positions whose four bytes pass them; the rules then verify only the
-//! marked positions ([`Teddy512::key_at`]).
+//! So the buckets are assigned here, when the rules are compiled, by a cost model: a
+//! bucket lets through a position with the probability that each of its four bytes is in
+//! the bucket's nibble cross-product there, the byte frequencies being those of a node
+//! ([`BYTE_FREQ`], measured on the node benchmark's tree, `/etc` and `/var/log`). Keys are
+//! dealt greedily to the bucket whose cost grows least, then moved while a move lowers the
+//! total. More buckets cost more shuffles (one set of 8 per 8 buckets): the number of sets
+//! is the one that minimises the model's cycles per byte. Positions that pass are checked
+//! against a 65,536-bit set of the keys' first four bytes (most are dismissed by that one
+//! bit), then against the keys with those four bytes, by binary search.
 //!
-//! Written here rather than taken from a crate: aho-corasick has no AVX-512 Teddy, and no
-//! other maintained crate offers a multi-literal search on 512-bit vectors. On the node
-//! benchmark it halves the time of the rules' key search (see `docs/PERFORMANCE.md`).
+//! Keys shorter than [`MASK`] (at least 2 bytes) match any byte past their end; they are
+//! compared directly at each position their bucket lets through.
+//!
+//! Written here rather than taken from a crate: aho-corasick's packed Teddy takes at most
+//! 127 keys and 16 buckets, assigned without regard to the data; no maintained crate
+//! assigns Teddy buckets by a cost model. A test checks that it finds exactly what
+//! aho-corasick's automaton finds.
 
 #![allow(unsafe_code)]
 
-use crate::matcher::{KeyScan, KEY_BYTES};
+/// Bytes of a key matched with the nibble tables.
+pub(super) const MASK: usize = 4;
+/// At most this many sets of 8 buckets.
+const MAX_SETS: usize = 4;
+/// Bits of [`Teddy::heads`].
+const HEAD_BITS: usize = 1 << 16;
 
-/// Bytes of a key matched with the nibble (or byte) tables (as many as a [`KeyScan`] lends).
-pub(super) const MASK: usize = KEY_BYTES;
-/// Buckets: one bit each in a table entry.
-const BUCKETS: usize = 8;
+/// How often each byte value occurs in a node's files, per 65,536 bytes (at least 1): the
+/// node benchmark's tree (container layers copied from `/usr`, pod logs, kubelet dirs),
+/// `/etc` and `/var/log` of a Debian host. Only the bucket assignment reads it.
+#[rustfmt::skip]
+const BYTE_FREQ: [u16; 256] = [
+    4667, 286, 178, 126, 128, 96, 81, 72, 126, 109, 707, 54, 62, 55, 106, 163,
+    111, 47, 47, 37, 50, 43, 36, 35, 65, 34, 30, 34, 33, 29, 31, 53,
+    7567, 37, 277, 73, 128, 71, 33, 116, 158, 158, 81, 36, 231, 350, 345, 148,
+    1386, 778, 538, 281, 274, 469, 227, 315, 228, 217, 374, 65, 99, 212, 98, 26,
+    56, 220, 89, 133, 146, 193, 184, 83, 277, 177, 32, 49, 164, 111, 136, 122,
+    123, 30, 134, 180, 272, 81, 56, 47, 49, 39, 158, 53, 46, 53, 23, 371,
+    54, 2148, 328, 1795, 1655, 4953, 547, 387, 956, 1831, 81, 252, 1671, 852, 1931, 2328,
+    936, 323, 2169, 2770, 2959, 1413, 376, 105, 105, 437, 77, 55, 70, 64, 24, 23,
+    72, 40, 38, 86, 72, 62, 28, 28, 44, 153, 22, 110, 32, 76, 22, 27,
+    47, 22, 20, 24, 27, 24, 23, 30, 33, 22, 21, 20, 26, 21, 20, 22,
+    39, 27, 19, 20, 37, 23, 27, 24, 34, 24, 24, 45, 27, 21, 21, 22,
+    46, 25, 25, 22, 29, 28, 30, 23, 44, 25, 32, 27, 32, 34, 36, 28,
+    62, 38, 28, 54, 36, 28, 27, 35, 26, 24, 19, 19, 25, 18, 26, 22,
+    108, 69, 27, 28, 27, 22, 19, 36, 53, 25, 58, 23, 23, 21, 19, 26,
+    82, 32, 26, 32, 25, 30, 27, 27, 79, 48, 20, 34, 32, 24, 24, 32,
+    58, 26, 26, 36, 26, 20, 28, 23, 31, 22, 26, 25, 37, 30, 45, 381,
+];
+
+/// The model's cycles per byte for one set of 8 buckets (its eight shuffles per 32 bytes,
+/// on one shuffle port).
+const SET_CYCLES: f64 = 0.25;
+/// The model's cycles for a position that passes the buckets: the head bit and a branch
+/// the CPU mispredicts, and the model's byte independence, which underestimates how
+/// often real text passes (measured with the `measure` tool below: 2 to 5 times).
+const CANDIDATE_CYCLES: f64 = 100.0;
 
 /// The compiled search.
-#[cfg_attr(test, derive(Clone))]
-pub(super) struct Teddy512 {
-    /// `lo[j][n]`: buckets with a key whose byte `j` has low nibble `n`.
-    lo: [[u8; 16]; MASK],
-    /// `hi[j][n]`: buckets with a key whose byte `j` has high nibble `n`.
-    hi: [[u8; 16]; MASK],
-    /// `bytes[j][c & 0x3f]`: buckets with a key whose byte `j` has the low six bits of
-    /// `c`. Where the CPU has AVX-512 VBMI one byte permute looks a byte up in this
-    /// 64-entry table: a byte reads the buckets of the four bytes that share its low six
-    /// bits (`s`, `3`, 0xb3 and 0xf3), a superset the verification narrows.
-    bytes: [[u8; 64]; MASK],
-    /// The CPU has AVX-512 VBMI: the byte tables are used.
-    vbmi: bool,
-    /// Each bucket's keys by ascending id: (id, first four bytes as a little-endian
-    /// `u32`, the key).
-    buckets: [Vec<(usize, u32, &'static [u8])>; BUCKETS],
-    /// A bit per [`head_slot`] of every key's first four bytes: most positions the tables
-    /// let through (with the nibble tables one in ~900 bytes of the node benchmark's tree)
-    /// are dismissed by one bit.
-    heads: [u64; HEAD_SLOTS / 64],
+#[derive(Clone)]
+pub(super) struct Teddy {
+    /// Sets of 8 buckets in use.
+    sets: usize,
+    /// `lo[s][j][n]`: buckets of set `s` with a key whose byte `j` has low nibble `n`.
+    lo: [[[u8; 16]; MASK]; MAX_SETS],
+    /// `hi[s][j][n]`: the same for the high nibble.
+    hi: [[[u8; 16]; MASK]; MAX_SETS],
+    /// A bit per [`head_slot`] of every key of at least [`MASK`] bytes.
+    heads: Box<[u64]>,
+    /// Keys of at least [`MASK`] bytes: (first four bytes as a little-endian `u32`, id,
+    /// key), sorted.
+    by_head: Vec<(u32, usize, &'static [u8])>,
+    /// Shorter keys: (id, key).
+    short: Vec<(usize, &'static [u8])>,
+    /// Each key's bucket (set × 8 + bucket), by id.
+    bucket_of: Vec<usize>,
+    /// The AVX2 kernel runs (else the scalar one).
+    avx2: bool,
 }
 
-/// The 64 bytes of `m`, each position's buckets (callable only from code compiled for
-/// AVX-512F).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[inline]
-fn store(m: std::arch::x86_64::__m512i) -> [u8; 64] {
-    let mut bits = [0u8; 64];
-    // SAFETY: 64 bytes into a 64-byte array.
-    unsafe { std::arch::x86_64::_mm512_storeu_si512(bits.as_mut_ptr().cast(), m) };
-    bits
-}
-
-/// Bits of [`Teddy512::heads`]: with ~60 keys, a position whose four bytes start no key
-/// finds its bit set ~1.5% of the time.
-const HEAD_SLOTS: usize = 4096;
-
-/// The bit of [`Teddy512::heads`] for a position whose next four bytes are `head`.
+/// The bit of [`Teddy::heads`] for a position whose next four bytes are `head`.
 #[inline(always)]
 fn head_slot(head: u32) -> usize {
-    (head.wrapping_mul(0x9E37_79B1) >> (32 - HEAD_SLOTS.trailing_zeros())) as usize
+    (head.wrapping_mul(0x9E37_79B1) >> (32 - HEAD_BITS.trailing_zeros())) as usize
 }
 
-impl Teddy512 {
-    /// Compiles `keys` (`(id, key, bucket)`; every key at least [`MASK`] bytes, every
-    /// bucket below 8). `None` when the CPU lacks AVX-512F/BW or
-    /// `KRESIDUE_KERNEL` asks for another kernel.
-    pub(super) fn new(keys: &[(usize, &'static str, usize)]) -> Option<Teddy512> {
-        if !Self::runs_here() {
+impl Teddy {
+    /// Compiles `keys` (by id; each at least 2 bytes, none a prefix of another). `None`
+    /// when a key is shorter.
+    pub(super) fn new(keys: &[&'static [u8]]) -> Option<Teddy> {
+        if keys.iter().any(|k| k.len() < 2) {
             return None;
         }
-        let mut t = Teddy512 {
-            lo: [[0; 16]; MASK],
-            hi: [[0; 16]; MASK],
-            bytes: [[0; 64]; MASK],
-            vbmi: Self::has_vbmi(),
-            buckets: Default::default(),
-            heads: [0; HEAD_SLOTS / 64],
+        let (sets, bucket_of) = assign(keys);
+        let mut t = Teddy {
+            sets,
+            lo: [[[0; 16]; MASK]; MAX_SETS],
+            hi: [[[0; 16]; MASK]; MAX_SETS],
+            heads: vec![0u64; HEAD_BITS / 64].into_boxed_slice(),
+            by_head: Vec::new(),
+            short: Vec::new(),
+            bucket_of,
+            avx2: avx2_runs_here(),
         };
-        for &(id, key, b) in keys {
-            let key = key.as_bytes();
-            if key.len() < MASK || b >= BUCKETS {
-                return None;
+        for (id, &key) in keys.iter().enumerate() {
+            let (s, bit) = (t.bucket_of[id] / 8, 1u8 << (t.bucket_of[id] % 8));
+            for j in 0..MASK {
+                match key.get(j) {
+                    Some(&byte) => {
+                        t.lo[s][j][usize::from(byte & 0xf)] |= bit;
+                        t.hi[s][j][usize::from(byte >> 4)] |= bit;
+                    }
+                    None => {
+                        t.lo[s][j].iter_mut().for_each(|e| *e |= bit);
+                        t.hi[s][j].iter_mut().for_each(|e| *e |= bit);
+                    }
+                }
             }
-            for (j, &byte) in key[..MASK].iter().enumerate() {
-                t.lo[j][usize::from(byte & 0xf)] |= 1 << b;
-                t.hi[j][usize::from(byte >> 4)] |= 1 << b;
-                t.bytes[j][usize::from(byte & 0x3f)] |= 1 << b;
+            match key.get(..MASK) {
+                Some(h) => {
+                    let head = u32::from_le_bytes(h.try_into().expect("4 bytes"));
+                    t.heads[head_slot(head) / 64] |= 1 << (head_slot(head) % 64);
+                    t.by_head.push((head, id, key));
+                }
+                None => t.short.push((id, key)),
             }
-            let head = u32::from_le_bytes(key[..MASK].try_into().expect("4 bytes"));
-            t.heads[head_slot(head) / 64] |= 1 << (head_slot(head) % 64);
-            t.buckets[b].push((id, head, key));
         }
-        for bucket in &mut t.buckets {
-            bucket.sort_unstable();
-        }
+        t.by_head.sort_unstable();
         Some(t)
     }
 
-    #[cfg(target_arch = "x86_64")]
-    fn runs_here() -> bool {
-        std::env::var("KRESIDUE_KERNEL").ok().is_none_or(|k| k == "avx512")
-            && std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
+    /// Sets of 8 buckets the search uses.
+    pub(super) fn sets(&self) -> usize {
+        self.sets
     }
 
-    #[cfg(not(target_arch = "x86_64"))]
-    fn runs_here() -> bool {
-        false
+    /// Whether the AVX2 kernel runs.
+    pub(super) fn uses_avx2(&self) -> bool {
+        self.avx2
     }
 
-    /// The byte tables can be used: the CPU has AVX-512 VBMI and `KRESIDUE_TEDDY` does not
-    /// ask for the nibble tables (`nibble`; for comparisons and tests).
-    #[cfg(target_arch = "x86_64")]
-    fn has_vbmi() -> bool {
-        std::env::var("KRESIDUE_TEDDY").ok().is_none_or(|k| k != "nibble")
-            && std::arch::is_x86_feature_detected!("avx512vbmi")
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    fn has_vbmi() -> bool {
-        false
-    }
-
-    /// Whether the search uses the byte tables.
-    pub(super) fn uses_byte_tables(&self) -> bool {
-        self.vbmi
-    }
-
-    /// The same search with the nibble tables, as where the CPU lacks VBMI.
+    /// The same search with the scalar kernel.
     #[cfg(test)]
-    pub(super) fn with_nibbles(mut self) -> Teddy512 {
-        self.vbmi = false;
+    pub(super) fn scalar(mut self) -> Teddy {
+        self.avx2 = false;
         self
     }
 
-    /// The first position in `at..end` (and within `buf`) where a key starts, with the
-    /// lowest id of the keys starting there. The key may run past `end`.
-    pub(super) fn find(&self, buf: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
-        #[cfg(target_arch = "x86_64")]
-        if self.vbmi {
-            // SAFETY: `vbmi` is set only where the CPU has AVX-512 VBMI, and `new` made
-            // `self` only after checking the CPU has AVX-512F and AVX-512BW.
-            return unsafe { self.find_vbmi(buf, at, end) };
-        }
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `new` made `self` only after checking the CPU has AVX-512F and AVX-512BW.
-        return unsafe { self.find_avx512(buf, at, end) };
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("Teddy512::new returns None here ({buf:p}, {at}, {end})")
+    /// Each key's bucket, by id, for tests.
+    #[cfg(test)]
+    pub(super) fn buckets(&self) -> &[usize] {
+        &self.bucket_of
     }
 
-    /// The lowest id of the keys starting at `pos`, if any: for the positions a
-    /// [`KeyScan`] marked (their four bytes passed the byte tables).
-    pub(super) fn key_at(&self, buf: &[u8], pos: usize) -> Option<usize> {
-        let head: [u8; MASK] = buf.get(pos..pos + MASK)?.try_into().expect("MASK bytes");
-        let slot = head_slot(u32::from_le_bytes(head));
-        if self.heads[slot / 64] >> (slot % 64) & 1 == 0 {
+    /// The first position in `at..end` (and within `buf`) where a key starts, with the id
+    /// of that key. The key may run past `end`.
+    pub(super) fn find(&self, buf: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
+        let end = end.min(buf.len());
+        if at >= end {
             return None;
         }
-        // The buckets all four bytes fit, by nibbles: no wider than the byte tables'.
-        let buckets = (0..MASK).fold(u8::MAX, |b, j| {
-            let c = usize::from(head[j]);
-            b & self.lo[j][c & 0xf] & self.hi[j][c >> 4]
-        });
-        self.first_key(buf, pos, buckets)
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: `avx2` is set only where the CPU has AVX2.
+            return unsafe {
+                match self.sets {
+                    1 => self.find_avx2::<1>(buf, at, end),
+                    2 => self.find_avx2::<2>(buf, at, end),
+                    3 => self.find_avx2::<3>(buf, at, end),
+                    _ => self.find_avx2::<4>(buf, at, end),
+                }
+            };
+        }
+        (at..end).find_map(|pos| self.key_at(buf, pos).map(|id| (id, pos)))
     }
 
-    /// The byte tables, for a pass over the bytes that marks where keys may start (see
-    /// [`KeyScan`]); `None` where the search uses the nibble tables (the CPU lacks VBMI).
-    pub(super) fn key_scan(&self) -> Option<KeyScan<'_>> {
-        // SAFETY: `vbmi` is set only where the CPU has AVX-512 VBMI, and `new` made `self`
-        // only after checking the CPU has AVX-512F and AVX-512BW.
-        self.vbmi.then(|| unsafe { KeyScan::new(&self.bytes) })
+    /// The id of the key starting at `pos`, if any.
+    #[inline]
+    fn key_at(&self, buf: &[u8], pos: usize) -> Option<usize> {
+        let rest = buf.get(pos..)?;
+        if let Some(h) = rest.get(..MASK) {
+            let head = u32::from_le_bytes(h.try_into().expect("4 bytes"));
+            let slot = head_slot(head);
+            if self.heads[slot / 64] >> (slot % 64) & 1 != 0 {
+                let from = self.by_head.partition_point(|&(h, _, _)| h < head);
+                for &(h, id, key) in &self.by_head[from..] {
+                    if h != head {
+                        break;
+                    }
+                    if rest.starts_with(key) {
+                        return Some(id);
+                    }
+                }
+            }
+        }
+        self.short.iter().find(|(_, key)| rest.starts_with(key)).map(|&(id, _)| id)
     }
 
     /// # Safety
-    /// The CPU must support AVX-512F and AVX-512BW.
+    /// The CPU must support AVX2.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn find_avx512(&self, buf: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
-        use std::arch::x86_64::*;
-        let table = |t: &[u8; 16]| {
-            // SAFETY: 16 bytes of `t`.
-            _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(t.as_ptr().cast()) })
-        };
-        let lo = [table(&self.lo[0]), table(&self.lo[1]), table(&self.lo[2]), table(&self.lo[3])];
-        let hi = [table(&self.hi[0]), table(&self.hi[1]), table(&self.hi[2]), table(&self.hi[3])];
-        let nibble = _mm512_set1_epi8(0xf);
-        // The buckets of the 64 positions at `p`, each reading bytes `p..p + 67`.
-        let step = |p: *const u8| {
-            let mut m = _mm512_set1_epi8(-1);
-            for j in 0..MASK {
-                // SAFETY: the caller keeps `p + j + 64` within its buffer.
-                let v = unsafe { _mm512_loadu_si512(p.add(j).cast()) };
-                let l = _mm512_shuffle_epi8(lo[j], _mm512_and_si512(v, nibble));
-                let h =
-                    _mm512_shuffle_epi8(hi[j], _mm512_and_si512(_mm512_srli_epi16::<4>(v), nibble));
-                m = _mm512_and_si512(m, _mm512_and_si512(l, h));
-            }
-            (_mm512_test_epi8_mask(m, m), m)
-        };
-        self.search(buf, at, end, step, |m| store(m))
-    }
-
-    /// As [`Self::find_avx512`], each byte's low six bits looked up in the 64-entry byte
-    /// tables.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F, AVX-512BW and AVX-512 VBMI.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-    unsafe fn find_vbmi(&self, buf: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
-        use std::arch::x86_64::*;
-        // SAFETY: a 64-byte table.
-        let table = |t: &[u8; 64]| unsafe { _mm512_loadu_si512(t.as_ptr().cast()) };
-        let tables: [__m512i; MASK] = std::array::from_fn(|j| table(&self.bytes[j]));
-        let step = |p: *const u8| {
-            let mut m = _mm512_set1_epi8(-1);
-            for (j, &t) in tables.iter().enumerate() {
-                // SAFETY: the caller keeps `p + j + 64` within its buffer.
-                let v = unsafe { _mm512_loadu_si512(p.add(j).cast()) };
-                // Bits 0..5 of each byte of `v` pick one of the 64 entries.
-                m = _mm512_and_si512(m, _mm512_permutexvar_epi8(v, t));
-            }
-            (_mm512_test_epi8_mask(m, m), m)
-        };
-        self.search(buf, at, end, step, |m| store(m))
-    }
-
-    /// The search loop of both kernels, given `step`: for the 64 positions at a pointer,
-    /// the candidate mask and each position's buckets. Positions from `end` on are not
-    /// searched; the bytes read for those before it (and their keys) may run past it.
-    /// Inlined into each kernel, so that it is compiled with that kernel's CPU features.
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    fn search(
+    #[target_feature(enable = "avx2")]
+    unsafe fn find_avx2<const S: usize>(
         &self,
         buf: &[u8],
         at: usize,
         end: usize,
-        step: impl Fn(*const u8) -> (u64, std::arch::x86_64::__m512i),
-        store: impl Fn(std::arch::x86_64::__m512i) -> [u8; 64],
     ) -> Option<(usize, usize)> {
-        // The first key of a block's candidates (positions `p + i`): most start no key's
-        // first four bytes and are dismissed before the buckets are stored and verified.
-        let hit_in = |p: usize, cand: u64, m| {
-            let cand = self.known_heads(buf, p, cand);
-            if cand == 0 {
-                None
-            } else {
-                self.verify(buf, p, cand, &store(m))
-            }
+        use std::arch::x86_64::*;
+        // SAFETY: 16 bytes of a table, broadcast to both 128-bit lanes.
+        let table = |t: &[u8; 16]| unsafe {
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast()))
         };
-        let end = end.min(buf.len());
+        let lo: [[__m256i; MASK]; S] =
+            std::array::from_fn(|s| std::array::from_fn(|j| table(&self.lo[s][j])));
+        let hi: [[__m256i; MASK]; S] =
+            std::array::from_fn(|s| std::array::from_fn(|j| table(&self.hi[s][j])));
+        let nibble = _mm256_set1_epi8(0xf);
+        // The candidates among the 32 positions at `p`, each reading bytes `p..p + 35`.
+        let step = |p: *const u8| -> u32 {
+            let mut any = _mm256_setzero_si256();
+            let mut ln = [_mm256_setzero_si256(); MASK];
+            let mut hn = [_mm256_setzero_si256(); MASK];
+            for j in 0..MASK {
+                // SAFETY: the caller keeps `p + j + 32` within its buffer.
+                let v = unsafe { _mm256_loadu_si256(p.add(j).cast()) };
+                ln[j] = _mm256_and_si256(v, nibble);
+                hn[j] = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble);
+            }
+            for s in 0..S {
+                let mut m = _mm256_set1_epi8(-1);
+                for j in 0..MASK {
+                    let l = _mm256_shuffle_epi8(lo[s][j], ln[j]);
+                    let h = _mm256_shuffle_epi8(hi[s][j], hn[j]);
+                    m = _mm256_and_si256(m, _mm256_and_si256(l, h));
+                }
+                any = _mm256_or_si256(any, m);
+            }
+            !(_mm256_movemask_epi8(_mm256_cmpeq_epi8(any, _mm256_setzero_si256())) as u32)
+        };
+        let verify = |p: usize, mut cand: u32| {
+            while cand != 0 {
+                let i = cand.trailing_zeros() as usize;
+                cand &= cand - 1;
+                if let Some(id) = self.key_at(buf, p + i) {
+                    return Some((id, p + i));
+                }
+            }
+            None
+        };
         // The bytes the steps read: the positions before `end` and the three after each.
         let read = buf.len().min(end + MASK - 1);
         let mut p = at;
-        // Two steps at a time, tested with one branch: most pairs of blocks have no
-        // candidate that survives the heads.
-        while p + 128 + MASK - 1 <= read {
-            // SAFETY: bytes p..p + 131 of `buf`, checked above.
-            let (c0, m0) = step(unsafe { buf.as_ptr().add(p) });
+        while p + 64 + MASK - 1 <= read {
+            // SAFETY: bytes p..p + 67 of `buf`, checked above.
+            let c0 = step(unsafe { buf.as_ptr().add(p) });
             // SAFETY: as above.
-            let (c1, m1) = step(unsafe { buf.as_ptr().add(p + 64) });
+            let c1 = step(unsafe { buf.as_ptr().add(p + 32) });
             if c0 | c1 != 0 {
-                if let Some(hit) = hit_in(p, c0, m0).or_else(|| hit_in(p + 64, c1, m1)) {
+                if let Some(hit) = verify(p, c0).or_else(|| verify(p + 32, c1)) {
                     return Some(hit);
                 }
             }
-            p += 128;
-        }
-        while p + 64 + MASK - 1 <= read {
-            // SAFETY: bytes p..p + 67 of `buf`, checked above.
-            let (cand, m) = step(unsafe { buf.as_ptr().add(p) });
-            if let Some(hit) = hit_in(p, cand, m) {
-                return Some(hit);
-            }
             p += 64;
         }
-        // The last positions (up to 66), their bytes copied into a zeroed block. A zero
-        // byte may pass the byte tables (it reads the entry of `@`, 0x80 and 0xc0), but
-        // the heads and the verification read `buf` itself, and the positions from `end`
-        // on are masked off.
+        // The last positions, their bytes copied into a zeroed block (a zero byte may pass
+        // the tables, but `key_at` reads `buf` itself, and positions from `end` on are
+        // masked off).
         while p < end {
             let rest = &buf[p..read];
-            let mut tail = [0u8; 64 + MASK - 1];
+            let mut tail = [0u8; 32 + MASK - 1];
             let n = rest.len().min(tail.len());
             tail[..n].copy_from_slice(&rest[..n]);
-            let (cand, m) = step(tail.as_ptr());
-            let live = if end - p >= 64 { u64::MAX } else { u64::MAX >> (64 - (end - p)) };
-            if let Some(hit) = hit_in(p, cand & live, m) {
+            let cand = step(tail.as_ptr());
+            let live = if end - p >= 32 { u32::MAX } else { u32::MAX >> (32 - (end - p)) };
+            if let Some(hit) = verify(p, cand & live) {
                 return Some(hit);
             }
-            p += 64;
+            p += 32;
         }
         None
     }
+}
 
-    /// The candidates of `cand` (positions `p + i`) whose next four bytes are in
-    /// [`Teddy512::heads`]: those that may start a key.
-    #[inline(always)]
-    fn known_heads(&self, buf: &[u8], p: usize, cand: u64) -> u64 {
-        let mut rest = cand;
-        let mut known = 0;
-        while rest != 0 {
-            let i = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
-            // Every key is at least MASK bytes: a position this close to the end holds none.
-            let Some(head) = buf.get(p + i..p + i + MASK) else { continue };
-            let slot = head_slot(u32::from_le_bytes(head.try_into().expect("4 bytes")));
-            known |= (self.heads[slot / 64] >> (slot % 64) & 1) << i;
-        }
-        known
-    }
+/// AVX2 is there and `KRESIDUE_KERNEL` does not ask for the scalar kernel.
+fn avx2_runs_here() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::env::var("KRESIDUE_KERNEL").ok().is_none_or(|k| k != "scalar")
+        && std::arch::is_x86_feature_detected!("avx2");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
 
-    /// The first candidate of `cand` (positions `p + i`, bucket bits in `bits[i]`, each
-    /// with a known head) where a key of its buckets starts.
-    #[inline]
-    fn verify(
-        &self,
-        buf: &[u8],
-        p: usize,
-        mut cand: u64,
-        bits: &[u8; 64],
-    ) -> Option<(usize, usize)> {
-        while cand != 0 {
-            let i = cand.trailing_zeros() as usize;
-            cand &= cand - 1;
-            if let Some(id) = self.first_key(buf, p + i, bits[i]) {
-                return Some((id, p + i));
+/// A bucket as the cost model sees it: for each of the [`MASK`] positions, the low and
+/// high nibbles its keys have there (a short key's positions past its end: every nibble).
+#[derive(Clone, Copy, Default)]
+struct Nibbles {
+    lo: [u16; MASK],
+    hi: [u16; MASK],
+}
+
+impl Nibbles {
+    fn of(key: &[u8]) -> Nibbles {
+        let mut n = Nibbles::default();
+        for j in 0..MASK {
+            match key.get(j) {
+                Some(&b) => {
+                    n.lo[j] = 1 << (b & 0xf);
+                    n.hi[j] = 1 << (b >> 4);
+                }
+                None => {
+                    n.lo[j] = u16::MAX;
+                    n.hi[j] = u16::MAX;
+                }
             }
         }
-        None
+        n
     }
 
-    /// The lowest id of the keys of `buckets` that start at `pos`.
-    #[inline]
-    fn first_key(&self, buf: &[u8], pos: usize, mut buckets: u8) -> Option<usize> {
-        // Every key is at least MASK bytes: a position this close to the end holds none.
-        let head = buf.get(pos..pos + MASK)?;
-        let head = u32::from_le_bytes(head.try_into().expect("4 bytes"));
-        let mut best: Option<usize> = None;
-        while buckets != 0 {
-            let b = buckets.trailing_zeros() as usize;
-            buckets &= buckets - 1;
-            if let Some(&(id, _, _)) = self.buckets[b]
-                .iter()
-                .find(|&&(_, h, key)| h == head && buf[pos..].starts_with(key))
-            {
-                best = Some(best.map_or(id, |x| x.min(id)));
+    fn with(self, other: Nibbles) -> Nibbles {
+        let mut n = self;
+        for j in 0..MASK {
+            n.lo[j] |= other.lo[j];
+            n.hi[j] |= other.hi[j];
+        }
+        n
+    }
+
+    /// The probability that a position of a node's files passes this bucket.
+    fn cost(&self) -> f64 {
+        let mut p = 1.0;
+        for j in 0..MASK {
+            if self.lo[j] == 0 {
+                return 0.0;
+            }
+            let mut sum = 0u32;
+            let mut hi = self.hi[j];
+            while hi != 0 {
+                let h = hi.trailing_zeros() as usize;
+                hi &= hi - 1;
+                let mut lo = self.lo[j];
+                while lo != 0 {
+                    let l = lo.trailing_zeros() as usize;
+                    lo &= lo - 1;
+                    sum += u32::from(BYTE_FREQ[h << 4 | l]);
+                }
+            }
+            p *= f64::from(sum) / 65536.0;
+        }
+        p
+    }
+}
+
+/// The number of bucket sets and each key's bucket: for each number of sets, keys dealt
+/// greedily in sorted order to the bucket whose cost grows least, then moved to a better
+/// bucket while one lowers the total (a few rounds); the number of sets whose modelled
+/// cycles per byte are fewest wins.
+fn assign(keys: &[&[u8]]) -> (usize, Vec<usize>) {
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by_key(|&k| keys[k]);
+    let nibbles: Vec<Nibbles> = keys.iter().map(|k| Nibbles::of(k)).collect();
+    let mut best: Option<(f64, usize, Vec<usize>)> = None;
+    #[cfg(test)]
+    let forced: Option<usize> =
+        std::env::var("KRESIDUE_TEDDY_SETS").ok().and_then(|v| v.parse().ok());
+    #[cfg(not(test))]
+    let forced: Option<usize> = None;
+    for sets in 1..=MAX_SETS {
+        if forced.is_some_and(|f| f != sets) {
+            continue;
+        }
+        let n = sets * 8;
+        let mut of = vec![usize::MAX; keys.len()];
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let bucket = |members: &[usize]| {
+            members.iter().fold(Nibbles::default(), |acc, &k| acc.with(nibbles[k]))
+        };
+        let mut state: Vec<Nibbles> = vec![Nibbles::default(); n];
+        // A short key matches any byte past its end: a bucket it shares lets through
+        // everything its other keys' first bytes start, so short keys keep to buckets of
+        // their own length.
+        let place = |k: usize, state: &[Nibbles], members: &[Vec<usize>]| {
+            (0..n)
+                .filter(|&b| {
+                    members[b].iter().all(|&m| keys[m].len().min(MASK) == keys[k].len().min(MASK))
+                })
+                .map(|b| {
+                    let grown = if members[b].is_empty() {
+                        nibbles[k].cost()
+                    } else {
+                        state[b].with(nibbles[k]).cost() - state[b].cost()
+                    };
+                    (grown, b)
+                })
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+                .map_or_else(|| (0..n).find(|&b| members[b].is_empty()).unwrap_or(0), |(_, b)| b)
+        };
+        for &k in &order {
+            let b = place(k, &state, &members);
+            of[k] = b;
+            members[b].push(k);
+            state[b] = state[b].with(nibbles[k]);
+        }
+        for _round in 0..3 {
+            let mut moved = false;
+            for &k in &order {
+                let from = of[k];
+                members[from].retain(|&m| m != k);
+                state[from] = bucket(&members[from]);
+                let to = place(k, &state, &members);
+                moved |= to != from;
+                of[k] = to;
+                members[to].push(k);
+                state[to] = state[to].with(nibbles[k]);
+            }
+            if !moved {
+                break;
             }
         }
-        best
+        let pass: f64 =
+            state.iter().zip(&members).filter(|(_, m)| !m.is_empty()).map(|(s, _)| s.cost()).sum();
+        let cycles = sets as f64 * SET_CYCLES + pass * CANDIDATE_CYCLES;
+        if best.as_ref().is_none_or(|b| cycles < b.0) {
+            best = Some((cycles, sets, of));
+        }
+        if keys.len() <= n && forced.is_none() {
+            break;
+        }
     }
+    let (_, sets, of) = best.expect("one set at least");
+    (sets, of)
+}
+
+/// The model's probability that a position passes the buckets, for the `tune` tool and
+/// tests.
+#[cfg(test)]
+pub(super) fn modelled_pass_rate(keys: &[&[u8]], bucket_of: &[usize]) -> f64 {
+    let mut state = vec![Nibbles::default(); MAX_SETS * 8];
+    let mut used = vec![false; MAX_SETS * 8];
+    for (k, &b) in bucket_of.iter().enumerate() {
+        state[b] = state[b].with(Nibbles::of(keys[k]));
+        used[b] = true;
+    }
+    state.iter().zip(&used).filter(|(_, &u)| u).map(|(s, _)| s.cost()).sum()
+}
+
+/// Times the search over a sample: `KRESIDUE_TEDDY_DATA=dir[:dir…] cargo test --release
+/// --lib rules::teddy::measure -- --ignored --nocapture` reads up to 256 MiB of the files
+/// under the given dirs and prints, for the built-in keys (or the keys of the file
+/// `KRESIDUE_TEDDY_KEYS`, one per line), the bucket sets, the modelled and the measured
+/// share of positions that pass the buckets, and the search's speed against a pass that
+/// only reads the bytes.
+#[cfg(test)]
+#[test]
+#[ignore = "a tool: needs KRESIDUE_TEDDY_DATA"]
+#[allow(clippy::print_stdout)] // a tool: it prints its figures
+fn measure() {
+    let dirs = std::env::var("KRESIDUE_TEDDY_DATA").expect("KRESIDUE_TEDDY_DATA is set");
+    let mut data = Vec::new();
+    'dirs: for dir in dirs.split(':') {
+        for entry in walkdir::WalkDir::new(dir).sort_by_file_name().into_iter().flatten() {
+            let small = entry.metadata().map(|m| m.len() < 64 << 20).unwrap_or(false);
+            if entry.file_type().is_file() && small {
+                if let Ok(bytes) = std::fs::read(entry.path()) {
+                    data.extend_from_slice(&bytes);
+                }
+            }
+            if data.len() > 256 << 20 {
+                break 'dirs;
+            }
+        }
+    }
+    let keys: Vec<&'static [u8]> = match std::env::var("KRESIDUE_TEDDY_KEYS") {
+        Ok(file) => std::fs::read_to_string(file)
+            .expect("keys file")
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| &*Box::leak(l.replace("\\n", "\n").into_bytes().into_boxed_slice()))
+            .collect(),
+        Err(_) => {
+            super::prefilter::keys_of(super::table::RULES).iter().map(|k| k.as_bytes()).collect()
+        }
+    };
+    let t = std::time::Instant::now();
+    let teddy = Teddy::new(&keys).expect("keys");
+    let built = t.elapsed();
+    let modelled = modelled_pass_rate(&keys, &teddy.bucket_of);
+    let mut hits = 0usize;
+    let mut best = std::time::Duration::MAX;
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        let (mut at, mut n) = (0, 0);
+        while let Some((_, p)) = teddy.find(&data, at, data.len()) {
+            n += 1;
+            at = p + 1;
+        }
+        best = best.min(t.elapsed());
+        hits = n;
+    }
+    let mut read = std::time::Duration::MAX;
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        let sum = data.chunks(4096).fold(0u64, |s, c| s.wrapping_add(u64::from(c[c.len() - 1])));
+        std::hint::black_box(sum);
+        read = read.min(t.elapsed());
+    }
+    let gbs = |d: std::time::Duration| data.len() as f64 / d.as_secs_f64() / 1e9;
+    let passing = data
+        .windows(MASK)
+        .filter(|w| {
+            (0..teddy.sets).any(|s| {
+                (0..MASK).fold(0xffu8, |b, j| {
+                    let c = usize::from(w[j]);
+                    b & teddy.lo[s][j][c & 0xf] & teddy.hi[s][j][c >> 4]
+                }) != 0
+            })
+        })
+        .count();
+    println!("measured pass rate {:.2e}", passing as f64 / data.len() as f64);
+    println!(
+        "{} keys, {} MiB: {} sets (built in {:.1} ms), modelled pass rate {:.2e}, {} key hits; \
+         search {:.2} GB/s",
+        keys.len(),
+        data.len() >> 20,
+        teddy.sets,
+        built.as_secs_f64() * 1e3,
+        modelled,
+        hits,
+        gbs(best),
+    );
+    let _ = read;
 }

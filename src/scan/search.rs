@@ -6,7 +6,7 @@ use crate::finding::{
     rank, Category, ContainerRef, Encoding, Finding, MatchInfo, MatchKind, Material, PodRef,
     Preview, Severity, Within,
 };
-use crate::matcher::{Hit, KeyMarks, Matcher};
+use crate::matcher::{Hit, Matcher};
 use crate::node::other_runtimes::ContainerRecord;
 use crate::rules::RuleHit;
 use crate::sites::Owner;
@@ -55,20 +55,18 @@ pub(super) fn aggregate(mut raw: Vec<Finding>) -> Vec<Finding> {
     out
 }
 
-/// A worker's search scratch: the hits of the buffer searched last, where the matcher's
-/// pass marked that a rule's key may start, and whether a rule skipped literal hits in
-/// the current file.
+/// A worker's search scratch: the hits of the buffer searched last, and whether a rule
+/// skipped literal hits in the current file.
 #[derive(Default)]
 pub(super) struct Scratch {
     hits: Vec<Hit>,
     rule_hits: Vec<RuleHit>,
-    key_marks: KeyMarks,
     /// Set when a rule skipped literal hits in the current file.
     pub(super) rules_incomplete: bool,
 }
 
 impl Scratch {
-    /// Searches `buf[..at.len]` with fingerprints and rules, in one pass over its bytes.
+    /// Searches `buf[..at.len]` with fingerprints and rules.
     pub(super) fn search(
         &mut self,
         buf: &[u8],
@@ -81,20 +79,8 @@ impl Scratch {
         let base = pos - carry as u64;
         let buf = &buf[..len];
         self.hits.clear();
-        self.key_marks.clear();
         if len > carry {
-            match searchers.rules.key_scan() {
-                // The rules' key search rides along the matcher's pass over the bytes.
-                Some(keys) => searchers.matcher.find_keyed(
-                    buf,
-                    base,
-                    carry,
-                    &mut self.hits,
-                    keys,
-                    &mut self.key_marks,
-                ),
-                None => searchers.matcher.find(buf, base, carry, &mut self.hits),
-            }
+            searchers.matcher.find(buf, base, carry, &mut self.hits);
         }
         for h in &self.hits {
             let at = (h.offset - base) as usize;
@@ -102,8 +88,7 @@ impl Scratch {
             findings.push(lift(job, searchers.matcher, h, place, matched));
         }
         self.rule_hits.clear();
-        let marks = &self.key_marks;
-        if !searchers.rules.find_marked(buf, base, carry, last, marks, &mut self.rule_hits) {
+        if !searchers.rules.find(buf, base, carry, last, &mut self.rule_hits) {
             self.rules_incomplete = true;
         }
         for h in self.rule_hits.drain(..) {

@@ -757,8 +757,7 @@ impl<'a> Kr<'a> {
             .env("RUST_BACKTRACE", "1")
             .env_remove("RUST_LOG")
             // The CPU kernels are a test's own choice (`env`), not the caller's.
-            .env_remove("KRESIDUE_KERNEL")
-            .env_remove("KRESIDUE_TEDDY");
+            .env_remove("KRESIDUE_KERNEL");
         if self.default_lock {
             cmd.env_remove("KRESIDUE_LOCK");
             match runtime_dir() {
