@@ -234,11 +234,14 @@ fn is_template_reference(s: &[u8]) -> bool {
             memmem::find(rest, close).is_some_and(|end| body_ok(&rest[..end]))
         })
     };
+    // `$DB_PASS2` (upper case, digits allowed) or `$password` (lower case, no digit): a
+    // `$` before lower case and digits (`$ecret99`) is a password.
     let shell_variable = |b: &[u8]| {
         name(b)
+            && b.len() <= 40
             && !b.contains(&b'.')
             && (b.iter().all(|c| !c.is_ascii_lowercase())
-                || b.iter().all(|c| !c.is_ascii_uppercase()))
+                || b.iter().all(|c| c.is_ascii_lowercase() || *c == b'_'))
     };
     (s.len() >= 3 && s[0] == b'<' && s[s.len() - 1] == b'>' && words(&s[1..s.len() - 1]))
         || s.strip_prefix(b"$").is_some_and(shell_variable)
@@ -342,6 +345,8 @@ mod tests {
             "pa$$word",
             "$uperS3cretX9",
             "$3cret-Pass",
+            "$ecret99",
+            "$tr0ngpass1",
             "a<b>c",
             "{}",
             "x0x0x0x0x0x0",

@@ -71,8 +71,8 @@ pub struct Literal {
     pub key: usize,
     /// Where in `text` the key ends.
     pub key_end: usize,
-    /// The literal starts a token: it counts only where the byte before it is not a letter,
-    /// digit or `_` (so `sk_test_` inside `task_test_` is no Stripe key).
+    /// The literal starts a token: it does not count where the two bytes before it are
+    /// letters, digits or `_` (so `sk_test_` inside `task_test_` is no Stripe key).
     pub boundary: bool,
 }
 
@@ -108,10 +108,13 @@ pub const fn word_at(text: &'static str, key: usize) -> Literal {
     Literal { text, key, key_end: text.len(), boundary: true }
 }
 
-/// Whether a literal that must start a word may start at `q` of `buf`: at the start of
-/// the data, or after a byte that is not a letter, digit or `_`.
+/// Whether a literal that must start a word may start at `q` of `buf`: unless the two
+/// bytes before it are letters, digits or `_`. One
+/// such byte is not enough: it is what a length prefix (etcd's protobuf, bbolt), an
+/// escape (`\n` in a JSON string) or a percent-encoding (`%3D`) puts before a token.
 fn starts_word(buf: &[u8], q: usize) -> bool {
-    q == 0 || !(buf[q - 1].is_ascii_alphanumeric() || buf[q - 1] == b'_')
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    q < 2 || !(word(buf[q - 2]) && word(buf[q - 1]))
 }
 
 /// A test beyond the regex, applied to the secret part of a match.
@@ -594,6 +597,22 @@ pub(crate) mod tests {
                 (b'f', "sqlserver-url-with-password"),
             ]
         );
+    }
+
+    /// A token prefix glued to a word is no token (`task_test_…`), but one byte before it
+    /// does not glue it: a length prefix in a binary record (etcd, bbolt), an escape in a
+    /// JSON string. (Two do: a percent-encoding, `%3Dghp_…`, hides a token.)
+    #[test]
+    fn a_token_after_a_length_byte_or_an_escape_is_found() {
+        let rules = Rules::builtin(0);
+        let ghp = examples::render("{ghtoken:ghp}", 5);
+        let sk = examples::render("sk_live_{a:24}", 5);
+        let found = |data: Vec<u8>| find_all(&rules, &data).len();
+        assert_eq!(found([b"\x0a7".as_slice(), &ghp, b"\x12"].concat()), 1, "after a length byte");
+        assert_eq!(found([b"{\"a\":\"x\\n".as_slice(), &ghp, b"\"}"].concat()), 1, "after \\n");
+        assert_eq!(found([b"7".as_slice(), &sk, b"\n"].concat()), 1, "after one byte at the start");
+        assert_eq!(found([b"\"ta".as_slice(), &sk[2..], b"\"\n"].concat()), 0, "inside a word");
+        assert_eq!(found([b"x ta".as_slice(), &sk[2..], b"\n"].concat()), 0, "inside a word");
     }
 
     /// A match found from two of its rule's literals is one hit; distinct matches stay.

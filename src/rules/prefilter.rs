@@ -244,16 +244,11 @@ mod tests {
         }
     }
 
-    /// The cost model deals keys sharing their first bytes to one bucket and keeps the
-    /// modelled pass rate of the built-in keys low.
+    /// The cost model keeps the modelled pass rate of the built-in keys low.
     #[test]
-    fn the_buckets_group_alike_keys_and_let_few_positions_through() {
+    fn the_buckets_let_few_positions_through() {
         let keys: Vec<&[u8]> = builtin_keys().into_iter().map(str::as_bytes).collect();
         let teddy = Teddy::new(&keys).unwrap();
-        let bucket =
-            |k: &str| teddy.buckets()[keys.iter().position(|&x| x == k.as_bytes()).unwrap()];
-        assert_eq!(bucket("ghp_"), bucket("gho_"));
-        assert_eq!(bucket("xoxb-"), bucket("xoxp-"));
         let rate = super::super::teddy::modelled_pass_rate(&keys, teddy.buckets());
         assert!(rate < 1e-3, "modelled pass rate {rate}");
     }

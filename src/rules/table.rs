@@ -11,8 +11,9 @@
 //!   `client-key-data`, `Acco` of `AccountKey=`): the SIMD search then stops at few
 //!   false candidates. Literals may share a key and differ after it (the PEM rules'
 //!   `-----BEGIN <label>-----` share `-BEGIN `): each literal is compared whole at a key
-//!   hit, and only the rules of the literal found run their regex. Keys are at least 4
-//!   bytes (the bytes Teddy matches), and no key is a prefix of another (the prefilter
+//!   hit, and only the rules of the literal found run their regex. Keys are 4 bytes or
+//!   more (the bytes Teddy matches; a shorter one must be made of rare bytes, `Q~`), and
+//!   no key is a prefix of another (the prefilter
 //!   reports one key per position); the buckets are assigned when the rules compile
 //!   (`src/rules/teddy.rs`);
 //! - a token prefix (`ghp_`, `sk_live_`, `hvs.`) is a [`super::word`] literal: it counts
@@ -995,7 +996,7 @@ pub static RULES: &[RuleSpec] = &[
             "gitlab-runner register --url https://gitlab.com --registration-token GR1348941{B:20}\n",
             "REGISTRATION_TOKEN=\"GR1348941{B:20}\"\n",
         ],
-        negative: &["REGISTRATION_TOKEN=GR1348941{B:12}\n", "id=XGR1348941{B:20}\n"],
+        negative: &["REGISTRATION_TOKEN=GR1348941{B:12}\n", "id=AXGR1348941{B:20}\n"],
     },
     RuleSpec {
         id: "docker-hub-token",
@@ -1064,7 +1065,7 @@ pub static RULES: &[RuleSpec] = &[
         after: 40,
         check: Check::Entropy(3.5),
         positive: &["GOOGLE_API_KEY=AIza{B:35}\n", "  \"apiKey\": \"AIza{B:35}\",\n"],
-        negative: &["GOOGLE_API_KEY=AIza{B:20}\n", "GOOGLE_API_KEY=AIzaxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n", "x=TAIza{B:35}\n"],
+        negative: &["GOOGLE_API_KEY=AIza{B:20}\n", "GOOGLE_API_KEY=AIzaxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n", "x=XTAIza{B:35}\n"],
     },
     RuleSpec {
         id: "gcp-oauth-client-secret",
@@ -1217,12 +1218,12 @@ pub static RULES: &[RuleSpec] = &[
         id: "vault-token-legacy",
         description: "HashiCorp Vault token in the format before Vault 1.10 (s., b., r.)",
         severity: Severity::High,
-        literals: &[word("VAULT_TOKEN"), lit("Vault-Token"), word("vault_token")],
-        pattern: r#"(?-u)^(?:VAULT_TOKEN|Vault-Token|vault_token)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[sbr]\.[A-Za-z0-9]{24,})\b"#,
+        literals: &[lit("VAULT_TOKEN"), lit("Vault-Token"), lit("vault_token"), lit("vault-token")],
+        pattern: r#"(?-u)^(?:VAULT_TOKEN|Vault-Token|vault_token|vault-token)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[sbr]\.[A-Za-z0-9]{24,})\b"#,
         before: 0,
         after: 200,
         check: Check::Entropy(3.0),
-        positive: &["export VAULT_TOKEN=s.{a:24}\n", "curl -H \"X-Vault-Token: s.{a:24}\" https://vault.internal:8200/v1/secret/app\n", "vault_token: \"b.{a:90}\"\n"],
+        positive: &["export VAULT_TOKEN=s.{a:24}\n", "curl -H \"X-Vault-Token: s.{a:24}\" https://vault.internal:8200/v1/secret/app\n", "vault_token: \"b.{a:90}\"\n", "NOMAD_VAULT_TOKEN=s.{a:24}\n", "x-vault-token: s.{a:24}\n"],
         negative: &["export VAULT_TOKEN=s.{a:10}\n", "export VAULT_TOKEN=root\n"],
     },
     // ---- Database URLs with an inline password ------------------------------------
