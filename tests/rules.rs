@@ -332,7 +332,7 @@ fn corpus_every_positive_example_is_found() {
     let rules = Rules::builtin(now());
     let mut problems = String::new();
     let mut samples = 0;
-    for rule in RULES {
+    for rule in RULES.iter() {
         assert!(!rule.positive.is_empty(), "rule {} has no positive example", rule.id);
         samples += positive_corpus_of(rule, &rules, &mut problems);
     }
@@ -470,7 +470,7 @@ fn corpus_negative_examples_are_not_found_by_their_rule() {
     let pod = tree.pod(UID);
     let mut planted: Vec<(String, &'static str, usize)> = Vec::new();
     let mut n = 0u64;
-    for rule in RULES {
+    for rule in RULES.iter() {
         for (ti, template) in rule.negative.iter().enumerate() {
             for seed in [9101u64, 9102] {
                 let sample = render(template, sample_seed(rule, ti, seed));
@@ -1082,7 +1082,7 @@ fn rules_subcommand_lists_the_table() {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(lines.len() >= 25, "`kresidue rules` lists {} lines:\n{text}", lines.len());
     assert!(lines.len() <= RULES.len() + 1, "more lines than rules (+ a header):\n{text}");
-    for r in RULES {
+    for r in RULES.iter() {
         let hits: Vec<&&str> =
             lines.iter().filter(|l| l.split_whitespace().next() == Some(r.id)).collect();
         assert_eq!(hits.len(), 1, "want one line starting with {}:\n{text}", r.id);
@@ -1107,7 +1107,7 @@ fn rules_subcommand_lists_the_table() {
     assert_eq!(unique.len(), ids.len(), "duplicate rule ids: {ids:?}");
     let table_ids: Vec<&str> = RULES.iter().map(|r| r.id).collect();
     assert_eq!(ids, table_ids, "JSON ids differ from the table");
-    for (r, spec) in list.iter().zip(RULES) {
+    for (r, spec) in list.iter().zip(RULES.iter()) {
         assert_eq!(r["severity"], spec.severity.as_str(), "severity of {}", spec.id);
         assert!(SEVERITIES.contains(&r["severity"].as_str().unwrap_or("")), "{r}");
         let d = r["description"].as_str().unwrap_or("");

@@ -28,7 +28,7 @@ use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 /// One detection rule, as data.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct RuleSpec {
     /// Stable id, e.g. `pem-private-key`; reports and baselines name rules by it.
     pub id: &'static str,
@@ -245,7 +245,7 @@ impl Rules {
 
     /// The built-in rule set.
     pub fn builtin(now: i64) -> Rules {
-        Rules::new(table::RULES, now).expect("the built-in rules compile (tested)")
+        Rules::new(&table::RULES, now).expect("the built-in rules compile (tested)")
     }
 
     /// No rules at all.
@@ -539,7 +539,7 @@ pub(crate) mod tests {
 
     #[test]
     fn every_builtin_pattern_compiles() {
-        for spec in table::RULES {
+        for spec in table::RULES.iter() {
             if let Err(e) = Pattern::new(spec) {
                 panic!("{e}");
             }

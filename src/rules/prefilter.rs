@@ -118,7 +118,7 @@ mod tests {
     use aho_corasick::{AhoCorasick, MatchKind};
 
     fn builtin_keys() -> Vec<&'static str> {
-        keys_of(RULES)
+        keys_of(&RULES)
     }
 
     /// The built-in rules and the prefilter of their literals.

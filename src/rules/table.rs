@@ -113,8 +113,16 @@ const JWT: &str = concat!(
     r"\.eyJ[A-Za-z0-9_-]{4,}={0,2}\.[A-Za-z0-9_-]*={0,2})"
 );
 
-/// Every built-in rule, in the order `kresidue rules` lists them.
-pub static RULES: &[RuleSpec] = &[
+mod cloud;
+mod generic;
+
+/// Every built-in rule, in the order `kresidue rules` lists them: this file's, then those
+/// of the families in files of their own (`src/rules/table/`).
+pub static RULES: std::sync::LazyLock<Vec<RuleSpec>> =
+    std::sync::LazyLock::new(|| [OWN, generic::RULES, cloud::RULES].concat());
+
+/// The rules of this file.
+const OWN: &[RuleSpec] = &[
     // ---- Private keys -------------------------------------------------------------
     RuleSpec {
         id: "pem-rsa-private-key",
@@ -1358,7 +1366,7 @@ mod tests {
     fn readme_lists_every_rule() {
         let table = include_str!("../../docs/RULES.md");
         let readme = include_str!("../../README.md");
-        for r in RULES {
+        for r in RULES.iter() {
             let row =
                 format!("| `{}` | {} | {} |", r.id, r.severity, r.description.replace('|', "\\|"));
             assert!(table.contains(&row), "docs/RULES.md lacks the row {row:?}");
@@ -1449,7 +1457,7 @@ mod tests {
     fn every_positive_example_is_found_alone_in_filler_and_at_both_ends() {
         let middle = filler(64 * 1024, 7, true);
         let text = filler(32 * 1024, 8, false);
-        for rule in RULES {
+        for rule in RULES.iter() {
             for template in rule.positive {
                 for seed in SEEDS {
                     let ex = render(template, seed);
@@ -1487,7 +1495,7 @@ mod tests {
 
     #[test]
     fn no_negative_example_is_found() {
-        for rule in RULES {
+        for rule in RULES.iter() {
             for template in rule.negative {
                 for seed in SEEDS {
                     let ex = render(template, seed);
@@ -1508,7 +1516,7 @@ mod tests {
         // Every positive example of every rule, one after another, read in chunks the way
         // the matcher streams a file: consecutive buffers overlap by `overlap()` bytes.
         let mut data = Vec::new();
-        for rule in RULES {
+        for rule in RULES.iter() {
             for template in rule.positive {
                 data.extend(render(template, 42));
                 data.extend(b"\n-- \n");
@@ -1694,7 +1702,7 @@ mod tests {
 
     #[test]
     fn every_rule_has_examples_literals_and_an_anchored_byte_pattern() {
-        for rule in RULES {
+        for rule in RULES.iter() {
             assert!(rule.positive.len() >= 2 && rule.negative.len() >= 2, "{}: examples", rule.id);
             assert!(!rule.literals.is_empty(), "{}: no literal", rule.id);
             assert!(!rule.description.is_empty(), "{}: no description", rule.id);
@@ -1728,7 +1736,7 @@ mod tests {
 
     #[test]
     fn no_key_is_a_prefix_of_another() {
-        let keys = super::super::prefilter::keys_of(RULES);
+        let keys = super::super::prefilter::keys_of(&RULES);
         for a in &keys {
             for b in &keys {
                 assert!(a == b || !b.starts_with(a), "key {a:?} is a prefix of {b:?}");
@@ -1738,7 +1746,7 @@ mod tests {
 
     #[test]
     fn windows_are_bounded() {
-        for rule in RULES {
+        for rule in RULES.iter() {
             assert!(rule.before + rule.after <= 64 * 1024, "{}: window too large", rule.id);
             assert!(rule.after > 0, "{}: a match must reach past its literal", rule.id);
         }

@@ -492,7 +492,7 @@ fn measure() {
             .map(|l| &*Box::leak(l.replace("\\n", "\n").into_bytes().into_boxed_slice()))
             .collect(),
         Err(_) => {
-            super::prefilter::keys_of(super::table::RULES).iter().map(|k| k.as_bytes()).collect()
+            super::prefilter::keys_of(&super::table::RULES).iter().map(|k| k.as_bytes()).collect()
         }
     };
     let t = std::time::Instant::now();
