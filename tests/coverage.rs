@@ -78,7 +78,6 @@ const PENDING: &[&str] = &[
     "http",
     "pem",
     "jwt",
-    "base64",
 ];
 
 /// The least recall of a family at target.

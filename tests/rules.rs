@@ -76,6 +76,9 @@ fn guard_sample(tree: &NodeTree, rules: &Rules, sample: &[u8]) {
     for h in kresidue::rules::find_all(rules, sample) {
         let at = h.offset as usize;
         tree.guard(&sample[at + h.secret.start as usize..at + h.secret.end as usize]);
+        if let Some(plain) = &h.plain {
+            tree.guard(plain);
+        }
     }
     for run in random_runs(sample) {
         tree.guard(run);
@@ -675,6 +678,48 @@ fn corpus_ordinary_files_give_no_rule_finding() {
 /// JWT medium; each with its rule id, `token.kind`, `token.subject`, `token.issuer`,
 /// `token.expired` and `token.expires_at`. The same tokens in a secret volume on disk
 /// (place critical) rank one step higher, clamped.
+/// Secrets inside base64 blobs (a Secret manifest's `data:`, a kubeconfig in Helm values
+/// whose `client-key-data` is base64 again) are found by their rules with `encoding:
+/// base64`, at the base64 that encodes them; no value, encoded or decoded, is printed.
+#[test]
+fn secrets_in_base64_blobs_are_reported_decoded() {
+    let tree = NodeTree::new();
+    let rules = Rules::builtin(now());
+    let pod = tree.pod(UID);
+    let manifest = render(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls\ntype: kubernetes.io/tls\ndata:\n  tls.crt: {b64:{pem:CERTIFICATE:700}}\n  tls.key: {b64:{pem:RSA PRIVATE KEY:1190}}\n",
+        71,
+    );
+    let values = render(
+        "cluster:\n  kubeconfig: {b64:apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n    client-key-data: {b64:{pem:EC PRIVATE KEY:121}}\n}\n",
+        72,
+    );
+    for sample in [&manifest, &values] {
+        guard_sample(&tree, &rules, sample);
+    }
+    let m = pod.file("volumes/kubernetes.io~empty-dir/data/secret.yaml", &manifest);
+    let v = pod.file("volumes/kubernetes.io~empty-dir/data/values.yaml", &values);
+    let out = tree.scan(&["--format", "json"]);
+    out.assert_code(1);
+    let findings = out.findings();
+    for (path, content, rule) in
+        [(&m, &manifest, "pem-rsa-private-key"), (&v, &values, "pem-ec-private-key")]
+    {
+        let f = findings
+            .iter()
+            .find(|f| f.path == *path && rule_id(f) == rule)
+            .unwrap_or_else(|| panic!("{rule} not found in {path}: {}", out.stdout_str()));
+        assert_eq!(f.raw["match"]["encoding"], "base64", "{rule}");
+        let span = matched(f, content);
+        assert!(
+            span.len() > 100
+                && span.iter().all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(b)),
+            "{rule}"
+        );
+    }
+    assert_eq!(rule_findings(&findings).len(), 3, "{}", out.stdout_str());
+}
+
 #[test]
 fn jwt_insight_and_severity() {
     for id in [LEGACY_SA_RULE, BOUND_SA_RULE, JWT_RULE] {

@@ -157,6 +157,78 @@ pub struct RuleHit {
     pub severity: Severity,
     /// What a decoded JWT says about itself.
     pub token: Option<JwtInsight>,
+    /// For a match inside a base64 blob ([`Rules::builtin`] decodes them): the secret as
+    /// decoded. The match's offset and length then cover the base64 that encodes it.
+    pub plain: Option<Box<[u8]>>,
+}
+
+/// Texts whose base64 marks a blob worth decoding and searching with the rules: the start
+/// of a PEM block, of a Kubernetes object or kubeconfig, of a Docker config, of a JWT, of
+/// AWS credentials, and tokens a Secret's `data:` holds whole. Each is searched for by the
+/// base64 it encodes to at each of the three byte alignments ([`encoded_cores`]), so one
+/// anywhere in a blob is found; the rules then run on the blob decoded from there on
+/// ([`DECODE_WINDOW`] bytes of base64), and once more on blobs within it.
+const DECODE_TRIGGERS: &[&str] = &[
+    "-----BEGIN ",
+    "apiVersion",
+    "\"apiVersion\"",
+    "{\"auths\"",
+    "eyJhbGci",
+    "eyJ0eXAi",
+    "eyJraWQi",
+    "[default]",
+    "aws_access_key_id",
+    "client-key-data",
+    "ghp_",
+    "gho_",
+    "github_pat_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "sk_live_",
+    "hvs.",
+    "AKIA",
+];
+
+/// Bytes of base64 decoded from a trigger on (12 KiB decoded).
+const DECODE_WINDOW: usize = 16 * 1024;
+/// Bytes of base64 before a trigger decoded with it (four groups): the bytes of the text
+/// before the trigger's first whole group (`--` of `-----BEGIN`) are in them.
+const DECODE_BACK: usize = 16;
+/// Layers of base64 decoded: a blob, and a blob within it.
+const DECODE_DEPTH: u8 = 2;
+/// The rule index of a decode trigger among a literal's rules.
+const TRIGGER: usize = usize::MAX;
+
+/// The base64 of `text` wherever it sits in a blob: for each of the three offsets of its
+/// first byte within a 3-byte group, the 4-character groups made of its bytes alone (a
+/// group that also encodes a neighbour's bits differs from blob to blob). Cores shorter
+/// than 4 characters are left out.
+fn encoded_cores(text: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let bytes = text.as_bytes();
+    let mut cores = Vec::new();
+    for phase in 0..3 {
+        // The first whole group starts at the byte where the offset comes round to 0.
+        let first = (3 - phase) % 3;
+        let whole = bytes.len().saturating_sub(first) / 3 * 3;
+        if whole >= 3 {
+            let core =
+                base64::engine::general_purpose::STANDARD.encode(&bytes[first..first + whole]);
+            cores.push(core);
+        }
+    }
+    cores
+}
+
+/// Whether decoded bytes read as text: the rules' shapes are text, and a blob of random
+/// bytes (a hash, a compressed file) is not worth searching.
+fn reads_as_text(data: &[u8]) -> bool {
+    let printable = data
+        .iter()
+        .filter(|&&b| (0x20..0x7f).contains(&b) || matches!(b, b'\n' | b'\r' | b'\t'))
+        .count();
+    data.len() >= 8 && printable * 10 >= data.len() * 9
 }
 
 struct Compiled {
@@ -221,6 +293,12 @@ impl Rules {
     /// Each rule's regex compiles at its first literal hit, so `specs` must be a table
     /// whose patterns a test compiles (the built-in one: `every_builtin_pattern_compiles`).
     pub fn new(specs: &'static [RuleSpec], now: i64) -> anyhow::Result<Rules> {
+        Rules::compile(specs, now, false)
+    }
+
+    /// As [`Rules::new`], and with `decodes` the base64 blobs marked by
+    /// [`DECODE_TRIGGERS`] are decoded and searched too.
+    fn compile(specs: &'static [RuleSpec], now: i64, decodes: bool) -> anyhow::Result<Rules> {
         let mut rules: Vec<Compiled> = Vec::with_capacity(specs.len());
         let mut literals: Vec<(Literal, usize)> = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
@@ -237,15 +315,37 @@ impl Rules {
                 literals.push((lit, i));
             }
         }
+        if decodes {
+            let mut cores: Vec<String> =
+                DECODE_TRIGGERS.iter().flat_map(|t| encoded_cores(t)).collect();
+            cores.sort_unstable();
+            cores.dedup();
+            // Every key must be no prefix of another: a core that one of the rules' keys
+            // or a shorter core starts (or that starts a rules' key) is left out, the
+            // shorter one finding the blob as well.
+            let keys: Vec<&str> = literals.iter().map(|(l, _)| l.key_text()).collect();
+            let kept: Vec<String> = cores
+                .iter()
+                .filter(|c| {
+                    !keys.iter().any(|k| k.starts_with(c.as_str()) || c.starts_with(k))
+                        && !cores.iter().any(|o| o != *c && c.starts_with(o.as_str()))
+                })
+                .cloned()
+                .collect();
+            for core in kept {
+                literals.push((lit(Box::leak(core.into_boxed_str())), TRIGGER));
+            }
+        }
         let prefilter = Prefilter::new(&literals)?;
-        let overlap = specs.iter().map(|s| s.before + s.after).max().unwrap_or(0);
-        let max_after = specs.iter().map(|s| s.after).max().unwrap_or(0);
+        let window = if decodes { DECODE_WINDOW } else { 0 };
+        let overlap = specs.iter().map(|s| s.before + s.after).max().unwrap_or(0).max(window);
+        let max_after = specs.iter().map(|s| s.after).max().unwrap_or(0).max(window);
         Ok(Rules { rules, prefilter, overlap, max_after, now })
     }
 
-    /// The built-in rule set.
+    /// The built-in rule set, which also searches base64 blobs decoded.
     pub fn builtin(now: i64) -> Rules {
-        Rules::new(&table::RULES, now).expect("the built-in rules compile (tested)")
+        Rules::compile(&table::RULES, now, true).expect("the built-in rules compile (tested)")
     }
 
     /// No rules at all.
@@ -294,6 +394,19 @@ impl Rules {
         last: bool,
         hits: &mut Vec<RuleHit>,
     ) -> bool {
+        self.find_at_depth(buf, base, done, last, hits, 0)
+    }
+
+    /// [`Rules::find`] in data `depth` layers of base64 deep.
+    fn find_at_depth(
+        &self,
+        buf: &[u8],
+        base: u64,
+        done: usize,
+        last: bool,
+        hits: &mut Vec<RuleHit>,
+        depth: u8,
+    ) -> bool {
         let Some(prefilter) = &self.prefilter else { return true };
         let first_new = hits.len();
         let budget = WORK_FACTOR * buf.len() + WORK_ALLOWANCE;
@@ -316,6 +429,23 @@ impl Rules {
                     continue;
                 }
                 for &ri in &target.rules {
+                    if ri == TRIGGER {
+                        // Decoded like a rule's window: in the first buffer that holds
+                        // `DECODE_WINDOW` bytes from the trigger on, or the last.
+                        let reach = q + DECODE_WINDOW;
+                        if !(reach <= done || (reach > buf.len() && !last) || depth >= DECODE_DEPTH)
+                        {
+                            if spent.is_empty() {
+                                spent = vec![0; self.rules.len() + 1];
+                            }
+                            if spent[self.rules.len()] > budget {
+                                complete = false;
+                                continue;
+                            }
+                            spent[self.rules.len()] += self.decode_at(buf, base, q, depth, hits);
+                        }
+                        continue;
+                    }
                     let rule = &self.rules[ri];
                     let reach = q + rule.spec.after;
                     if reach <= done || (reach > buf.len() && !last) {
@@ -324,7 +454,7 @@ impl Rules {
                     let lo = q.saturating_sub(rule.spec.before);
                     let hi = reach.min(buf.len());
                     if spent.is_empty() {
-                        spent = vec![0; self.rules.len()];
+                        spent = vec![0; self.rules.len() + 1];
                     }
                     if spent[ri] > budget {
                         complete = false;
@@ -350,6 +480,72 @@ impl Rules {
             hits.truncate(kept);
         }
         complete
+    }
+
+    /// Decodes the base64 from `q` of `buf` (a trigger's position, where a 4-character
+    /// group starts) on, up to [`DECODE_WINDOW`] bytes or the first byte that is not
+    /// base64, and searches what it decodes to, when that reads as text. Matches found
+    /// are reported at the base64 that encodes them, with the decoded secret. Returns the
+    /// work it cost, in bytes.
+    fn decode_at(
+        &self,
+        buf: &[u8],
+        base: u64,
+        q: usize,
+        depth: u8,
+        hits: &mut Vec<RuleHit>,
+    ) -> usize {
+        use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+        use base64::Engine as _;
+        const LENIENT: GeneralPurpose = GeneralPurpose::new(
+            &base64::alphabet::STANDARD,
+            GeneralPurposeConfig::new()
+                .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+                .with_decode_allow_trailing_bits(true),
+        );
+        // Back over up to four whole groups of base64 before the trigger.
+        let is_b64 = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/');
+        let back =
+            buf[q.saturating_sub(DECODE_BACK)..q].iter().rev().take_while(|&&b| is_b64(b)).count();
+        let q = q - back / 4 * 4;
+        let end = (q + DECODE_WINDOW).min(buf.len());
+        let run = buf[q..end].iter().position(|&b| !is_b64(b)).unwrap_or(end - q);
+        // Whole groups, and a last group padded with `=`.
+        let mut n = run / 4 * 4;
+        let rest = run - n;
+        if rest >= 2 {
+            let pad = buf[q + run..end].iter().take(4 - rest).take_while(|&&b| b == b'=').count();
+            if rest + pad == 4 {
+                n += 4;
+            }
+        }
+        let Ok(decoded) = LENIENT.decode(&buf[q..q + n]) else { return run };
+        if !reads_as_text(&decoded) {
+            return run;
+        }
+        let mut inner = Vec::new();
+        let _ = self.find_at_depth(&decoded, 0, 0, true, &mut inner, depth + 1);
+        for h in inner {
+            let start = h.offset as usize;
+            let stop = start + h.len as usize;
+            let plain = h.plain.clone().unwrap_or_else(|| {
+                let secret = start + h.secret.start as usize..start + h.secret.end as usize;
+                decoded[secret].into()
+            });
+            // The groups that encode the match's bytes.
+            let from = q + start / 3 * 4;
+            let to = (q + stop.div_ceil(3) * 4).min(q + n);
+            hits.push(RuleHit {
+                offset: base + from as u64,
+                len: (to - from) as u32,
+                rule: h.rule,
+                secret: 0..(to - from) as u32,
+                severity: h.severity,
+                token: h.token,
+                plain: Some(plain),
+            });
+        }
+        run + decoded.len()
     }
 
     /// Runs rule `ri` on `window` (at absolute `wbase`); keeps matches that contain the
@@ -403,6 +599,7 @@ impl Rules {
                 secret: (secret.start - whole.start) as u32..(secret.end - whole.start) as u32,
                 severity,
                 token,
+                plain: None,
             });
         }
         work
@@ -613,6 +810,60 @@ pub(crate) mod tests {
         assert_eq!(found([b"7".as_slice(), &sk, b"\n"].concat()), 1, "after one byte at the start");
         assert_eq!(found([b"\"ta".as_slice(), &sk[2..], b"\"\n"].concat()), 0, "inside a word");
         assert_eq!(found([b"x ta".as_slice(), &sk[2..], b"\n"].concat()), 0, "inside a word");
+    }
+
+    /// The built-in rules find secrets inside base64 blobs, once nested, anywhere in the
+    /// blob, and report them at the base64 that encodes them with the decoded secret;
+    /// streamed in buffers of any size they find the same.
+    #[test]
+    fn secrets_in_base64_blobs_are_found_decoded() {
+        let rules = Rules::builtin(0);
+        let id = |h: &RuleHit| rules.spec(h.rule).id;
+        let cases = [
+            ("  tls.key: {b64:{pem:RSA PRIVATE KEY:1190}}\n", "pem-rsa-private-key"),
+            ("data:\n  token: {b64:{ghtoken:ghp}}\n", "github-personal-access-token"),
+            ("x: {b64:some text first, then {pem:PRIVATE KEY:300} and more}\n", "pem-pkcs8-private-key"),
+            ("y: {b64:ab{pem:PRIVATE KEY:300}}\n", "pem-pkcs8-private-key"),
+            (
+                "kubeconfig: {b64:apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    client-key-data: {b64:{pem:EC PRIVATE KEY:121}}\n}\n",
+                "pem-ec-private-key",
+            ),
+            ("auth: {b64:{{\"auths\":{{\"r.io\":{{\"auth\":\"{b64:u:{a:20}}\"}}}}\n", "docker-config-auth"),
+        ];
+        for (template, rule) in cases {
+            for seed in 0..4 {
+                let data = examples::render(template, seed);
+                let hits = find_all(&rules, &data);
+                let hit = hits.iter().find(|h| id(h) == rule && h.plain.is_some());
+                let Some(hit) = hit else {
+                    panic!("{rule} not found in {template} ({seed}): {hits:?}")
+                };
+                // The span is base64 of the blob.
+                let span = &data[hit.offset as usize..][..hit.len as usize];
+                assert!(
+                    span.iter().all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(b)),
+                    "{rule}"
+                );
+                for chunk in [1000, 4096, 7777] {
+                    assert_eq!(
+                        find_chunked(&rules, &data, chunk, seed % 2 == 0),
+                        hits,
+                        "{rule} in {chunk}-byte buffers"
+                    );
+                }
+            }
+        }
+        // Base64 of ordinary text, of a certificate, of random bytes: nothing.
+        for template in [
+            "v: {b64:apiVersion: v1\nkind: ConfigMap\ndata:\n  a: b\n}\n",
+            "ca.crt: {b64:{pem:CERTIFICATE:900}}\n",
+            "blob: {b:400}\n",
+        ] {
+            for seed in 0..4 {
+                let data = examples::render(template, seed);
+                assert_eq!(find_all(&rules, &data), [], "{template}");
+            }
+        }
     }
 
     /// A match found from two of its rule's literals is one hit; distinct matches stay.

@@ -144,8 +144,10 @@ pub(super) fn lift_rule(
         key: None,
         label: None,
         rule: Some(rules.spec(h.rule).id.to_owned()),
-        encoding: Encoding::Raw,
+        encoding: if h.plain.is_some() { Encoding::Base64 } else { Encoding::Raw },
     };
+    // A match in a base64 blob: its secret as decoded names and previews it.
+    let secret = h.plain.as_deref().unwrap_or(secret);
     let material = Material { severity: h.severity, revoked: false };
     let id = Finding::make_id(job.owner.site, &job.node_path(), &m, secret);
     let (offset, length, preview) = (h.offset, h.len as u64, Preview::redact(secret));
