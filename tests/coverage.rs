@@ -77,7 +77,6 @@ const PENDING: &[&str] = &[
     "observability",
     "http",
     "pem",
-    "jwt",
 ];
 
 /// The least recall of a family at target.

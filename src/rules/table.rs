@@ -98,20 +98,23 @@ const DB_URL: &str = concat!(
     url_credentials!()
 );
 
-/// The literals of JWT rules: the base64url of a header opening `{"alg"`, `{"typ"` or
-/// `{"kid"`, which is how the headers of Kubernetes (go-jose), OIDC providers and the
-/// common JWT libraries begin. Narrower than `eyJ` (any JSON object in base64), so the
-/// prefilter ignores base64 JSON that is not a token and never fires on a token's payload.
-const JWT_LITERALS: &[Literal] = &[lit("eyJhbGci"), lit("eyJ0eXAi"), lit("eyJraWQi")];
+/// The literal of JWT rules: a dot and the base64url of `{"`, where the payload of every
+/// signed JWT starts (a JSON object), whatever field its header begins with (`alg`, `typ`,
+/// `kid`, `x5t`, `cty`, …). The match reaches back to the header before it.
+const JWT_LITERALS: &[Literal] = &[lit(".eyJ")];
 
 /// The shape of a JWT: `header.payload.signature`, both JSON objects (base64url starting
-/// `eyJ`), `=` padding tolerated, the signature empty for `alg: none`. The header is
-/// bounded (real ones are about 100 characters) so that a long base64 run that is not a
-/// token fails after 1 KiB rather than at the end of the window.
+/// `eyJ`), `=` padding tolerated, the signature empty for `alg: none`, not glued to a
+/// longer base64url run. The header is bounded (real ones are about 100 characters,
+/// with certificate thumbprints a few hundred) so that a long base64 run that is not a
+/// token fails after 1 KiB.
 const JWT: &str = concat!(
-    r"(?-u)^(?P<secret>eyJ(?:hbGci|0eXAi|raWQi)[A-Za-z0-9_-]{0,1024}={0,2}",
-    r"\.eyJ[A-Za-z0-9_-]{4,}={0,2}\.[A-Za-z0-9_-]*={0,2})"
+    r"(?-u)(?:^|[^A-Za-z0-9_-])(?P<span>(?P<secret>eyJ[A-Za-z0-9_-]{2,1024}={0,2}",
+    r"\.eyJ[A-Za-z0-9_-]{4,}={0,2}\.[A-Za-z0-9_-]*={0,2}))"
 );
+
+/// How far before its payload a JWT may start: its header, and a byte of context.
+const JWT_BEFORE: usize = 1024 + 8;
 
 mod cloud;
 mod generic;
@@ -352,7 +355,7 @@ const OWN: &[RuleSpec] = &[
         severity: Severity::Critical,
         literals: JWT_LITERALS,
         pattern: JWT,
-        before: 0,
+        before: JWT_BEFORE,
         after: 16384,
         check: Check::Jwt(JwtKind::LegacyServiceAccount),
         positive: &[
@@ -371,7 +374,7 @@ const OWN: &[RuleSpec] = &[
         severity: Severity::High,
         literals: JWT_LITERALS,
         pattern: JWT,
-        before: 0,
+        before: JWT_BEFORE,
         after: 16384,
         check: Check::Jwt(JwtKind::BoundServiceAccount),
         positive: &[
@@ -392,7 +395,7 @@ const OWN: &[RuleSpec] = &[
         severity: Severity::Medium,
         literals: JWT_LITERALS,
         pattern: JWT,
-        before: 0,
+        before: JWT_BEFORE,
         after: 16384,
         check: Check::Jwt(JwtKind::Other),
         positive: &[
@@ -479,9 +482,15 @@ const OWN: &[RuleSpec] = &[
         id: "kubernetes-bootstrap-token",
         description: "Kubernetes bootstrap token in a kubeadm config or command line",
         severity: Severity::High,
-        literals: &[lit("--token"), lit_at("bootstrapToken", 7), lit_at("tlsBootstrapToken", 10)],
+        literals: &[
+            lit("--token"),
+            lit_at("--discovery-token", 2),
+            lit_at("--tls-bootstrap-token", 6),
+            lit_at("bootstrapToken", 7),
+            lit_at("tlsBootstrapToken", 10),
+        ],
         pattern: concat!(
-            r#"(?-u)^(?:--token(?:=|[ \t]{1,4})|bootstrapTokens?:(?s:.)*?[ \t-]token:[ \t]*|tlsBootstrapToken:[ \t]*)["']?"#,
+            r#"(?-u)^(?:--(?:discovery-|tls-bootstrap-)?token(?:=|[ \t]{1,4})|bootstrapTokens?:(?s:.)*?[ \t-]token:[ \t]*|tlsBootstrapToken:[ \t]*)["']?"#,
             r"(?P<secret>[a-z0-9]{6}\.[a-z0-9]{16})\b"
         ),
         before: 0,
@@ -492,6 +501,7 @@ const OWN: &[RuleSpec] = &[
             "apiVersion: kubeadm.k8s.io/v1beta3\nkind: InitConfiguration\nbootstrapTokens:\n- groups:\n  - system:bootstrappers:kubeadm:default-node-token\n  token: {[a-z0-9]:6}.{[a-z0-9]:16}\n  ttl: 24h0m0s\n",
             "kind: JoinConfiguration\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:6443\n    token: \"{[a-z0-9]:6}.{[a-z0-9]:16}\"\n    unsafeSkipCAVerification: true\n",
             "discovery:\n  tlsBootstrapToken: {[a-z0-9]:6}.{[a-z0-9]:16}\n",
+            "kubeadm join 10.0.0.{d:2}:6443 --discovery-token {[a-z0-9]:6}.{[a-z0-9]:16} --tls-bootstrap-token={[a-z0-9]:6}.{[a-z0-9]:16}\n",
         ],
         negative: &[
             // kubeadm's documentation token.
@@ -499,6 +509,7 @@ const OWN: &[RuleSpec] = &[
             "kubeadm join 10.0.0.1:6443 --token {[A-Z]:6}.{[A-Z0-9]:16}\n",
             "kubeadm join 10.0.0.1:6443 --token {[a-z0-9]:6}.{[a-z0-9]:15} --token-ttl 0\n",
             "bootstrapTokens:\n- token: ${{BOOTSTRAP_TOKEN}\n  ttl: 24h0m0s\n",
+            "kubeadm join 10.0.0.1:6443 --discovery-token-ca-cert-hash sha256:{x:64}\n",
         ],
     },
     RuleSpec {
@@ -1515,11 +1526,15 @@ mod tests {
     fn streamed_buffers_find_what_one_buffer_finds() {
         // Every positive example of every rule, one after another, read in chunks the way
         // the matcher streams a file: consecutive buffers overlap by `overlap()` bytes.
+        // Examples are kept 17 KiB apart: a key id and a secret of two examples would
+        // otherwise make one match across them (the AWS rules reach 16 KiB), reported
+        // once in one buffer but once per buffer when the two are in different ones.
         let mut data = Vec::new();
         for rule in RULES.iter() {
             for template in rule.positive {
                 data.extend(render(template, 42));
                 data.extend(b"\n-- \n");
+                data.extend(b"# .\n".repeat(4400));
             }
         }
         let mut whole = find_all(rules(), &data);
