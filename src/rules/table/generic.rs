@@ -211,10 +211,15 @@ macro_rules! assign {
 /// A URL's password, up to its `@`.
 macro_rules! url_password {
     () => {
-        strong!(
-            r"[A-Za-z0-9!#$%&*+,;=?^|~(){}<>\[\]._-]",
-            r"[0-9!#$%&*+,;=?^|~]",
-            r"[(){}<>\[\]._-]"
+        concat!(
+            strong!(
+                r"[A-Za-z0-9!#$%&*+,;=?^|~(){}<>\[\]._-]",
+                r"[0-9!#$%&*+,;=?^|~]",
+                r"[(){}<>\[\]._-]"
+            ),
+            // In a URL's user information a password of letters alone is no name of
+            // code: a long one of both cases counts too (the entropy check decides).
+            r"|[A-Za-z]{12,128}"
         )
     };
 }
@@ -446,7 +451,7 @@ pub(super) const RULES: &[RuleSpec] = &[
         check: Check::Entropy(3.0),
         positive: &[
             "mysql -h db.{l:6}.svc -u root -p{a:16}{d:2} app < dump.sql\n",
-            "mysqldump -uroot -p'{p:20}' --all-databases > all.sql\n",
+            "mysqldump -uroot -p'{d:2}{p:18}' --all-databases > all.sql\n",
             "sshpass -p {a:16}{d:2} ssh {l:6}@10.0.0.{d:1}\n",
             "RUN mysqladmin -u root -p\"{a:14}{d:2}\" create app\n",
         ],
@@ -563,7 +568,7 @@ pub(super) const RULES: &[RuleSpec] = &[
         // `machine` of its own would cost the key search more than the entry is worth.
         literals: &[lit_at("password", 1)],
         pattern: concat!(
-            r"(?-u)(?:^|\s)machine[ \t]+[^\s]{1,253}(?:[ \t\r\n]+(?:login|account|port)[ \t]+[^\s]{1,256}){0,3}",
+            r"(?-u)\bmachine[ \t]+[^\s]{1,253}(?:[ \t\r\n]+(?:login|account|port)[ \t]+[^\s]{1,256}){0,3}",
             r"[ \t\r\n]+password[ \t]+",
             password_value!()
         ),
