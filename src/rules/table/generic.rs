@@ -8,7 +8,7 @@
 //! anchored attempt.
 //!
 //! Precision comes from the value, which must look like a secret and not like code, a
-//! name or documentation ([`strong!`]): it holds a letter and a digit or a symbol such as
+//! name or documentation (`strong!`): it holds a letter and a digit or a symbol such as
 //! `!$%*+?@^|` (so `required`, `secret_name`, `DEFAULT_PASSWORD`, `dbPassword`, `true`
 //! and `12345678` are not secrets); it does not start like a path (`/`, `./`, `~/`) or a
 //! comment (`#`); it holds no `:` (URLs, `host:port`) and, unquoted, no quote, bracket
