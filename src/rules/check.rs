@@ -91,6 +91,7 @@ pub fn is_placeholder(secret: &[u8]) -> bool {
         || has_word(secret, &lower, b"dummy", false)
         || is_your_here(&lower)
         || is_template_reference(secret)
+        || is_credential_name(secret)
         || is_mostly_filler(secret)
 }
 
@@ -251,6 +252,17 @@ fn is_template_reference(s: &[u8]) -> bool {
         || enclosed(b"%(", b")s", &name)
 }
 
+/// A value that is the name of a credential, not one: upper-case words joined by `_`, one
+/// of them `PASSWORD`, `PASS`, `PASSWD`, `PWD`, `TOKEN`, `SECRET`, `KEY` or
+/// `CREDENTIALS` (`--password=DOCKER_PASSWORD` in help texts and READMEs).
+fn is_credential_name(s: &[u8]) -> bool {
+    const WORDS: &[&[u8]] =
+        &[b"PASSWORD", b"PASS", b"PASSWD", b"PWD", b"TOKEN", b"SECRET", b"KEY", b"CREDENTIALS"];
+    s.contains(&b'_')
+        && s.iter().all(|&c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_')
+        && s.split(|&c| c == b'_').any(|w| WORDS.contains(&w))
+}
+
 /// Runs of at least three `x`, `X`, `*`, `0`, `#` or `.` cover more than half the value, or
 /// the value is one byte repeated.
 fn is_mostly_filler(s: &[u8]) -> bool {
@@ -298,6 +310,9 @@ mod tests {
             "$password",
             "$DB_PASS",
             "$RABBITMQ_PASSWORD2",
+            "DOCKER_PASSWORD",
+            "MY_API_TOKEN",
+            "REGISTRY_PASS",
             "{{ .Values.password }}",
             "{{password}}",
             "%(password)s",
@@ -347,6 +362,8 @@ mod tests {
             "$3cret-Pass",
             "$ecret99",
             "$tr0ngpass1",
+            "PASSWORDXQ7Z2K",
+            "AKIAKEYQ2Z7XW5TR3M4N",
             "a<b>c",
             "{}",
             "x0x0x0x0x0x0",

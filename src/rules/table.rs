@@ -117,12 +117,18 @@ const JWT: &str = concat!(
 const JWT_BEFORE: usize = 1024 + 8;
 
 mod cloud;
+// Generic assignments and HTTP credentials: written, and at target on the labelled example
+// set, but not in the built-in set yet: on a real host's `/usr` they report Go format
+// strings (`password=%s`) and the documented example values of libraries' tests and docs
+// (oauthlib's RFC 6749 tokens, kubectl's help text), which the precision bar of issue 32
+// does not allow. `generic::tests` keeps them compiling and tested meanwhile.
+#[allow(dead_code)]
 mod generic;
 
 /// Every built-in rule, in the order `kresidue rules` lists them: this file's, then those
 /// of the families in files of their own (`src/rules/table/`).
 pub static RULES: std::sync::LazyLock<Vec<RuleSpec>> =
-    std::sync::LazyLock::new(|| [OWN, generic::RULES, cloud::RULES].concat());
+    std::sync::LazyLock::new(|| [OWN, cloud::RULES].concat());
 
 /// The rules of this file.
 const OWN: &[RuleSpec] = &[
