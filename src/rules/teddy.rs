@@ -68,7 +68,7 @@ const SET_CYCLES: f64 = 0.25;
 /// The model's cycles for a position that passes the buckets: the head bit and a branch
 /// the CPU mispredicts, and the model's byte independence, which underestimates how
 /// often real text passes (measured with the `measure` tool below: 2 to 5 times).
-const CANDIDATE_CYCLES: f64 = 100.0;
+const CANDIDATE_CYCLES: f64 = 150.0;
 
 /// The compiled search.
 #[derive(Clone)]
