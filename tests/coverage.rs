@@ -181,20 +181,6 @@ fn extension(framing: &str) -> &'static str {
     }
 }
 
-/// Maximal runs of token-like bytes of at least 16 bytes that mix letters and digits: the
-/// random parts of a rendering (as `tests/rules.rs` guards them).
-fn random_runs(sample: &[u8]) -> Vec<&[u8]> {
-    let tokenish = |c: &u8| c.is_ascii_alphanumeric() || b"+/=_.~-".contains(c);
-    sample
-        .split(|c| !tokenish(c))
-        .filter(|run| {
-            run.len() >= 16
-                && run.iter().any(u8::is_ascii_digit)
-                && run.iter().any(u8::is_ascii_alphabetic)
-        })
-        .collect()
-}
-
 /// What one block gave: per rendering, the rules that reported its file.
 struct Outcome<'b> {
     block: &'b Block,

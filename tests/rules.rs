@@ -54,21 +54,6 @@ fn count(f: &Finding) -> u64 {
     f.raw["count"].as_u64().unwrap_or_else(|| panic!("finding without count: {}", f.raw))
 }
 
-/// Maximal runs of token-like bytes (`A-Za-z0-9+/=_.~-`) of at least 16 bytes that mix
-/// letters and digits: the random parts of a sample (PEM lines, key bodies, token parts),
-/// never the words around them.
-fn random_runs(sample: &[u8]) -> Vec<&[u8]> {
-    let tokenish = |c: &u8| c.is_ascii_alphanumeric() || b"+/=_.~-".contains(c);
-    sample
-        .split(|c| !tokenish(c))
-        .filter(|run| {
-            run.len() >= 16
-                && run.iter().any(u8::is_ascii_digit)
-                && run.iter().any(u8::is_ascii_alphabetic)
-        })
-        .collect()
-}
-
 /// Guards a rule sample in every run: the whole sample, the secret part of every rule match
 /// in it (as the library's own engine cuts it) and its long random runs.
 fn guard_sample(tree: &NodeTree, rules: &Rules, sample: &[u8]) {

@@ -201,6 +201,21 @@ pub fn gauge(s: &prometheus_parse::Sample) -> f64 {
     }
 }
 
+/// Maximal runs of token-like bytes (`A-Za-z0-9+/=_.~-`) of at least 16 bytes that mix
+/// letters and digits: the random parts of a sample (PEM lines, key bodies, token parts),
+/// never the words around them.
+pub fn random_runs(sample: &[u8]) -> Vec<&[u8]> {
+    let tokenish = |c: &u8| c.is_ascii_alphanumeric() || b"+/=_.~-".contains(c);
+    sample
+        .split(|c| !tokenish(c))
+        .filter(|run| {
+            run.len() >= 16
+                && run.iter().any(u8::is_ascii_digit)
+                && run.iter().any(u8::is_ascii_alphabetic)
+        })
+        .collect()
+}
+
 /// Whether `needle` occurs in `hay`.
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && memchr::memmem::find(hay, needle).is_some()
