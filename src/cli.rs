@@ -563,9 +563,15 @@ sudo kresidue pods \-\-cri unix:///run/containerd/containerd.sock
 .fi
 "#;
 
-/// Writes the completion script for `shell`.
-pub fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
-    clap_complete::generate(shell, &mut Cli::command(), "kresidue", out);
+/// Writes the completion script for `shell`. It is made in memory first: the generator
+/// panics on a write error, and `out` may fail (`/dev/full`, a closed pipe).
+pub fn completions(
+    shell: clap_complete::Shell,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "kresidue", &mut script);
+    out.write_all(&script)
 }
 
 /// The man pages, rendered from the clap definition: `(file name, roff text)`.

@@ -66,7 +66,7 @@ pub fn run(cli: Cli, stdout: &mut dyn Write) -> anyhow::Result<Outcome> {
         Command::Pods(args) => app::pods::run(&args, stdout),
         Command::Clean(args) => app::clean::run(&args, stdout),
         Command::Completions(args) => {
-            cli::completions(args.shell, stdout);
+            cli::completions(args.shell, stdout)?;
             Ok(Outcome { status: ExitStatus::Clean, notes: Vec::new() })
         }
     }

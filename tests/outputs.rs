@@ -426,6 +426,32 @@ fn a_report_cut_short_by_a_closed_pipe_exits_2() {
     }
 }
 
+/// Issue 46 break 10: every subcommand whose stdout is `/dev/full` (each write fails,
+/// `ENOSPC`) exits 2 with one line saying so, never a panic (101): `completions` for
+/// each shell as `scan`, `rules` and `fingerprint` do.
+#[test]
+fn stdout_that_cannot_be_written_exits_2_with_one_line() {
+    let (tree, value, file) = node();
+    let secrets = path_arg(&file);
+    let cases: [&[&str]; 7] = [
+        &["completions", "bash"],
+        &["completions", "zsh"],
+        &["completions", "fish"],
+        &["rules", "--format", "json"],
+        &["fingerprint", secrets],
+        &["scan", "--root", tree.root_arg(), "--no-cri", "--secrets", secrets],
+        &["scan", "--root", tree.root_arg(), "--no-cri", "--secrets", secrets, "--format", "json"],
+    ];
+    for args in cases {
+        let full = fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let child = kresidue(&tree).args(args).stdout(full).spawn().unwrap();
+        let out = wait_at_most(child, Duration::from_secs(60), "a run into /dev/full");
+        let err = assert_one_line(&out, &value);
+        assert_eq!(out.status.code(), Some(2), "`kresidue {}`: {err}", args.join(" "));
+        assert!(err.contains("No space left"), "`kresidue {}`: {err}", args.join(" "));
+    }
+}
+
 /// Item 15: `--threads` above 256 is refused at once (exit 2, one line naming the bound);
 /// 256 itself runs.
 #[test]
