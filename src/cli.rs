@@ -133,7 +133,8 @@ pub struct CleanArgs {
     pub min_age: String,
 
     /// Append every action to this JSON-lines journal (fsynced before the action is
-    /// done, and its result after).
+    /// done, and its result after). Missing dirs are made (mode 0750); a path through
+    /// another user's symlink in a sticky world-writable dir is refused.
     #[arg(long, value_name = "FILE", default_value = "/var/log/kresidue/clean.jsonl")]
     pub journal: PathBuf,
 
@@ -321,8 +322,9 @@ pub struct SearchArgs {
     /// The run lock: one kresidue run at a time on each node root, so overlapping cron runs
     /// exit at once (exit 2, one line) instead of piling up, while runs on other roots go
     /// on. Its dir and file must be this user's or root's and writable by no one else (a
-    /// lock in /run/lock or /tmp is refused: another user could hold it); the dir is made
-    /// (mode 0700) if missing. A run that cannot create or open it runs without it, except
+    /// lock in /run/lock or /tmp is refused: another user could hold it, and so is a path
+    /// through another user's symlink in such a dir); the dir is made (mode 0700) if it
+    /// alone is missing. A run that cannot create or open it runs without it, except
     /// `clean --apply`. The file named here is the lock of every run given it, whatever its
     /// root, and is left in place [default: the root's own, root-HASH.lock (HASH: of the
     /// root dir's device and inode, so a bind mount of a root is that root), removed when

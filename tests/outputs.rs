@@ -337,6 +337,61 @@ fn a_lock_others_could_hold_or_replace_is_refused() {
     assert!(names(&sticky).is_empty() && names(&open).is_empty());
 }
 
+/// Issue 46 break 9: `nobody` plants `evil -> victim` in a sticky world-writable dir;
+/// root's `--lock st/evil/sub/lock` (a dir to make, then the file) and `--lock
+/// st/evil/lock` exit 2 with one line, and nothing is created under `victim`: the lock
+/// goes through `-o`'s writer, its dir too, and nothing is made before the path is checked.
+#[test]
+#[allow(clippy::print_stderr)]
+fn a_lock_through_another_users_symlink_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: planting another user's symlink needs root");
+        return;
+    }
+    let (tree, _, file) = node();
+    let (sticky, victim, evil) = planted(&tree.work("planted"));
+    for lock in [evil.join("sub/lock"), evil.join("lock")] {
+        let out = tree.scan(&["--secrets", path_arg(&file), "--lock", path_arg(&lock)]);
+        out.assert_one_line_error();
+        assert!(out.stderr_str().contains("lock"), "{}", out.stderr_str());
+        assert!(names(&victim).is_empty(), "made through nobody's link: {:?}", names(&victim));
+        assert_eq!(names(&sticky), ["evil"]);
+    }
+}
+
+/// Issue 46 break 9: `clean --apply --journal st/evil/jdir/x.jsonl` (`evil -> victim`,
+/// `nobody`'s, in a sticky world-writable dir) exits 2 with one line before it removes
+/// anything, and neither `victim/jdir` nor any file under `victim` is created.
+#[test]
+#[allow(clippy::print_stderr)]
+fn a_journal_through_another_users_symlink_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: planting another user's symlink needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (sticky, victim, evil) = planted(dir.path());
+    for journal in [evil.join("jdir/x.jsonl"), evil.join("x.jsonl")] {
+        the_journal_is_refused(&journal, "clean --apply with a journal through a link");
+        assert!(names(&victim).is_empty(), "made through nobody's link: {:?}", names(&victim));
+        assert_eq!(names(&sticky), ["evil"]);
+    }
+}
+
+/// In `base`: a sticky world-writable `st` holding `evil -> victim`, a symlink of
+/// `nobody`'s to root's dir `victim`. Gives `(st, victim, evil)`.
+fn planted(base: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let (sticky, victim) = (base.join("st"), base.join("victim"));
+    for (d, mode) in [(&sticky, 0o1777), (&victim, 0o755)] {
+        fs::create_dir_all(d).unwrap();
+        fs::set_permissions(d, fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let evil = sticky.join("evil");
+    std::os::unix::fs::symlink(&victim, &evil).unwrap();
+    std::os::unix::fs::lchown(&evil, Some(NOBODY), Some(NOBODY)).unwrap();
+    (sticky, victim, evil)
+}
+
 /// Item 13: a run as another user than root, with no `--lock`/`KRESIDUE_LOCK`, takes
 /// its lock in its own `$XDG_RUNTIME_DIR` (the root's own in `kresidue/`, made mode 0700,
 /// the file removed when released: issue 31 item 4); without one it runs without a
@@ -578,11 +633,17 @@ fn gone_pod(files: usize, journal: &Path) -> (NodeTree, String, Vec<String>) {
 /// removed.
 #[test]
 fn a_journal_that_is_a_fifo_is_refused() {
-    use crate::cri::{fake, Server};
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal.fifo");
     nix::unistd::mkfifo(&journal, nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let (tree, value, args) = gone_pod(0, &journal);
+    the_journal_is_refused(&journal, "clean --apply with a FIFO journal");
+}
+
+/// `clean --apply` of [`gone_pod`] with its journal at `journal` exits 2 at once with
+/// one line naming the journal, and the node's tree is unchanged (`what` says the case).
+fn the_journal_is_refused(journal: &Path, what: &str) {
+    use crate::cri::{fake, Server};
+    let (tree, value, args) = gone_pod(0, journal);
     let server = Server::grpc(fake());
     let before = tree.digest();
     let child = kresidue(&tree)
@@ -590,11 +651,11 @@ fn a_journal_that_is_a_fifo_is_refused() {
         .args(&args)
         .spawn()
         .unwrap();
-    let out = wait_at_most(child, Duration::from_secs(30), "clean --journal FIFO");
+    let out = wait_at_most(child, Duration::from_secs(30), what);
     let err = assert_one_line(&out, &value);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("journal"), "{err}");
-    before.assert_same(&tree.digest(), "clean --apply with a FIFO journal");
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert!(err.contains("journal"), "{what}: {err}");
+    before.assert_same(&tree.digest(), what);
 }
 
 /// Item 4 (the promise of `docs/CONTRACT.md`): a SIGTERM while `clean --apply` removes a volume of many files finishes that action

@@ -322,7 +322,8 @@ fn read_pods(src: &Path) -> Result<(kubectl::PodList, i64)> {
 /// Testing aid (`--apply-gate DIR`): says the plan is made (`DIR/planned`), then waits
 /// for `DIR/go` (at most a minute).
 fn gate_wait(dir: &Path) -> Result<()> {
-    std::fs::write(dir.join("planned"), b"")?;
+    let planned = report::Output { path: dir.join("planned"), follow_symlink: false };
+    report::write_atomic(&planned, |_| Ok(()))?;
     let until = Instant::now() + std::time::Duration::from_secs(60);
     while !dir.join("go").exists() {
         if Instant::now() > until {

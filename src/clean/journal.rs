@@ -8,7 +8,6 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 /// An open journal.
@@ -28,28 +27,18 @@ struct Line<'a> {
 }
 
 impl Journal {
-    /// Opens (creating it, mode 0600, and its dir, mode 0750) the journal at `path` for
-    /// appending: a regular file of this user's or root's, never through a symlink at the
-    /// file itself nor another user's on the way ([`crate::sys::open_append`]). `run`
-    /// names this run in every line.
+    /// Opens (creating it, mode 0600, and the missing dirs of its path, mode 0750) the
+    /// journal at `path` for appending, through the one writer
+    /// ([`crate::sys::open_append`]): a regular file of this user's or root's, never
+    /// through a symlink at the file itself nor another user's on the way, and each dir
+    /// made beneath the one checked before it, once the whole path is checked. A new file's
+    /// and a new dir's entries are flushed to disk, or a crash could take the whole
+    /// journal with them. `run` names this run in every line.
     pub fn open(path: &Path, run: String) -> Result<Journal> {
-        let ctx = || format!("journal {}", path.display());
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let new_dir = !dir.exists();
-        std::fs::DirBuilder::new().recursive(true).mode(0o750).create(dir).with_context(ctx)?;
-        let new_file = !path.exists();
+        let dirs = crate::sys::MakeDirs { mode: 0o750, most: usize::MAX };
         // Never through a symlink, never a FIFO (opening one nobody reads would hang).
-        let file = crate::sys::open_append(path).with_context(ctx)?;
-        // A new file's (and a new dir's) entry must be on disk too, or a crash could take
-        // the whole journal with it.
-        if new_file {
-            File::open(dir).and_then(|d| d.sync_all()).with_context(ctx)?;
-        }
-        if new_dir {
-            if let Some(up) = dir.parent().filter(|d| !d.as_os_str().is_empty()) {
-                File::open(up).and_then(|d| d.sync_all()).with_context(ctx)?;
-            }
-        }
+        let file = crate::sys::open_append(path, dirs)
+            .with_context(|| format!("journal {}", path.display()))?;
         Ok(Journal { file, run })
     }
 
