@@ -34,7 +34,6 @@ const JWT_RULE: &str = "jwt";
 // Helpers
 // ---------------------------------------------------------------------------------------
 
-/// Seconds since the Unix epoch.
 fn now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
 }
@@ -1359,6 +1358,121 @@ fn literal_flood_is_bounded_and_reported() {
                 && f.raw["match"]["rule"] == "kubernetes-service-account-token"),
         "the token before the flood was not found: {findings:?}"
     );
+}
+
+/// Files and pod logs of JWT look-alikes (issue 46, break 1: `eyJhbGciOiJIUzI1NiJ9.eyJ`
+/// repeated cost ~40 s per MiB, and a rotated `.gz` log of them any pod can write
+/// inflated to minutes): each shape, some whole tokens and some not, in a plain file, a
+/// pod log and a gzip-compressed rotated log, is searched in a few seconds per MiB of
+/// one thread (the harness kills a run past its deadline, far above that), and each file
+/// the rules could not search whole has an `errors` entry saying so.
+#[test]
+// The figure is for the person running the tests.
+#[allow(clippy::print_stderr)]
+fn jwt_lookalike_floods_cost_linear_time_and_are_reported() {
+    const SIZE: usize = 1 << 20;
+    let units: [&[u8]; 5] = [
+        b"eyJhbGciOiJIUzI1NiJ9.eyJ",
+        b"eyJhbGciOiJIUzI1NiJ9.eyJ ",
+        b"eyJ0eXAiOiJKV1QifQ.eyJ0eXAiOiJKV1QifQ.",
+        b"x.eyJxxxx",
+        b"eyJhbGciOiJIUzI1NiJ9.eyJhbGciOiJIUzI1NiJ9.",
+    ];
+    let tree = NodeTree::new();
+    let logs = format!("/var/log/pods/shop_web-0_{UID}/app");
+    let mut flooded = Vec::new();
+    for (i, unit) in units.iter().enumerate() {
+        let body: Vec<u8> = unit.iter().copied().cycle().take(SIZE).collect();
+        flooded.push(tree.write(format!("/srv/flood/{i}.txt"), &body));
+        // The same as a container's output: CRI lines of 4 KiB.
+        let mut log = Vec::with_capacity(SIZE + SIZE / 64);
+        for line in body.chunks(4096) {
+            log.extend_from_slice(b"2026-12-05T09:00:00.000000000Z stdout F ");
+            log.extend_from_slice(line);
+            log.push(b'\n');
+        }
+        let rotated = format!("{logs}/{i}.log.20261205-090000.gz");
+        flooded.push(tree.write(&rotated, &gzip(&log)));
+        flooded.push(tree.write(format!("{logs}/{i}.log"), &log));
+    }
+    let out = tree.kr().timeout(std::time::Duration::from_secs(180)).scan(&[
+        "--path",
+        "/srv/flood",
+        "--threads",
+        "1",
+        "--format",
+        "json",
+    ]);
+    assert!(out.code == 0 || out.code == 1, "{}", out.stderr_str());
+    let errors = out.json()["errors"].as_array().expect("errors").clone();
+    for path in &flooded {
+        assert!(
+            errors.iter().any(|e| e["path"] == path.as_str()
+                && e["error"].as_str().unwrap_or("").contains("not checked by that rule")),
+            "no errors entry for the flooded {path}: {errors:?}"
+        );
+    }
+    eprintln!("{} MiB of JWT look-alikes in {:?}", units.len() * 3, out.elapsed);
+}
+
+/// `--timeout` and a stop signal end a scan within a second of their time however its
+/// buffers are packed (issue 46, break 1: `--timeout 5s` ended a scan of JWT look-alikes
+/// after 42.8 s, SIGTERM after 35.6 s): a 1 MiB buffer of rule literals is cut, not
+/// searched to its end, and the file is noted as read only so far.
+#[test]
+fn timeout_and_signals_cut_a_packed_buffer() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let tree = NodeTree::new();
+    // Every rule's work budget is spent in each buffer: minutes of work in all.
+    let mut body = Vec::new();
+    while body.len() < 48 << 20 {
+        body.extend_from_slice(
+            b"eyJhbGciOiJIUzI1NiJ9.eyJhbGciOiJIUzI1NiJ9. x.eyJxxxx users:\n- name:\n",
+        );
+    }
+    let packed = tree.write("/srv/packed/a.txt", &body);
+    drop(body);
+    let out = tree.kr().timeout(Duration::from_secs(60)).scan(&[
+        "--path",
+        "/srv/packed",
+        "--timeout",
+        "1s",
+        "--format",
+        "json",
+    ]);
+    assert!(out.elapsed < Duration::from_secs(4), "--timeout 1s took {:?}", out.elapsed);
+    let report = out.json();
+    assert_eq!(report["summary"]["incomplete"], true);
+    let errors = report["errors"].as_array().expect("errors");
+    assert!(
+        errors.iter().any(|e| e["path"] == packed.as_str()
+            && e["error"].as_str().unwrap_or("").contains("--timeout")),
+        "{errors:?}"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kresidue"))
+        .args(["scan", "--root", tree.root_arg(), "--no-cri", "--path", "/srv/packed"])
+        .env("KRESIDUE_LOCK", tree.work("kresidue.lock"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "the scan ended before the signal");
+    let sent = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    while child.try_wait().unwrap().is_none() && sent.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stopped = sent.elapsed();
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert!(stopped < Duration::from_secs(2), "SIGTERM took {stopped:?}");
+    assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -623,13 +623,6 @@ fn etcd_plaintext_is_found_and_ciphertext_is_not() {
 
 const LOGS: &str = "/var/log/pods/shop_web-0_8d2f4c6a-1b3e-4f5a-9c7d-2e4f6a8b0c1d/app";
 
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    use std::io::Write as _;
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    e.write_all(bytes).unwrap();
-    e.finish().unwrap()
-}
-
 /// A CRI log line at `second`.
 fn cri_line(second: u32, tag: &str, content: &str) -> String {
     format!("2026-11-30T10:00:{second:02}.000000001Z stdout {tag} {content}\n")

@@ -132,15 +132,39 @@ pub enum Check {
 }
 
 /// How many bytes of regex work a rule may spend per byte of a buffer (plus
-/// [`WORK_ALLOWANCE`]); a search costs up to the end of its match, or its whole window
-/// when it finds none. Ordinary data stays far below it (a CA bundle of small
-/// certificates, each a PEM-literal hit whose key regexes fail, costs ~25× its size); a
-/// file packed with one rule's literal (`users:` or `eyJhbGci` over and over) would
-/// otherwise cost a window per literal — quadratic work that turns a scan into hours.
+/// [`WORK_ALLOWANCE`]). A search is charged for every byte its regex looks at: from the
+/// start of its window to the end of the last match it examined, or to the window's end
+/// when it finds none that holds its literal. Ordinary data stays far below it (a CA
+/// bundle of small certificates, each a PEM-literal hit whose key regexes fail, costs
+/// ~25× its size); a file packed with one rule's literal (`users:` or `eyJhbGci` over and
+/// over) would otherwise cost a window per literal — quadratic work that turns a scan
+/// into hours.
 pub const WORK_FACTOR: usize = 64;
+/// How many bytes of regex and decoding work all the rules together may spend per byte
+/// of a buffer (plus [`WORK_ALLOWANCE`]): a file packed with the literals of many rules at
+/// once is bounded by this, not by [`WORK_FACTOR`] times the number of rules.
+pub const TOTAL_WORK_FACTOR: usize = 4 * WORK_FACTOR;
 /// Window bytes every rule may search in any buffer, so a small file is always searched
 /// whole.
 pub const WORK_ALLOWANCE: usize = 256 * 1024;
+/// The work a check of a match is charged, in bytes of regex work, besides the length
+/// of its secret: the placeholder filter and a JWT's decoding each cost about what the
+/// regex spends on a kilobyte (measured on a file of JWT look-alikes).
+const CHECK_COST: usize = 1024;
+/// Bytes of work between two askings of the caller's stop (a signal, the deadline).
+const STOP_EVERY: usize = 1 << 20;
+
+/// How the search of a buffer ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Searched {
+    /// Every literal hit was checked.
+    Whole,
+    /// A rule (or all of them together) ran out of its work budget and skipped some of its
+    /// literal hits (see [`WORK_FACTOR`]): the caller says so.
+    Flooded,
+    /// The caller's stop said to stop: the rest of the buffer was not searched.
+    Stopped,
+}
 
 /// A rule match in a buffer.
 #[derive(Clone, Debug, PartialEq)]
@@ -394,10 +418,28 @@ impl Rules {
         last: bool,
         hits: &mut Vec<RuleHit>,
     ) -> bool {
-        self.find_at_depth(buf, base, done, last, hits, 0)
+        self.find_until(buf, base, done, last, hits, &|| false) == Searched::Whole
     }
 
-    /// [`Rules::find`] in data `depth` layers of base64 deep.
+    /// [`Rules::find`], asking `stop` after every [`STOP_EVERY`] bytes of work whether to
+    /// stop (a signal came, the deadline passed): however a buffer is packed, the search
+    /// of it ends soon after `stop` says so.
+    pub fn find_until(
+        &self,
+        buf: &[u8],
+        base: u64,
+        done: usize,
+        last: bool,
+        hits: &mut Vec<RuleHit>,
+        stop: &dyn Fn() -> bool,
+    ) -> Searched {
+        let mut work = Work::new(buf.len(), stop);
+        self.find_at_depth(buf, base, done, last, hits, 0, &mut work);
+        work.outcome()
+    }
+
+    /// [`Rules::find`] in data `depth` layers of base64 deep, charging `work`.
+    #[allow(clippy::too_many_arguments)]
     fn find_at_depth(
         &self,
         buf: &[u8],
@@ -406,17 +448,15 @@ impl Rules {
         last: bool,
         hits: &mut Vec<RuleHit>,
         depth: u8,
-    ) -> bool {
-        let Some(prefilter) = &self.prefilter else { return true };
+        work: &mut Work<'_>,
+    ) {
+        let Some(prefilter) = &self.prefilter else { return };
         let first_new = hits.len();
-        let budget = WORK_FACTOR * buf.len() + WORK_ALLOWANCE;
-        // Made at the first literal hit: most buffers have none.
-        let mut spent: Vec<usize> = Vec::new();
-        let mut complete = true;
+        let decoding = self.rules.len();
         // A hit this far back had its whole window in the previous buffer, for every rule.
         let at = done.saturating_sub(self.max_after);
         if at >= buf.len() {
-            return true;
+            return;
         }
         prefilter.each_key(buf, at, |targets, key_at| {
             for target in targets {
@@ -428,21 +468,20 @@ impl Rules {
                 {
                     continue;
                 }
+                // Rules that share a pattern (the three JWT rules) and a window search it
+                // once: the match is the same, only their checks differ.
+                type Key = (*const OnceLock<Pattern>, usize, usize);
+                let mut shared: Option<(Key, Located, Verdict)> = None;
                 for &ri in &target.rules {
                     if ri == TRIGGER {
                         // Decoded like a rule's window: in the first buffer that holds
                         // `DECODE_WINDOW` bytes from the trigger on, or the last.
                         let reach = q + DECODE_WINDOW;
                         if !(reach <= done || (reach > buf.len() && !last) || depth >= DECODE_DEPTH)
+                            && work.may(decoding)
                         {
-                            if spent.is_empty() {
-                                spent = vec![0; self.rules.len() + 1];
-                            }
-                            if spent[self.rules.len()] > budget {
-                                complete = false;
-                                continue;
-                            }
-                            spent[self.rules.len()] += self.decode_at(buf, base, q, depth, hits);
+                            let cost = self.decode_at(buf, base, q, depth, hits, work);
+                            work.charge(decoding, cost, true);
                         }
                         continue;
                     }
@@ -453,14 +492,23 @@ impl Rules {
                     }
                     let lo = q.saturating_sub(rule.spec.before);
                     let hi = reach.min(buf.len());
-                    if spent.is_empty() {
-                        spent = vec![0; self.rules.len() + 1];
-                    }
-                    if spent[ri] > budget {
-                        complete = false;
+                    if !work.may(ri) {
                         continue;
                     }
-                    spent[ri] += self.run_rule(ri, &buf[lo..hi], base + lo as u64, q - lo, hits);
+                    let key = (Arc::as_ptr(&rule.regex), lo, hi);
+                    if !matches!(&shared, Some((k, ..)) if *k == key) {
+                        let located = Located::search(rule.pattern(), &buf[lo..hi], q - lo);
+                        work.charge(ri, located.cost, true);
+                        shared = Some((key, located, Verdict::default()));
+                    } else if let Some((_, located, _)) = &shared {
+                        work.charge(ri, located.cost, false);
+                    }
+                    let Some((_, located, verdict)) = &mut shared else { continue };
+                    if let Some(m) = &located.found {
+                        let window = &buf[lo..hi];
+                        let cost = self.accept(ri, window, base + lo as u64, m, verdict, hits);
+                        work.charge(ri, cost, true);
+                    }
                 }
             }
         });
@@ -479,14 +527,13 @@ impl Rules {
             }
             hits.truncate(kept);
         }
-        complete
     }
 
     /// Decodes the base64 from `q` of `buf` (a trigger's position, where a 4-character
     /// group starts) on, up to [`DECODE_WINDOW`] bytes or the first byte that is not
     /// base64, and searches what it decodes to, when that reads as text. Matches found
     /// are reported at the base64 that encodes them, with the decoded secret. Returns the
-    /// work it cost, in bytes.
+    /// work it cost, in bytes, beyond what the search of the decoded text charged itself.
     fn decode_at(
         &self,
         buf: &[u8],
@@ -494,6 +541,7 @@ impl Rules {
         q: usize,
         depth: u8,
         hits: &mut Vec<RuleHit>,
+        work: &mut Work<'_>,
     ) -> usize {
         use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
         use base64::Engine as _;
@@ -524,7 +572,7 @@ impl Rules {
             return run;
         }
         let mut inner = Vec::new();
-        let _ = self.find_at_depth(&decoded, 0, 0, true, &mut inner, depth + 1);
+        self.find_at_depth(&decoded, 0, 0, true, &mut inner, depth + 1, work);
         for h in inner {
             let start = h.offset as usize;
             let stop = start + h.len as usize;
@@ -548,61 +596,188 @@ impl Rules {
         run + decoded.len()
     }
 
-    /// Runs rule `ri` on `window` (at absolute `wbase`); keeps matches that contain the
-    /// literal hit at `q` (relative to the window), so overlapping windows of neighbouring
-    /// hits do not report a match twice. Returns the work it cost, in window bytes: up to
-    /// the end of the match found, or the whole window when none was.
-    fn run_rule(
+    /// Keeps the match `m` of rule `ri` in `window` (at absolute `wbase`) when its secret
+    /// passes the rule's check and is no placeholder. What rules of one pattern decide
+    /// alike (whether the secret is a placeholder, what it decodes to as a JWT) is decided
+    /// once, in `verdict`. Returns the work that cost: [`CHECK_COST`] and the secret's
+    /// length for each decision made, none for one taken from `verdict`.
+    fn accept(
         &self,
         ri: usize,
         window: &[u8],
         wbase: u64,
-        q: usize,
+        m: &Matched,
+        verdict: &mut Verdict,
         hits: &mut Vec<RuleHit>,
     ) -> usize {
         let rule = &self.rules[ri];
-        let pattern = rule.pattern();
-        let mut work = window.len();
-        for caps in pattern.regex.captures_iter(window) {
-            let Some(all) = caps.get_match().map(|m| m.span()) else { continue };
-            if !(all.start <= q && q < all.end) {
+        let value = &window[m.secret.clone()];
+        let mut cost = 0;
+        let placeholder = *verdict.placeholder.get_or_insert_with(|| {
+            cost += CHECK_COST + value.len();
+            check::is_placeholder(value)
+        });
+        if placeholder {
+            return cost;
+        }
+        let (severity, token) = match rule.spec.check {
+            Check::Jwt(kind) => {
+                let token = verdict.token.get_or_insert_with(|| {
+                    cost += CHECK_COST + value.len();
+                    jwt::decode(value, self.now)
+                });
+                match token {
+                    Some(insight) if insight.kind == kind => {
+                        (insight.severity(), Some(insight.clone()))
+                    }
+                    _ => return cost,
+                }
+            }
+            c => {
+                cost += value.len();
+                if !check::passes(c, value) {
+                    return cost;
+                }
+                (rule.spec.severity, None)
+            }
+        };
+        hits.push(RuleHit {
+            offset: wbase + m.whole.start as u64,
+            len: m.whole.len() as u32,
+            rule: ri,
+            secret: (m.secret.start - m.whole.start) as u32..(m.secret.end - m.whole.start) as u32,
+            severity,
+            token,
+            plain: None,
+        });
+        cost
+    }
+}
+
+/// What the rules sharing a pattern decide alike of the match at one literal, once.
+#[derive(Default)]
+struct Verdict {
+    placeholder: Option<bool>,
+    token: Option<Option<JwtInsight>>,
+}
+
+/// The work a search of one buffer may do, and has done: bytes per rule (decoding last)
+/// and in all, against [`WORK_FACTOR`] and [`TOTAL_WORK_FACTOR`].
+struct Work<'a> {
+    /// Made at the first literal hit: most buffers have none.
+    spent: Vec<usize>,
+    total: usize,
+    rule_budget: usize,
+    total_budget: usize,
+    /// When `stop` is asked next, in bytes of `total`.
+    ask_at: usize,
+    stop: &'a dyn Fn() -> bool,
+    flooded: bool,
+    stopped: bool,
+}
+
+impl<'a> Work<'a> {
+    fn new(len: usize, stop: &'a dyn Fn() -> bool) -> Work<'a> {
+        Work {
+            spent: Vec::new(),
+            total: 0,
+            rule_budget: WORK_FACTOR * len + WORK_ALLOWANCE,
+            total_budget: TOTAL_WORK_FACTOR * len + WORK_ALLOWANCE,
+            ask_at: STOP_EVERY,
+            stop,
+            flooded: false,
+            stopped: false,
+        }
+    }
+
+    /// Whether rule `ri` (or decoding, at the rules' count) may do more work. Once a
+    /// budget is spent the buffer is flooded; once `stop` said so, nothing may.
+    fn may(&mut self, ri: usize) -> bool {
+        if self.stopped {
+            return false;
+        }
+        let spent = self.spent.get(ri).copied().unwrap_or(0);
+        if spent > self.rule_budget || self.total > self.total_budget {
+            self.flooded = true;
+            return false;
+        }
+        true
+    }
+
+    /// Charges rule `ri` with `n` bytes of work, and the total too when the work was done
+    /// for it (`fresh`), not shared with a rule of the same pattern.
+    fn charge(&mut self, ri: usize, n: usize, fresh: bool) {
+        if self.spent.len() <= ri {
+            self.spent.resize(ri + 1, 0);
+        }
+        self.spent[ri] += n;
+        if fresh {
+            self.total += n;
+            if self.total >= self.ask_at {
+                self.ask_at = self.total + STOP_EVERY;
+                self.stopped = (self.stop)();
+            }
+        }
+    }
+
+    fn outcome(&self) -> Searched {
+        if self.stopped {
+            Searched::Stopped
+        } else if self.flooded {
+            Searched::Flooded
+        } else {
+            Searched::Whole
+        }
+    }
+}
+
+/// A match of a rule's pattern that holds its literal: the span a finding covers and its
+/// secret part, relative to the window.
+#[derive(Clone)]
+struct Matched {
+    whole: Range<usize>,
+    secret: Range<usize>,
+}
+
+/// What the search of a window around a literal found, and what it cost.
+#[derive(Clone)]
+struct Located {
+    found: Option<Matched>,
+    /// Bytes of the window the regex looked at.
+    cost: usize,
+}
+
+impl Located {
+    /// Searches `window` for the match that holds the literal at `q`. Matches are found
+    /// without their groups, in order, up to the first that holds `q` or starts after it
+    /// (none later can hold it); only that one has its groups resolved. The cost is every
+    /// byte looked at: up to the end of the last match examined, or the whole window.
+    fn search(pattern: &Pattern, window: &[u8], q: usize) -> Located {
+        use regex_automata::{Anchored, Input};
+        for m in pattern.regex.find_iter(window) {
+            if m.end() <= q {
                 continue;
             }
-            work = all.end;
-            let whole = pattern.span_group.and_then(|g| caps.get_group(g)).unwrap_or(all);
+            if m.start() > q {
+                return Located { found: None, cost: m.end() };
+            }
+            let mut caps = pattern.regex.create_captures();
+            let input = Input::new(window).span(m.range()).anchored(Anchored::Yes);
+            pattern.regex.search_captures(&input, &mut caps);
+            let all = caps.get_match().map_or(m.range(), |c| c.range());
+            let whole = pattern
+                .span_group
+                .and_then(|g| caps.get_group(g))
+                .map_or(all.clone(), |s| s.range());
             let secret = pattern
                 .secret_group
                 .and_then(|g| caps.get_group(g))
                 .map(|s| s.range())
                 .filter(|s| whole.start <= s.start && s.end <= whole.end)
-                .unwrap_or(whole.range());
-            let value = &window[secret.clone()];
-            if check::is_placeholder(value) {
-                continue;
-            }
-            let (severity, token) = match rule.spec.check {
-                Check::Jwt(kind) => match jwt::decode(value, self.now) {
-                    Some(insight) if insight.kind == kind => (insight.severity(), Some(insight)),
-                    _ => continue,
-                },
-                c => {
-                    if !check::passes(c, value) {
-                        continue;
-                    }
-                    (rule.spec.severity, None)
-                }
-            };
-            hits.push(RuleHit {
-                offset: wbase + whole.start as u64,
-                len: whole.len() as u32,
-                rule: ri,
-                secret: (secret.start - whole.start) as u32..(secret.end - whole.start) as u32,
-                severity,
-                token,
-                plain: None,
-            });
+                .unwrap_or(whole.clone());
+            return Located { found: Some(Matched { whole, secret }), cost: m.end() };
         }
-        work
+        Located { found: None, cost: window.len() }
     }
 }
 

@@ -5,7 +5,7 @@
 //! buffer and handed to its site to attribute. One stop and timeout path serves all.
 
 use super::names::Names;
-use super::search::{aggregate, Cx, Scratch, Span};
+use super::search::{aggregate, hold, Cx, Scratch, Span};
 use super::{ScanSettings, Searchers, Seen};
 use crate::finding::{Finding, UnreadMount};
 use crate::node::io_message;
@@ -290,7 +290,7 @@ impl Worker {
             buf: vec![0; chunk.max(overlap) + overlap + HEAD_MAX],
             chunk,
             overlap,
-            scratch: Scratch::default(),
+            scratch: Scratch::until(settings.deadline),
             file_errors: Vec::new(),
             raw: Vec::new(),
             max_file_size: settings.max_file_size,
@@ -377,7 +377,13 @@ impl Worker {
             note_shrunk(&f, size, &mut self.file_errors);
         }
         let mut raw = Vec::new();
-        self.scratch.search(&data, cx, Span { carry: 0, len: n, pos: 0, last: true }, &mut raw);
+        self.scratch.search(
+            &data,
+            cx,
+            Span { carry: 0, len: n, pos: 0, last: true, each: true },
+            &mut raw,
+        );
+        self.cut(0);
         // What the site parsed of the file at discovery, if it is still that file.
         let kept = cx.job.owner.kept();
         let kept = kept.filter(|k| f.metadata().is_ok_and(|m| sites::FileId::of(&m) == k.identity));
@@ -455,7 +461,8 @@ impl Worker {
     /// once), until the source ends, a stop signal comes or the deadline passes. Offsets
     /// of the findings are the file's.
     fn stream(&mut self, src: &mut dyn Source, cx: &Cx<'_>) -> io::Result<Vec<Finding>> {
-        let mut findings = Vec::new();
+        // The findings of the file, and those of the buffer searched last.
+        let (mut findings, mut fresh) = (Vec::new(), Vec::new());
         let (mut carry, mut pos) = (0usize, 0u64);
         let mut ended = false;
         while !ended {
@@ -477,15 +484,18 @@ impl Worker {
                 }
                 continue;
             }
-            let before = findings.len();
             self.scratch.search(
                 &self.buf,
                 cx,
-                Span { carry, len: carry + n, pos: at, last },
-                &mut findings,
+                Span { carry, len: carry + n, pos: at, last, each: false },
+                &mut fresh,
             );
-            for f in &mut findings[before..] {
+            for mut f in fresh.drain(..) {
                 f.offset = src.file_offset(f.offset);
+                hold(&mut findings, f);
+            }
+            if self.cut(src.file_offset(at)) {
+                return Ok(aggregate(findings));
             }
             ended = last;
             if !ended {
@@ -496,18 +506,29 @@ impl Worker {
         if !ended {
             // Rule hits whose window ran past the last buffer's end were left for a next
             // buffer; the source ended, so they are taken from the carry, clipped there.
-            let before = findings.len();
             self.scratch.search(
                 &self.buf,
                 cx,
-                Span { carry, len: carry, pos, last: true },
-                &mut findings,
+                Span { carry, len: carry, pos, last: true, each: false },
+                &mut fresh,
             );
-            for f in &mut findings[before..] {
+            for mut f in fresh.drain(..) {
                 f.offset = src.file_offset(f.offset);
+                hold(&mut findings, f);
             }
         }
         Ok(aggregate(findings))
+    }
+
+    /// Whether a stop signal or the deadline cut the search of the last buffer, which
+    /// starts at byte `at` of the file; if the deadline did, the file is noted as read
+    /// up to there.
+    fn cut(&mut self, at: u64) -> bool {
+        if !std::mem::take(&mut self.scratch.stopped) {
+            return false;
+        }
+        self.late(at);
+        true
     }
 
     /// Whether the deadline has passed; if so, the file is noted as read up to `reached`.

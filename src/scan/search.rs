@@ -8,10 +8,12 @@ use crate::finding::{
 };
 use crate::matcher::{Hit, Matcher};
 use crate::node::other_runtimes::ContainerRecord;
-use crate::rules::RuleHit;
+use crate::rules::{RuleHit, Searched};
 use crate::sites::Owner;
+use crate::sys;
 use crate::text;
 use crate::walk::FileJob;
+use std::time::Instant;
 
 /// The file being searched: what is searched for, and its place before liveness.
 pub(super) struct Cx<'a> {
@@ -29,11 +31,15 @@ pub(super) struct Span {
     pub(super) len: usize,
     pub(super) pos: u64,
     pub(super) last: bool,
+    /// Every match is kept at its own offset, for the site to attribute (a file read
+    /// whole); otherwise the findings are aggregated as they come ([`hold`]).
+    pub(super) each: bool,
 }
 
 /// One finding per (file, material): occurrences of the same id become a count, at the
 /// first offset. The same occurrence found twice (one value in a fingerprint file and in
-/// `--secrets`) counts once.
+/// `--secrets`) counts once. Findings aggregated already keep their counts, so a file's
+/// findings can be aggregated as they come (see [`AGGREGATE_AT`]).
 pub(super) fn aggregate(mut raw: Vec<Finding>) -> Vec<Finding> {
     raw.sort_by(|a, b| (&a.id, a.offset).cmp(&(&b.id, b.offset)));
     let mut out: Vec<Finding> = Vec::new();
@@ -42,7 +48,7 @@ pub(super) fn aggregate(mut raw: Vec<Finding>) -> Vec<Finding> {
         match out.last_mut() {
             Some(prev) if prev.id == f.id => {
                 if f.offset != last_offset {
-                    prev.count += 1;
+                    prev.count += f.count;
                     last_offset = f.offset;
                 }
             }
@@ -55,6 +61,22 @@ pub(super) fn aggregate(mut raw: Vec<Finding>) -> Vec<Finding> {
     out
 }
 
+/// How many findings of one file are held before they are first aggregated: a file of a
+/// hundred thousand matches of one token holds one finding, not a hundred thousand.
+const AGGREGATE_AT: usize = 1024;
+
+/// Adds `f` to a file's findings, aggregating them first when they fill their vector's
+/// room past [`AGGREGATE_AT`]. The room is then twice what aggregation left, so a file of
+/// many distinct findings is aggregated a logarithmic number of times.
+pub(super) fn hold(findings: &mut Vec<Finding>, f: Finding) {
+    if findings.len() >= AGGREGATE_AT && findings.len() == findings.capacity() {
+        let mut kept = aggregate(std::mem::take(findings));
+        kept.reserve(kept.len().max(AGGREGATE_AT));
+        *findings = kept;
+    }
+    findings.push(f);
+}
+
 /// A worker's search scratch: the hits of the buffer searched last, and whether a rule
 /// skipped literal hits in the current file.
 #[derive(Default)]
@@ -63,9 +85,18 @@ pub(super) struct Scratch {
     rule_hits: Vec<RuleHit>,
     /// Set when a rule skipped literal hits in the current file.
     pub(super) rules_incomplete: bool,
+    /// When the search stops (the scan's `--timeout`).
+    pub(super) deadline: Option<Instant>,
+    /// Set when a stop signal or the deadline cut the search of the last buffer short.
+    pub(super) stopped: bool,
 }
 
 impl Scratch {
+    /// A scratch whose searches stop at `deadline` (and at a stop signal).
+    pub(super) fn until(deadline: Option<Instant>) -> Scratch {
+        Scratch { deadline, ..Scratch::default() }
+    }
+
     /// Searches `buf[..at.len]` with fingerprints and rules.
     pub(super) fn search(
         &mut self,
@@ -75,7 +106,14 @@ impl Scratch {
         findings: &mut Vec<Finding>,
     ) {
         let Cx { job, searchers, place } = *cx;
-        let Span { carry, len, pos, last } = at;
+        let Span { carry, len, pos, last, each } = at;
+        let keep = |findings: &mut Vec<Finding>, f| {
+            if each {
+                findings.push(f)
+            } else {
+                hold(findings, f)
+            }
+        };
         let base = pos - carry as u64;
         let buf = &buf[..len];
         self.hits.clear();
@@ -85,16 +123,21 @@ impl Scratch {
         for h in &self.hits {
             let at = (h.offset - base) as usize;
             let matched = &buf[at..at + h.len as usize];
-            findings.push(lift(job, searchers.matcher, h, place, matched));
+            keep(findings, lift(job, searchers.matcher, h, place, matched));
         }
         self.rule_hits.clear();
-        if !searchers.rules.find(buf, base, carry, last, &mut self.rule_hits) {
-            self.rules_incomplete = true;
+        // However a buffer is packed, a stop signal or the deadline ends its search soon.
+        let deadline = self.deadline;
+        let stop = || sys::stop_signal().is_some() || deadline.is_some_and(|d| Instant::now() >= d);
+        match searchers.rules.find_until(buf, base, carry, last, &mut self.rule_hits, &stop) {
+            Searched::Whole => {}
+            Searched::Flooded => self.rules_incomplete = true,
+            Searched::Stopped => self.stopped = true,
         }
         for h in self.rule_hits.drain(..) {
             let at = (h.offset - base) as usize;
             let secret = &buf[at + h.secret.start as usize..at + h.secret.end as usize];
-            findings.push(lift_rule(job, searchers, h, place, secret));
+            keep(findings, lift_rule(job, searchers, h, place, secret));
         }
     }
 }

@@ -140,6 +140,14 @@ impl Enc {
     }
 }
 
+/// `bytes` gzip-compressed, as a rotated log is.
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
 /// Standard padded base64.
 pub fn b64(v: &[u8]) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD.encode(v).into_bytes()
