@@ -579,3 +579,61 @@ fn names_from_runtime_records_are_withheld() {
         );
     }
 }
+
+/// What the runtime says over CRI (issue 46 break 5): a pod's and a container's name and
+/// the runtime's name, each a Secret's value, are withheld from the scan's `cri.runtime`,
+/// `clean`'s plan and `kresidue pods` (given the fingerprints); a rule's match (a GitHub
+/// token) in a container's name is withheld by `pods` without any.
+#[test]
+fn names_from_cri_are_withheld() {
+    use crate::cri::{container, sandbox, GONE_UID, RUNNING};
+    use kresidue::cri::proto::{ContainerState, PodSandboxState};
+    let tree = NodeTree::new();
+    let (n, file) = named_values(&tree, 3, 9801);
+    let token =
+        String::from_utf8(kresidue::rules::examples::render("{ghtoken:ghp}", 9802)).unwrap();
+    tree.guard(token.as_bytes());
+    tree.pod(GONE_UID).secret_volume("db").key("password", n[0].as_bytes());
+    let mut answer = fake();
+    let mut pod = sandbox("s9", GONE_UID, PodSandboxState::SandboxReady);
+    pod.metadata.as_mut().unwrap().name.clone_from(&n[0]);
+    answer.pods.push(pod);
+    answer.containers.push(container(RUNNING, "s9", &n[1], ContainerState::ContainerRunning));
+    let tokened = container(&"e".repeat(64), "s1", &token, ContainerState::ContainerExited);
+    answer.containers.push(tokened.clone());
+    answer.runtime_name = Some(String::leak(format!("rt-{}", n[2])));
+    let server = Server::grpc(answer);
+    let values: Vec<&[u8]> = n.iter().map(|v| v.as_bytes()).chain([token.as_bytes()]).collect();
+    let secrets = ["--secrets", path_arg(&file)];
+    for format in SCAN_FORMATS {
+        let args = [&secrets[..], &["--format", format]].concat();
+        let out = tree.kr().scan_asking(&["--cri", &server.endpoint()], &args);
+        for v in &values {
+            assert_no_piece(&format!("scan --format {format}"), &out.stdout, v);
+        }
+        if format == "json" {
+            assert_eq!(out.json()["cri"]["runtime"], WITHHELD);
+        }
+    }
+    clean_shows_no_piece(&tree, &server, path_arg(&file), &values);
+    let fp = tree.fingerprint_file(&file, &[], "fp");
+    // Without fingerprints only the rules know a value: a runtime naming only the token.
+    let ruled = Server::grpc(crate::cri::Fake { containers: vec![tokened], ..fake() });
+    for (given, format) in [(true, "json"), (true, "table"), (false, "json"), (false, "table")] {
+        let ep = if given { server.endpoint() } else { ruled.endpoint() };
+        let mut args = vec!["pods", "--root", tree.root_arg(), "--cri", &ep];
+        if given {
+            args.extend(["--fingerprints", path_arg(&fp)]);
+        }
+        args.extend(["--format", format]);
+        let out = tree.run(&args);
+        out.assert_code(0);
+        for v in &values {
+            assert_no_piece(&format!("pods --format {format}"), &out.stdout, v);
+        }
+        if format == "json" && given {
+            let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(doc["runtime"], WITHHELD, "{doc}");
+        }
+    }
+}
