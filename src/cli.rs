@@ -366,6 +366,12 @@ pub struct PodsArgs {
     #[command(flatten)]
     pub cri: CriArgs,
 
+    /// Fingerprint file made by `kresidue fingerprint` (repeatable): a name or id the
+    /// runtime reports that holds one of its values is shown `<withheld>`, as one holding
+    /// a built-in rule's match always is.
+    #[arg(long = "fingerprints", value_name = "FILE")]
+    pub fingerprints: Vec<PathBuf>,
+
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Table)]
     pub format: FormatArg,

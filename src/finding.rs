@@ -537,6 +537,15 @@ pub struct ScanError {
     pub error: String,
 }
 
+impl ScanError {
+    /// Its path made again with the names found since it was made, and each word of its
+    /// message that holds secret material found in a name withheld (`text::withhold`).
+    pub fn withhold(&mut self) {
+        self.path = crate::text::redisplay(&self.path);
+        crate::text::withhold::prose(&mut self.error);
+    }
+}
+
 /// A mount point the scan met and did not read: a FUSE or network filesystem anywhere,
 /// or any other filesystem below a scope but a Secret volume's tmpfs (see `walk`).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -558,6 +567,14 @@ pub struct CriInfo {
     pub endpoint: Option<String>,
     /// Runtime name and version, when it answered.
     pub runtime: Option<String>,
+}
+
+impl CriInfo {
+    /// The runtime's name and version withheld where they hold secret material found in a
+    /// name (`text::withhold`).
+    pub fn withhold(&mut self) {
+        crate::text::withhold::names(self.runtime.iter_mut());
+    }
 }
 
 /// Whether the runtime could be asked.
@@ -614,9 +631,44 @@ pub struct Report {
     pub unread_mounts: Vec<UnreadMount>,
 }
 
+impl Finding {
+    /// The names and ids of its owner that come from node data or the runtime, not from
+    /// its path: the pod's uid, namespace and name, the container's id and name, the
+    /// images' names. Each is withheld as a name on a path is (see [`Report::withhold`]).
+    pub fn names_mut(&mut self) -> impl Iterator<Item = &mut String> {
+        let pod = self.pod.iter_mut().flat_map(|p| {
+            std::iter::once(&mut p.uid).chain(p.namespace.iter_mut()).chain(p.name.iter_mut())
+        });
+        let container =
+            self.container.iter_mut().flat_map(|c| c.id.iter_mut().chain(c.name.iter_mut()));
+        pod.chain(container).chain(self.images.iter_mut())
+    }
+}
+
 impl Report {
     /// The schema id of this report format.
     pub const SCHEMA: &'static str = "kresidue/report/v1";
+
+    /// Every name the report shows, withheld where it holds secret material found in a
+    /// name (`text::withhold`): its findings' owners' names and ids
+    /// ([`Finding::names_mut`]), the runtime's name and version, and the errors' words;
+    /// and every path made again with the names found since it was made. Done once, when
+    /// the report is made: writers print what it holds.
+    pub fn withhold(&mut self) {
+        use crate::text::{redisplay, withhold};
+        withhold::names(self.findings.iter_mut().flat_map(Finding::names_mut));
+        self.cri.withhold();
+        for f in &mut self.findings {
+            f.path = redisplay(&f.path);
+        }
+        self.findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        self.errors.iter_mut().for_each(ScanError::withhold);
+        self.errors.sort();
+        for m in &mut self.unread_mounts {
+            m.path = redisplay(&m.path);
+        }
+        self.unread_mounts.sort();
+    }
 
     /// The exit status for `--fail-on` (None = never fail on findings).
     pub fn exit_status(&self, fail_on: Option<Severity>) -> ExitStatus {

@@ -153,5 +153,16 @@ mod tests {
         assert_eq!(redisplay(&before), after);
         assert_eq!(withhold::shown(std::str::from_utf8(material).unwrap()), withhold::WITHHELD);
         assert_eq!(withhold::shown("app"), "app");
+        // Names in place, and the words of a message that hold it.
+        let material = std::str::from_utf8(material).unwrap();
+        let mut names = [format!("web-{material}"), "app".into()];
+        withhold::names(names.iter_mut());
+        assert_eq!(names, [withhold::WITHHELD, "app"]);
+        let mut message = format!("remove it: docker rm x{material}y (or not)");
+        withhold::prose(&mut message);
+        assert_eq!(message, "remove it: docker rm <withheld> (or not)");
+        let mut id = format!("rm {material}");
+        withhold::prose(&mut id);
+        assert_eq!(id, "rm <withheld>");
     }
 }

@@ -353,3 +353,287 @@ fn rule_matches_in_names_are_findings_and_withheld() {
         assert_eq!(named, vec![(at.clone(), rule.clone()), (at, rule)], "{named:?}");
     }
 }
+
+/// The scan formats `--secrets FILE` prints: each is searched for pieces of `values`
+/// (a container id cut to 12 characters in the table is a piece too).
+const SCAN_FORMATS: [&str; 5] = ["json", "table", "sarif", "prometheus", "npd"];
+
+/// Runs `clean` (a dry run, asking the fake runtime `server`) in each format and checks no
+/// piece of `values` is shown; returns the JSON plan.
+fn clean_shows_no_piece(tree: &NodeTree, server: &Server, file: &str, values: &[&[u8]]) -> Value {
+    let lock = tree.work("lock");
+    let mut plan = Value::Null;
+    for format in ["json", "table"] {
+        let out = tree.run(&[
+            "clean",
+            "--root",
+            tree.root_arg(),
+            "--cri",
+            &server.endpoint(),
+            "--min-age",
+            "0s",
+            "--lock",
+            path_arg(&lock),
+            "--secrets",
+            file,
+            "--format",
+            format,
+        ]);
+        out.assert_code(0);
+        for v in values {
+            assert_no_piece(&format!("clean --format {format}"), &out.stdout, v);
+        }
+        if format == "json" {
+            plan = serde_json::from_slice(&out.stdout).unwrap();
+        }
+    }
+    plan
+}
+
+/// Container ids taken from dir names (issue 46 break 4): a dir named like a Secret value
+/// under Docker's `containers/`, containers/storage's `overlay-containers/` and
+/// containerd's task bundles holds the value in its config too. The path shows the name
+/// withheld, and so does `container.id`, in every scan format (the table's 12 characters
+/// of an id included) and in `clean`'s `left[].container`.
+#[test]
+fn container_ids_named_like_secret_values_are_withheld() {
+    let tree = NodeTree::new();
+    let (value, _) = name_value(9601);
+    let v = String::from_utf8(value.clone()).unwrap();
+    let secret = Secret::opaque("shop", "db", &[("password", value.as_slice())]);
+    let file = tree.secrets_file("secrets.json", std::slice::from_ref(&secret));
+    let spec = json!({"process": {"env": [format!("DB_PASSWORD={v}")]}}).to_string();
+    let docker = json!({"Name": "/batch", "State": {"Running": false, "ExitCode": 0},
+        "Config": {"Image": "busybox", "Env": [format!("DB={v}")], "Labels": {}}});
+    let dirs = [
+        (format!("/var/lib/docker/containers/{v}"), "config.v2.json", docker.to_string()),
+        (
+            format!("/var/lib/containers/storage/overlay-containers/{v}"),
+            "userdata/config.json",
+            spec.clone(),
+        ),
+        (format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{v}"), "config.json", spec),
+    ];
+    for (dir, name, content) in &dirs {
+        tree.write(format!("{dir}/{name}"), content.as_bytes());
+    }
+    let secrets = ["--secrets", path_arg(&file)];
+    for format in SCAN_FORMATS {
+        let out = tree.scan(&[&secrets[..], &["--format", format]].concat());
+        out.assert_code(1);
+        assert_no_piece(&format!("scan --format {format}"), &out.stdout, &value);
+        if format != "json" {
+            continue;
+        }
+        let findings = out.findings();
+        for (dir, name, _) in &dirs {
+            let shown = format!("{}/{WITHHELD}/{name}", dir.rsplit_once('/').unwrap().0);
+            let f = findings
+                .iter()
+                .find(|f| f.path == shown && f.raw["in"].is_null())
+                .unwrap_or_else(|| panic!("no finding at {shown}: {findings:?}"));
+            assert_eq!(f.raw["container"]["id"], WITHHELD, "{:?}", f.raw);
+        }
+    }
+    let server = Server::grpc(fake());
+    let plan = clean_shows_no_piece(&tree, &server, path_arg(&file), &[&value]);
+    let left = plan["left"].as_array().unwrap();
+    let ids: Vec<&Value> = left.iter().map(|l| &l["container"]).filter(|c| !c.is_null()).collect();
+    assert!(!ids.is_empty() && ids.iter().all(|c| *c == WITHHELD), "{plan}");
+}
+
+/// `n` generated values as Secrets `shop/n<i>` (key `v`), guarded, and their kubectl JSON.
+fn named_values(tree: &NodeTree, n: u64, seed: u64) -> (Vec<String>, std::path::PathBuf) {
+    let vals: Vec<String> =
+        (0..n).map(|i| String::from_utf8(fake_secret_len(seed + i, 24)).unwrap()).collect();
+    let secrets: Vec<Secret> = vals
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Secret::opaque("shop", &format!("n{i}"), &[("v", v.as_bytes())]))
+        .collect();
+    (vals, tree.secrets_file("secrets.json", &secrets))
+}
+
+/// Names from the runtimes' records (issue 46 break 5), each a Secret's value: Docker's
+/// `Name` and its `io.kubernetes.pod.name` label; containers/storage's `names`,
+/// `metadata-name` (a container's and its sandbox's, the pod's name) and an image's name
+/// in `images.json`; an image's name in Docker's `repositories.json`; a container's key
+/// and its pod's label in containerd's `meta.db`. Every finding they own (all of a value
+/// `shop/n0` in their env or layers) shows them withheld, in every scan format.
+#[test]
+fn names_from_runtime_records_are_withheld() {
+    use crate::runtime::{bucket, container, data, spec, POD_UID};
+    use kresidue::bbolt::write::{Node, Writer};
+    use std::collections::BTreeMap;
+    let tree = NodeTree::new();
+    let (n, file) = named_values(&tree, 10, 9701);
+    let c = &n[0];
+    let hex = |b: &str| b.repeat(32);
+    // Docker: a kubelet container (its pod's name from its label), and one of its own
+    // name.
+    let labels = json!({"io.kubernetes.container.name": "app", "io.kubernetes.pod.uid": POD_UID,
+        "io.kubernetes.pod.namespace": "shop", "io.kubernetes.pod.name": n[1]});
+    let docker = "/var/lib/docker";
+    for (id, name, labels) in [(hex("d1"), "/k8s_app", labels), (hex("d2"), &*n[2], json!({}))] {
+        let record = json!({"Name": format!("/{name}"), "State": {"Running": false},
+            "Config": {"Image": "busybox", "Env": [format!("DB={c}")], "Labels": labels}});
+        tree.write(
+            format!("{docker}/containers/{id}/config.v2.json"),
+            record.to_string().as_bytes(),
+        );
+    }
+    // Docker's image names: one image of one layer.
+    let store = "/var/lib/docker/image/overlay2";
+    let (web, diff, cache) = (hex("5a"), hex("1d"), hex("7c"));
+    let config = json!({"rootfs": {"type": "layers", "diff_ids": [format!("sha256:{diff}")]}});
+    tree.write(format!("{store}/imagedb/content/sha256/{web}"), config.to_string().as_bytes());
+    let repos = json!({"Repositories": {"shop/web": {format!("shop/web:{}", n[3]): format!("sha256:{web}")}}});
+    tree.write(format!("{store}/repositories.json"), repos.to_string().as_bytes());
+    tree.write(format!("{store}/layerdb/sha256/{diff}/cache-id"), cache.as_bytes());
+    tree.write(format!("{docker}/overlay2/{cache}/diff/key"), c.as_bytes());
+    // containers/storage: a CRI-O container and its sandbox, a Podman container, an image.
+    let graph = "/var/lib/containers/storage";
+    let (sandbox, crio, podman, top) = (hex("c1"), hex("c2"), hex("c3"), hex("c4"));
+    let meta = |m: Value| m.to_string();
+    let volatile = json!([
+        {"id": sandbox, "layer": hex("c5"), "metadata": meta(json!({"pod": true,
+            "pod-name": "k8s_sb", "pod-id": sandbox, "uid": POD_UID, "namespace": "shop",
+            "name": "k8s_sb", "metadata-name": n[4]}))},
+        {"id": crio, "layer": hex("c6"), "metadata": meta(json!({"pod-name": "k8s_sb",
+            "pod-id": sandbox, "name": "k8s_app", "metadata-name": n[5]}))},
+    ]);
+    let records = json!([{"id": podman, "layer": hex("c7"), "names": [n[6]],
+        "metadata": meta(json!({"name": n[6]}))}]);
+    let containers = format!("{graph}/overlay-containers");
+    tree.write(format!("{containers}/containers.json"), records.to_string().as_bytes());
+    tree.write(format!("{containers}/volatile-containers.json"), volatile.to_string().as_bytes());
+    let env = json!({"process": {"env": [format!("DB={c}")]}}).to_string();
+    for id in [&crio, &podman] {
+        tree.write(format!("{containers}/{id}/userdata/config.json"), env.as_bytes());
+    }
+    let images =
+        json!([{"id": hex("f0"), "names": [format!("localhost/{}:1", n[7])], "layer": top}]);
+    tree.write(format!("{graph}/overlay-images/images.json"), images.to_string().as_bytes());
+    let layers = json!([{"id": top}]);
+    tree.write(format!("{graph}/overlay-layers/layers.json"), layers.to_string().as_bytes());
+    tree.write(format!("{graph}/overlay/{top}/diff/key"), c.as_bytes());
+    // containerd: a container keyed by a value, its pod named by another.
+    let record = container(
+        &n[8],
+        spec(&[("DB", c)], json!({})),
+        &[
+            ("io.kubernetes.pod.uid", POD_UID),
+            ("io.kubernetes.pod.namespace", "shop"),
+            ("io.kubernetes.pod.name", &n[9]),
+            ("io.kubernetes.container.name", "app"),
+        ],
+        None,
+    );
+    let keyed = Node::Bucket(BTreeMap::from([(n[8].clone().into_bytes(), record)]));
+    let root = BTreeMap::from([(
+        b"v1".to_vec(),
+        bucket([("k8s.io", bucket([("containers", keyed)])), ("version", data([6]))]),
+    )]);
+    let meta_db = "/var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db";
+    tree.write(meta_db, &Writer::new(4096, true, 64).finish(&root, &[], 4));
+
+    let secrets = ["--secrets", path_arg(&file)];
+    for format in SCAN_FORMATS {
+        let out = tree.scan(&[&secrets[..], &["--format", format]].concat());
+        out.assert_code(1);
+        for v in &n[1..] {
+            assert_no_piece(&format!("scan --format {format}"), &out.stdout, v.as_bytes());
+        }
+        if format != "json" {
+            continue;
+        }
+        // Where each name was, the value's finding shows it withheld.
+        let findings = out.findings();
+        let of = |path: &str| {
+            findings
+                .iter()
+                .find(|f| f.secret == "shop/n0" && f.path.ends_with(path))
+                .unwrap_or_else(|| panic!("no finding at {path}: {findings:?}"))
+                .raw
+                .clone()
+        };
+        let d1 = of(&format!("{}/config.v2.json", hex("d1")));
+        assert_eq!(d1["pod"]["name"], WITHHELD, "{d1}");
+        let d2 = of(&format!("{}/config.v2.json", hex("d2")));
+        assert_eq!(d2["container"]["name"], WITHHELD, "{d2}");
+        assert_eq!(of(&format!("{cache}/diff/key"))["images"], json!([WITHHELD]));
+        let cr = of(&format!("{crio}/userdata/config.json"));
+        assert_eq!(
+            (&cr["container"]["name"], &cr["pod"]["name"]),
+            (&json!(WITHHELD), &json!(WITHHELD)),
+            "{cr}"
+        );
+        let pm = of(&format!("{podman}/userdata/config.json"));
+        assert_eq!(pm["container"]["name"], WITHHELD, "{pm}");
+        assert_eq!(of(&format!("{top}/diff/key"))["images"], json!([WITHHELD]));
+        let md = of("meta.db");
+        assert_eq!(
+            (&md["container"]["id"], &md["pod"]["name"]),
+            (&json!(WITHHELD), &json!(WITHHELD)),
+            "{md}"
+        );
+    }
+}
+
+/// What the runtime says over CRI (issue 46 break 5): a pod's and a container's name and
+/// the runtime's name, each a Secret's value, are withheld from the scan's `cri.runtime`,
+/// `clean`'s plan and `kresidue pods` (given the fingerprints); a rule's match (a GitHub
+/// token) in a container's name is withheld by `pods` without any.
+#[test]
+fn names_from_cri_are_withheld() {
+    use crate::cri::{container, sandbox, GONE_UID, RUNNING};
+    use kresidue::cri::proto::{ContainerState, PodSandboxState};
+    let tree = NodeTree::new();
+    let (n, file) = named_values(&tree, 3, 9801);
+    let token =
+        String::from_utf8(kresidue::rules::examples::render("{ghtoken:ghp}", 9802)).unwrap();
+    tree.guard(token.as_bytes());
+    tree.pod(GONE_UID).secret_volume("db").key("password", n[0].as_bytes());
+    let mut answer = fake();
+    let mut pod = sandbox("s9", GONE_UID, PodSandboxState::SandboxReady);
+    pod.metadata.as_mut().unwrap().name.clone_from(&n[0]);
+    answer.pods.push(pod);
+    answer.containers.push(container(RUNNING, "s9", &n[1], ContainerState::ContainerRunning));
+    let tokened = container(&"e".repeat(64), "s1", &token, ContainerState::ContainerExited);
+    answer.containers.push(tokened.clone());
+    answer.runtime_name = Some(String::leak(format!("rt-{}", n[2])));
+    let server = Server::grpc(answer);
+    let values: Vec<&[u8]> = n.iter().map(|v| v.as_bytes()).chain([token.as_bytes()]).collect();
+    let secrets = ["--secrets", path_arg(&file)];
+    for format in SCAN_FORMATS {
+        let args = [&secrets[..], &["--format", format]].concat();
+        let out = tree.kr().scan_asking(&["--cri", &server.endpoint()], &args);
+        for v in &values {
+            assert_no_piece(&format!("scan --format {format}"), &out.stdout, v);
+        }
+        if format == "json" {
+            assert_eq!(out.json()["cri"]["runtime"], WITHHELD);
+        }
+    }
+    clean_shows_no_piece(&tree, &server, path_arg(&file), &values);
+    let fp = tree.fingerprint_file(&file, &[], "fp");
+    // Without fingerprints only the rules know a value: a runtime naming only the token.
+    let ruled = Server::grpc(crate::cri::Fake { containers: vec![tokened], ..fake() });
+    for (given, format) in [(true, "json"), (true, "table"), (false, "json"), (false, "table")] {
+        let ep = if given { server.endpoint() } else { ruled.endpoint() };
+        let mut args = vec!["pods", "--root", tree.root_arg(), "--cri", &ep];
+        if given {
+            args.extend(["--fingerprints", path_arg(&fp)]);
+        }
+        args.extend(["--format", format]);
+        let out = tree.run(&args);
+        out.assert_code(0);
+        for v in &values {
+            assert_no_piece(&format!("pods --format {format}"), &out.stdout, v);
+        }
+        if format == "json" && given {
+            let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(doc["runtime"], WITHHELD, "{doc}");
+        }
+    }
+}

@@ -16,7 +16,7 @@ use crate::util::*;
 const META_DB: &str = "/var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db";
 const SPEC_URL: &str = "types.containerd.io/opencontainers/runtime-spec/1/Spec";
 const CRI_META_URL: &str = "github.com/containerd/cri/pkg/store/container/Metadata";
-const POD_UID: &str = "8d2f4c6a-1b3e-4f5a-9c7d-2e4f6a8b0c1d";
+pub(crate) const POD_UID: &str = "8d2f4c6a-1b3e-4f5a-9c7d-2e4f6a8b0c1d";
 
 fn id(n: u8) -> String {
     format!("{:064x}", u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15))
@@ -41,16 +41,16 @@ fn varint(mut n: usize, out: &mut Vec<u8>) {
     out.push(n as u8);
 }
 
-fn data(v: impl AsRef<[u8]>) -> Node {
+pub(crate) fn data(v: impl AsRef<[u8]>) -> Node {
     Node::Data(v.as_ref().to_vec())
 }
 
-fn bucket<const N: usize>(entries: [(&str, Node); N]) -> Node {
+pub(crate) fn bucket<const N: usize>(entries: [(&str, Node); N]) -> Node {
     Node::Bucket(entries.into_iter().map(|(k, v)| (k.as_bytes().to_vec(), v)).collect())
 }
 
 /// The OCI spec containerd's CRI plugin stores: env, and the CRI annotations.
-fn spec(env: &[(&str, &str)], annotations: Value) -> Vec<u8> {
+pub(crate) fn spec(env: &[(&str, &str)], annotations: Value) -> Vec<u8> {
     let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let spec = json!({
         "ociVersion": "1.0.2-dev",
@@ -62,7 +62,12 @@ fn spec(env: &[(&str, &str)], annotations: Value) -> Vec<u8> {
 
 /// A container record (its snapshot key is its id, as CRI makes it). `labels` as kubelet
 /// sets them.
-fn container(id: &str, spec: Vec<u8>, labels: &[(&str, &str)], extension: Option<Vec<u8>>) -> Node {
+pub(crate) fn container(
+    id: &str,
+    spec: Vec<u8>,
+    labels: &[(&str, &str)],
+    extension: Option<Vec<u8>>,
+) -> Node {
     let labels: BTreeMap<Vec<u8>, Node> =
         labels.iter().map(|(k, v)| (k.as_bytes().to_vec(), data(v))).collect();
     let mut record = BTreeMap::from([

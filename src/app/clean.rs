@@ -200,6 +200,7 @@ fn write_plan(
     let Some(path) = &args.plan_out else { return Ok(()) };
     let mut shown = plan.clone();
     shown.actions.retain(|a| a.status == clean::Status::Planned);
+    shown.actions.iter_mut().for_each(clean::Action::withhold);
     let file = PlanFile::of(&shown, cfg.root.path(), kubelet_dir, now, min_age);
     let out = report::Output { path: path.clone(), follow_symlink: false };
     report::write_atomic(&out, |w| {
@@ -273,7 +274,7 @@ fn finish(
         &plan.left,
         args.apply,
     );
-    let report = clean::CleanReport {
+    let mut report = clean::CleanReport {
         schema: clean::CleanReport::SCHEMA,
         root: text::display_path(cfg.root_arg.as_os_str()),
         node: node_name(&cfg.root),
@@ -285,6 +286,7 @@ fn finish(
         left: plan.left,
         errors,
     };
+    report.withhold();
     match &cfg.output {
         Some(path) => report::write_atomic(path, |w| report::clean::write(&report, cfg.format, w))?,
         None => report::clean::write(&report, cfg.format, stdout)?,

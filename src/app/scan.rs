@@ -5,7 +5,7 @@ use super::printer::{Printer, TRACE, VERBOSE};
 use super::{node_name, skip_note, stopped, take_lock, Outcome};
 use crate::cli::{ReportFormatArg, ScanArgs};
 use crate::config::{self, Needs, ScanConfig};
-use crate::finding::{CriInfo, CriStatus, Report, ScanError, Summary};
+use crate::finding::{CriInfo, CriStatus, Finding, Report, ScanError, Summary};
 use crate::fingerprint::{self, BuildStats, FingerprintSet};
 use crate::matcher::Matcher;
 use crate::rules::Rules;
@@ -75,7 +75,7 @@ fn report_of(
     baselined: u64,
     started: Instant,
 ) -> Report {
-    Report {
+    let mut report = Report {
         schema: Report::SCHEMA,
         root: text::display_path(cfg.root_arg.as_os_str()),
         node: node_name(&cfg.root),
@@ -96,7 +96,9 @@ fn report_of(
         findings: result.findings,
         errors: result.errors,
         unread_mounts: result.unread_mounts,
-    }
+    };
+    report.withhold();
+    report
 }
 
 /// What a search searches with, made as the run's first steps: the node's walk started,
@@ -237,7 +239,13 @@ pub(crate) fn search(
         result.errors.sort();
     }
     tell_scan(&result, printer);
-    let (cri, asked) = ask(connected, &mut result, cfg.require_cri, printer)?;
+    let (mut cri, mut asked) = ask(connected, &mut result, cfg.require_cri, printer)?;
+    // The names the scan and the runtime gave, matched as the names on paths were: the
+    // outputs withhold what matches.
+    let names = result.findings.iter_mut().flat_map(Finding::names_mut);
+    let names = names.chain(cri.runtime.iter_mut());
+    let names = names.chain(asked.iter_mut().flat_map(|(_, live)| live.names_mut()));
+    scan::withhold_names(&searchers, names.map(|n| &**n));
     Ok(Scanned { result, cri, asked, kubelet_dir_seen })
 }
 

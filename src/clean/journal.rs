@@ -44,7 +44,9 @@ impl Journal {
 
     /// Appends one line for `action` in `phase` and waits until it is on disk.
     pub fn record(&mut self, phase: &str, action: &Action) -> std::io::Result<()> {
-        let line = Line { time: crate::sys::unix_now(), run: &self.run, phase, action };
+        let mut action = action.clone();
+        action.withhold();
+        let line = Line { time: crate::sys::unix_now(), run: &self.run, phase, action: &action };
         let mut bytes = serde_json::to_vec(&line)?;
         bytes.push(b'\n');
         self.file.write_all(&bytes)?;

@@ -24,7 +24,7 @@ use crate::finding::{Category, Finding, Severity, SiteId};
 use crate::node::kubelet;
 use crate::sites::{self, Advice};
 use crate::sys::tree::Ident;
-use crate::text::display_path;
+use crate::text::{display_path, redisplay, withhold};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -192,6 +192,38 @@ pub struct CleanReport {
 impl CleanReport {
     /// The schema id.
     pub const SCHEMA: &'static str = "kresidue/clean/v1";
+
+    /// Every name and path the report shows, withheld as a scan report's are
+    /// ([`crate::finding::Report::withhold`]): once, when the report is made.
+    pub fn withhold(&mut self) {
+        self.actions.iter_mut().for_each(Action::withhold);
+        for l in &mut self.left {
+            l.path = redisplay(&l.path);
+            withhold::names(l.pod.iter_mut().chain(l.container.iter_mut()));
+            withhold::prose(&mut l.reason);
+            withhold::prose(&mut l.manual);
+        }
+        self.cri.withhold();
+        self.errors.iter_mut().for_each(crate::finding::ScanError::withhold);
+        self.errors.sort();
+    }
+}
+
+impl Action {
+    /// Its path, pod, container and reason as shown (the report, `--plan-out`, the
+    /// journal), withheld where they hold secret material found in a name
+    /// (`text::withhold`); the action carried out keeps what it acts on.
+    pub fn withhold(&mut self) {
+        if let Some(path) = &mut self.path {
+            *path = redisplay(path);
+        }
+        let pod = self.pod.iter_mut().flat_map(|p| {
+            std::iter::once(&mut p.uid).chain(p.namespace.iter_mut()).chain(p.name.iter_mut())
+        });
+        let container = self.container.iter_mut().flat_map(|c| [&mut c.id, &mut c.name]);
+        withhold::names(pod.chain(container));
+        self.reason.iter_mut().for_each(withhold::prose);
+    }
 }
 
 /// The counts of a clean report.

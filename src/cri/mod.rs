@@ -737,6 +737,20 @@ impl Live {
         live
     }
 
+    /// Every name and id the runtime reported: the sandboxes' ids and their pods' uids,
+    /// namespaces and names, the containers' ids, names and sandboxes (not the keys they
+    /// are found by).
+    pub fn names_mut(&mut self) -> impl Iterator<Item = &mut String> {
+        let pods = self
+            .pods
+            .values_mut()
+            .flatten()
+            .flat_map(|p| [&mut p.id, &mut p.uid, &mut p.namespace, &mut p.name]);
+        let containers =
+            self.containers.values_mut().flat_map(|c| [&mut c.id, &mut c.name, &mut c.sandbox]);
+        pods.chain(containers)
+    }
+
     /// Whether a pod with `uid` has a sandbox, in any state.
     pub fn pod_live(&self, uid: &str) -> bool {
         self.pods.contains_key(uid)

@@ -9,6 +9,7 @@
 //! so a binary value that begins or ends with zeros is still found at a hole's edge.
 
 mod names;
+pub use names::withhold_names;
 mod read;
 mod search;
 

@@ -102,6 +102,30 @@ fn screen(
     !hits.is_empty() || !rule_hits.is_empty()
 }
 
+/// Matches names that come from node data or the runtime rather than from a path (a
+/// pod's or a container's name or id, an image's name, the runtime's version) as the names
+/// on paths are matched, each once: what matches is withheld from every name and path shown
+/// from now on ([`text::withhold`]). Such a name is no finding of its own: the record it
+/// was read from is searched as any file is (a runtime's answer is no file).
+pub fn withhold_names<'a>(searchers: &Searchers<'_>, names: impl IntoIterator<Item = &'a str>) {
+    let (mut hits, mut rule_hits) = (Vec::new(), Vec::new());
+    let mut done = std::collections::HashSet::new();
+    for name in names {
+        if !done.insert(name) || !screen(searchers, name.as_bytes(), &mut hits, &mut rule_hits) {
+            continue;
+        }
+        let spans = hits
+            .iter()
+            .map(|h| (h.offset, h.len))
+            .chain(rule_hits.iter().map(|h| (h.offset, h.len)));
+        for (offset, len) in spans {
+            text::withhold::withhold(
+                &name.as_bytes()[offset as usize..offset as usize + len as usize],
+            );
+        }
+    }
+}
+
 impl Names {
     /// Matches the names on the paths of a batch of files: each file's own, and the
     /// directories' above it that this worker has not checked yet (the walk lists a

@@ -7,6 +7,11 @@
 //! path ([`shown`]: a pod log's namespace, pod and container). So the finding at that name,
 //! the errors of files below it and `clean`'s plan all name the place without the value.
 //!
+//! Names that come from node data or the runtime rather than a path (a pod's or a
+//! container's name or id, an image's name, the runtime's version) are matched the same
+//! way once the scan has them (`scan::withhold_names`), and every output withholds them
+//! here in one pass over what it prints ([`names`], and [`prose`] for its messages).
+//!
 //! Only names hold recorded material: a handful on a node where any is found, none on most.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,4 +53,24 @@ pub fn shown(name: &str) -> String {
     } else {
         name.to_owned()
     }
+}
+
+/// Withholds, in place, each of `names` that holds recorded material (see [`shown`]).
+pub fn names<'a>(names: impl IntoIterator<Item = &'a mut String>) {
+    for name in names {
+        if is_withheld(name.as_bytes()) {
+            WITHHELD.clone_into(name);
+        }
+    }
+}
+
+/// Withholds, in place, each word (a run of text between spaces) of a message that holds
+/// recorded material: a name a message quotes (`docker rm <id>`) is shown as a name is.
+pub fn prose(text: &mut String) {
+    if !ANY.load(Ordering::Acquire) || !text.split(' ').any(|w| is_withheld(w.as_bytes())) {
+        return;
+    }
+    let words: Vec<&str> =
+        text.split(' ').map(|w| if is_withheld(w.as_bytes()) { WITHHELD } else { w }).collect();
+    *text = words.join(" ");
 }
