@@ -150,9 +150,9 @@ pub const WORK_ALLOWANCE: usize = 256 * 1024;
 /// The work a check of a match is charged, in bytes of regex work, besides the length
 /// of its secret: the placeholder filter and a JWT's decoding each cost about what the
 /// regex spends on a kilobyte (measured on a file of JWT look-alikes).
-const CHECK_COST: usize = 1024;
+pub const CHECK_COST: usize = 1024;
 /// Bytes of work between two askings of the caller's stop (a signal, the deadline).
-const STOP_EVERY: usize = 1 << 20;
+pub const STOP_EVERY: usize = 1 << 20;
 
 /// How the search of a buffer ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
