@@ -496,14 +496,19 @@ impl Rules {
                         continue;
                     }
                     let key = (Arc::as_ptr(&rule.regex), lo, hi);
-                    if !matches!(&shared, Some((k, ..)) if *k == key) {
-                        let located = Located::search(rule.pattern(), &buf[lo..hi], q - lo);
-                        work.charge(ri, located.cost, true);
-                        shared = Some((key, located, Verdict::default()));
-                    } else if let Some((_, located, _)) = &shared {
-                        work.charge(ri, located.cost, false);
-                    }
-                    let Some((_, located, verdict)) = &mut shared else { continue };
+                    let (located, verdict) = match &mut shared {
+                        Some((k, located, verdict)) if *k == key => {
+                            work.charge(ri, located.cost, false);
+                            (&*located, verdict)
+                        }
+                        slot => {
+                            let located = Located::search(rule.pattern(), &buf[lo..hi], q - lo);
+                            work.charge(ri, located.cost, true);
+                            let (_, located, verdict) =
+                                slot.insert((key, located, Verdict::default()));
+                            (&*located, verdict)
+                        }
+                    };
                     if let Some(m) = &located.found {
                         let window = &buf[lo..hi];
                         let cost = self.accept(ri, window, base + lo as u64, m, verdict, hits);
