@@ -72,6 +72,14 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl Error {
+    /// More records (of `what`) or values than a reader keeps.
+    pub fn many(what: &str, records: usize, values: usize) -> Error {
+        err(format!(
+            "bbolt: more than {records} {what} or {values} values; the rest are not read \
+             (what they would name is unknown)"
+        ))
+    }
+
     /// Page `page` is the root of a second bucket (or reached again on the way to one).
     pub fn shared(page: u64) -> Error {
         err(format!("bbolt: page {page} is reached twice (buckets share it); read once"))
@@ -172,6 +180,12 @@ pub struct Bucket<'a> {
 
 /// A leaf element: flags, key, value.
 type Element<'a> = (u32, &'a [u8], &'a [u8]);
+
+/// Whether a walk over elements goes on.
+pub type Flow = std::ops::ControlFlow<()>;
+
+/// What is called with each element a walk reaches.
+type Visit<'f, 'a> = dyn FnMut(Element<'a>) -> Flow + 'f;
 
 impl<'a> Db<'a> {
     /// Opens the bytes of a bbolt file: finds the page size, validates both meta pages and
@@ -310,32 +324,38 @@ impl<'a> Db<'a> {
         (out, errors)
     }
 
-    /// Marks the pages of `bucket` and of every bucket under it as live.
+    /// Marks the pages of `bucket` and of every bucket under it as live: its own pages
+    /// first, then its entries one by one (none held).
     fn mark(&self, bucket: &Bucket<'a>, live: &mut HashSet<u64>, errors: &mut Vec<Error>) {
-        let mut pages = Vec::new();
-        let entries = match bucket.collect(&mut pages) {
-            Ok(e) => e,
+        match bucket.pages() {
+            Ok(pages) => {
+                for (id, n) in pages {
+                    live.extend((0..n).map(|i| id + i));
+                }
+            }
             Err(e) => {
                 errors.push(e);
-                Vec::new()
+                return;
             }
-        };
-        for (id, n) in pages {
-            live.extend((0..n).map(|i| id + i));
         }
-        for (_, value) in entries {
+        let walked = bucket.each(|_, value| {
             if let Value::Bucket(b) = value {
                 if let Root::Page(id) = b.root {
                     if live.contains(&id) {
-                        continue; // a loop, or a page shared by two buckets: not bbolt's doing
+                        // A loop, or a page shared by two buckets: not bbolt's doing.
+                        return Flow::Continue(());
                     }
                 }
                 if b.depth > MAX_DEPTH {
                     errors.push(err("bbolt: buckets nested too deep"));
-                    continue;
+                    return Flow::Continue(());
                 }
                 self.mark(&b, live, errors);
             }
+            Flow::Continue(())
+        });
+        if let Err(e) = walked {
+            errors.push(e);
         }
     }
 }
@@ -350,73 +370,107 @@ impl<'a> Bucket<'a> {
         }
     }
 
-    /// Every entry, in key order.
+    /// Every entry, in key order. Held all at once: for a bucket of any size, [`Bucket::each`].
     pub fn entries(&self) -> Result<Vec<(&'a [u8], Value<'a>)>, Error> {
-        self.collect(&mut Vec::new())
+        let mut out = Vec::new();
+        self.each(|k, v| {
+            out.push((k, v));
+            Flow::Continue(())
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` with each entry, in key order, until it breaks; nothing is held between
+    /// calls, so a bucket of millions of entries costs no more memory than one. An error
+    /// (a damaged page, the file's read budget spent) ends the walk where it is.
+    pub fn each(&self, mut f: impl FnMut(&'a [u8], Value<'a>) -> Flow) -> Result<(), Error> {
+        let mut bad = None;
+        let _ = self.visit(&mut Vec::new(), &mut |(flags, key, value)| match self
+            .value(flags, value)
+        {
+            Ok(v) => f(key, v),
+            Err(e) => {
+                bad = Some(e);
+                Flow::Break(())
+            }
+        })?;
+        bad.map_or(Ok(()), Err)
     }
 
     /// The plain value under `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<&'a [u8]>, Error> {
-        Ok(self.entries()?.into_iter().find_map(|(k, v)| match v {
-            Value::Data(d) if k == key => Some(d),
-            _ => None,
-        }))
+        let mut found = None;
+        self.each(|k, v| match v {
+            Value::Data(d) if k == key => {
+                found = Some(d);
+                Flow::Break(())
+            }
+            _ => Flow::Continue(()),
+        })?;
+        Ok(found)
     }
 
     /// The nested bucket under `key`.
     pub fn bucket(&self, key: &[u8]) -> Result<Option<Bucket<'a>>, Error> {
-        Ok(self.entries()?.into_iter().find_map(|(k, v)| match v {
-            Value::Bucket(b) if k == key => Some(b),
-            _ => None,
-        }))
+        let mut found = None;
+        self.each(|k, v| match v {
+            Value::Bucket(b) if k == key => {
+                found = Some(b);
+                Flow::Break(())
+            }
+            _ => Flow::Continue(()),
+        })?;
+        Ok(found)
     }
 
-    /// The entries, noting each page read (id, pages spanned) in `pages`.
-    fn collect(&self, pages: &mut Vec<(u64, u64)>) -> Result<Vec<(&'a [u8], Value<'a>)>, Error> {
-        let mut elements = Vec::new();
+    /// The pages of the bucket (id, pages spanned), read without looking at its entries.
+    fn pages(&self) -> Result<Vec<(u64, u64)>, Error> {
+        let mut pages = Vec::new();
+        let _ = self.visit(&mut pages, &mut |_| Flow::Continue(()))?;
+        Ok(pages)
+    }
+
+    /// Walks the elements, noting each page read (id, pages spanned) in `pages`.
+    fn visit(&self, pages: &mut Vec<(u64, u64)>, f: &mut Visit<'_, 'a>) -> Result<Flow, Error> {
         match self.root {
             Root::Inline(page) => {
                 if u16_at(page, 8) != Some(LEAF) {
                     return Err(err("bbolt: an inline bucket is not a leaf page"));
                 }
                 self.db.spend(usize::from(u16_at(page, 10).unwrap_or(0)))?;
-                leaf(page, "an inline bucket", &mut elements)?;
+                leaf(page, "an inline bucket", f)
             }
-            Root::Page(id) => self.db.walk(id, 0, &mut HashSet::new(), pages, &mut elements)?,
+            Root::Page(id) => self.db.walk(id, 0, &mut HashSet::new(), pages, f),
         }
-        elements
-            .into_iter()
-            .map(|(flags, key, value)| {
-                if flags & BUCKET_FLAG == 0 {
-                    return Ok((key, Value::Data(value)));
-                }
-                let root =
-                    u64_at(value, 0).ok_or_else(|| err("bbolt: a bucket value is too short"))?;
-                let root = match root {
-                    0 => Root::Inline(
-                        value
-                            .get(HEADER..)
-                            .ok_or_else(|| err("bbolt: a bucket value is too short"))?,
-                    ),
-                    id => Root::Page(id),
-                };
-                let db = self.db.clone();
-                Ok((key, Value::Bucket(Bucket { db, root, depth: self.depth + 1 })))
-            })
-            .collect()
+    }
+
+    /// The value of a leaf element: plain bytes, or a nested bucket.
+    fn value(&self, flags: u32, value: &'a [u8]) -> Result<Value<'a>, Error> {
+        if flags & BUCKET_FLAG == 0 {
+            return Ok(Value::Data(value));
+        }
+        let root = u64_at(value, 0).ok_or_else(|| err("bbolt: a bucket value is too short"))?;
+        let root = match root {
+            0 => Root::Inline(
+                value.get(HEADER..).ok_or_else(|| err("bbolt: a bucket value is too short"))?,
+            ),
+            id => Root::Page(id),
+        };
+        Ok(Value::Bucket(Bucket { db: self.db.clone(), root, depth: self.depth + 1 }))
     }
 }
 
 impl<'a> Db<'a> {
-    /// Appends the leaf elements under page `id` (a branch or leaf) to `out`.
+    /// Calls `f` with the leaf elements under page `id` (a branch or leaf), in order, until
+    /// it breaks.
     fn walk(
         &self,
         id: u64,
         depth: usize,
         seen: &mut HashSet<u64>,
         pages: &mut Vec<(u64, u64)>,
-        out: &mut Vec<Element<'a>>,
-    ) -> Result<(), Error> {
+        f: &mut Visit<'_, 'a>,
+    ) -> Result<Flow, Error> {
         if depth > MAX_DEPTH || !seen.insert(id) {
             return Err(err(format!("bbolt: page {id} is reached twice (a loop)")));
         }
@@ -425,7 +479,7 @@ impl<'a> Db<'a> {
         self.spend(usize::from(u16_at(page, 10).unwrap_or(0)).max(1))?;
         let what = format!("page {id}");
         match u16_at(page, 8) {
-            Some(LEAF) => leaf(page, &what, out),
+            Some(LEAF) => leaf(page, &what, f),
             Some(BRANCH) => {
                 let count = usize::from(u16_at(page, 10).unwrap_or(0));
                 for i in 0..count {
@@ -433,9 +487,11 @@ impl<'a> Db<'a> {
                     let child = u64_at(page, e + 8).ok_or_else(|| {
                         err(format!("bbolt: {what}: element {i} runs past the page"))
                     })?;
-                    self.walk(child, depth + 1, seen, pages, out)?;
+                    if self.walk(child, depth + 1, seen, pages, f)?.is_break() {
+                        return Ok(Flow::Break(()));
+                    }
                 }
-                Ok(())
+                Ok(Flow::Continue(()))
             }
             Some(flags) => {
                 Err(err(format!("bbolt: {what} is not a branch or leaf (flags {flags:#x})")))
@@ -445,9 +501,14 @@ impl<'a> Db<'a> {
     }
 }
 
-/// Appends the elements of the leaf page `page` to `out`.
-fn leaf<'a>(page: &'a [u8], what: &str, out: &mut Vec<Element<'a>>) -> Result<(), Error> {
+/// Calls `f` with each element of the leaf page `page`, in order, until it breaks. bbolt
+/// writes a leaf's keys and values one after another behind its element headers
+/// (`node.go`, `write`), and keys are never empty: an element whose bytes start before
+/// the previous one's end is a crafted or damaged page (many elements naming one key would
+/// have one record read as many), and is an error.
+fn leaf<'a>(page: &'a [u8], what: &str, f: &mut Visit<'_, 'a>) -> Result<Flow, Error> {
     let count = usize::from(u16_at(page, 10).unwrap_or(0));
+    let mut free = HEADER + count * ELEMENT;
     for i in 0..count {
         let e = HEADER + i * ELEMENT;
         let bad = || err(format!("bbolt: {what}: element {i} runs past the page"));
@@ -466,9 +527,18 @@ fn leaf<'a>(page: &'a [u8], what: &str, out: &mut Vec<Element<'a>>) -> Result<()
         let (Some(key), Some(value)) = (page.get(k..v), page.get(v..end)) else {
             return Err(bad());
         };
-        out.push((flags, key, value));
+        if k < free || key.is_empty() {
+            return Err(err(format!(
+                "bbolt: {what}: element {i} shares bytes with another or has no key (a \
+                 crafted or damaged page); the rest of its bucket is not read"
+            )));
+        }
+        free = end;
+        if f((flags, key, value)).is_break() {
+            return Ok(Flow::Break(()));
+        }
     }
-    Ok(())
+    Ok(Flow::Continue(()))
 }
 
 /// A minimal bbolt writer, for tests and fixtures only: it lays out a tree the way bbolt
@@ -540,6 +610,54 @@ pub mod write {
         let v1 = up(b"k8s.io", ns);
         let root = up(b"v1", v1);
         w.finish_at(root)
+    }
+
+    /// A hostile file (4 KiB pages) whose bucket at `path` holds `n` elements that all
+    /// name the same bytes: one `key` and one bucket of `record` entries (inline), as
+    /// leaves of at most 65,535 elements under one branch page. Each element is 16 bytes,
+    /// so `n` records take `16 n` bytes: a reader that holds what each says holds `n`
+    /// copies of one record.
+    pub fn aliased(path: &[&[u8]], n: usize, key: &[u8], record: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut w = Writer::new(4096, true, usize::MAX);
+        let inner: Vec<_> = record.iter().map(|(k, v)| (0, k.to_vec(), v.to_vec())).collect();
+        let mut value = vec![0u8; 16];
+        value.extend(leaf(&inner));
+        let mut leaves = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            let count = left.min(u16::MAX as usize);
+            left -= count;
+            let mut page = vec![0u8; HEADER + count * ELEMENT];
+            page[8..10].copy_from_slice(&LEAF.to_le_bytes());
+            page[10..12].copy_from_slice(&(count as u16).to_le_bytes());
+            let data = page.len();
+            for i in 0..count {
+                let e = HEADER + i * ELEMENT;
+                let fields = [BUCKET_FLAG, (data - e) as u32, key.len() as u32, value.len() as u32];
+                for (j, x) in fields.into_iter().enumerate() {
+                    page[e + 4 * j..e + 4 * j + 4].copy_from_slice(&x.to_le_bytes());
+                }
+            }
+            page.extend_from_slice(key);
+            page.extend_from_slice(&value);
+            leaves.push(w.place(page));
+        }
+        let mut branch = vec![0u8; HEADER + leaves.len() * ELEMENT];
+        branch[8..10].copy_from_slice(&BRANCH.to_le_bytes());
+        branch[10..12].copy_from_slice(&(leaves.len() as u16).to_le_bytes());
+        let keys = branch.len();
+        for (i, id) in leaves.iter().enumerate() {
+            let e = HEADER + i * ELEMENT;
+            branch[e..e + 4].copy_from_slice(&((keys - e) as u32).to_le_bytes());
+            branch[e + 4..e + 8].copy_from_slice(&(key.len() as u32).to_le_bytes());
+            branch[e + 8..e + 16].copy_from_slice(&id.to_le_bytes());
+        }
+        branch.extend_from_slice(key);
+        let mut page = w.place(branch);
+        for name in path.iter().rev() {
+            page = w.leaf_page(&[(BUCKET_FLAG, name.to_vec(), bucket_at(page))]);
+        }
+        w.finish_at(page)
     }
 
     /// The flags of a leaf element that is a bucket.

@@ -8,6 +8,7 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::fmt;
+use std::sync::Arc;
 
 /// How bad a finding is. Ordered: `Info < Low < Medium < High < Critical`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -343,6 +344,52 @@ impl JwtInsight {
     }
 }
 
+/// The names of the images a layer belongs to: one list per layer, shared (a pointer
+/// each) by its scope and every finding in it, and each name by every layer it is on, so
+/// that a layer of many files, of a base image of many names, costs its names once.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Images(Arc<[Arc<str>]>);
+
+impl Images {
+    /// The list of `names`, in their order.
+    pub fn new(names: impl IntoIterator<Item = Arc<str>>) -> Images {
+        Images(names.into_iter().collect())
+    }
+
+    /// The names.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|n| &**n)
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The first.
+    pub fn first(&self) -> Option<&str> {
+        self.iter().next()
+    }
+
+    /// Withholds each name holding recorded material (see [`withhold::names`]); the list is
+    /// copied only when one does.
+    pub fn withhold(&mut self) {
+        use crate::text::withhold;
+        if !self.iter().any(|n| withhold::is_withheld(n.as_bytes())) {
+            return;
+        }
+        let mut names: Vec<String> = self.iter().map(str::to_owned).collect();
+        withhold::names(names.iter_mut());
+        *self = Images::new(names.into_iter().map(Arc::from));
+    }
+}
+
 /// One place where secret material was found. Owned, small, and free of secret values.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Finding {
@@ -370,8 +417,8 @@ pub struct Finding {
     /// The owning container, when the site has one.
     pub container: Option<ContainerRef>,
     /// The images an image layer belongs to (their names, as the runtime records them).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub images: Vec<String>,
+    #[serde(skip_serializing_if = "Images::is_empty")]
+    pub images: Images,
     /// Whether the match is in the file's content or in the name at `path` (`"in":
     /// "name"`, written only then).
     #[serde(rename = "in", skip_serializing_if = "Within::is_content")]
@@ -509,7 +556,7 @@ impl Finding {
             stale: false,
             pod: None,
             container: None,
-            images: Vec::new(),
+            images: Images::default(),
             within: Within::Content,
             matched: MatchInfo {
                 kind: MatchKind::Fingerprint,
@@ -633,15 +680,14 @@ pub struct Report {
 
 impl Finding {
     /// The names and ids of its owner that come from node data or the runtime, not from
-    /// its path: the pod's uid, namespace and name, the container's id and name, the
-    /// images' names. Each is withheld as a name on a path is (see [`Report::withhold`]).
+    /// its path: the pod's uid, namespace and name, the container's id and name (the
+    /// images' names are [`Finding::images`]'). Each is withheld as a name on a path is
+    /// (see [`Report::withhold`]).
     pub fn names_mut(&mut self) -> impl Iterator<Item = &mut String> {
         let pod = self.pod.iter_mut().flat_map(|p| {
             std::iter::once(&mut p.uid).chain(p.namespace.iter_mut()).chain(p.name.iter_mut())
         });
-        let container =
-            self.container.iter_mut().flat_map(|c| c.id.iter_mut().chain(c.name.iter_mut()));
-        pod.chain(container).chain(self.images.iter_mut())
+        pod.chain(self.container.iter_mut().flat_map(|c| c.id.iter_mut().chain(c.name.iter_mut())))
     }
 }
 
@@ -657,6 +703,7 @@ impl Report {
     pub fn withhold(&mut self) {
         use crate::text::{redisplay, withhold};
         withhold::names(self.findings.iter_mut().flat_map(Finding::names_mut));
+        self.findings.iter_mut().for_each(|f| f.images.withhold());
         self.cri.withhold();
         for f in &mut self.findings {
             f.path = redisplay(&f.path);

@@ -7,7 +7,7 @@
 //! property is cheap to state it is asserted too (a panic is a finding for the fuzzer).
 
 use crate::bbolt::{Bucket, Db, Value};
-use crate::node::{containerd, logs, other_runtimes};
+use crate::node::{containerd, logs, other_runtimes, MAX_NAME};
 use std::io::Read;
 
 /// A fuzz target: arbitrary bytes in, no panic out.
@@ -139,11 +139,12 @@ pub fn crio_docker_json(data: &[u8]) {
         // keys' earlier values too, and bounds the counts far above this input's).
         let repos = v["Repositories"].as_object().into_iter().flat_map(|r| r.values());
         for (name, id) in repos.filter_map(|r| r.as_object()).flatten() {
-            let Some(id) = id.as_str().filter(|i| i.len() <= 256 && name.len() <= 4096) else {
+            let Some(id) = id.as_str().filter(|i| i.len() <= 256 && name.len() <= MAX_NAME) else {
                 continue;
             };
             let id = id.strip_prefix("sha256:").unwrap_or(id);
-            let kept = docker.as_ref().and_then(|d| d.get(id)).is_some_and(|n| n.contains(name));
+            let kept =
+                docker.as_ref().and_then(|d| d.get(id)).is_some_and(|n| n.contains(name.as_str()));
             assert!(kept || data.len() > 1 << 20, "a Docker image name");
         }
         let want = v["Config"]["Labels"]["io.kubernetes.pod.uid"].as_str();
@@ -170,7 +171,10 @@ pub fn crio_docker_json(data: &[u8]) {
             assert_eq!(digest.and_then(|d| d.get(7..)), Some(first.as_str()));
         }
         let list = v.as_array().map(Vec::as_slice).unwrap_or_default();
-        if list.len() <= 16_384 {
+        // Cut past the cap, and said so.
+        let cut = owners.as_ref().is_some_and(|o| o.cut);
+        assert_eq!(cut, list.len() > other_runtimes::MAX_CONTAINERS, "the cut is said");
+        if list.len() <= other_runtimes::MAX_CONTAINERS {
             // Every record with an id (of a runtime's length) is a container, in order (the
             // picker takes a boolean as its text).
             let picked = |v: &serde_json::Value| {
@@ -178,8 +182,11 @@ pub fn crio_docker_json(data: &[u8]) {
                 text.or_else(|| v.as_str().filter(|s| s.len() <= 256).map(str::to_owned))
             };
             let records: Vec<_> = list.iter().filter(|r| picked(&r["id"]).is_some()).collect();
-            let got: Vec<_> =
-                owners.iter().flatten().map(|c| (c.id.clone(), c.layer.clone())).collect();
+            let got: Vec<_> = owners
+                .iter()
+                .flat_map(|o| &o.items)
+                .map(|c| (c.id.clone(), c.layer.clone()))
+                .collect();
             let want: Vec<_> =
                 records.iter().map(|r| (picked(&r["id"]).unwrap(), picked(&r["layer"]))).collect();
             assert_eq!(got, want, "the containers.json records");

@@ -365,3 +365,223 @@ fn image_names_on_layers_are_bounded() {
     let rss = rss_mib(&out);
     assert!(rss < 200, "peak RSS {rss} MiB");
 }
+
+/// Issue 46, break 2: a runtime database whose bucket of containers holds two million
+/// elements that all name one record (16 bytes each: a 32 MiB file), as containerd's
+/// `meta.db`, Docker's own containerd's and Podman's `bolt_state.db`. A record is read
+/// once: the elements share bytes, which no bbolt page does, and the bucket is reported
+/// as damaged; peak RSS stays under 200 MiB (it was 2.5 GB for 62 MiB). The same file
+/// padded past the size a database is read whole up to is searched as a stream, and an
+/// `errors` entry says its matches are not attributed.
+#[test]
+fn records_naming_one_key_are_read_once() {
+    let id = "c3".repeat(32);
+    let record: &[(&[u8], &[u8])] = &[
+        (b"image", b"docker.io/library/busybox:latest"),
+        (b"snapshotter", b"overlayfs"),
+        (b"snapshotKey", id.as_bytes()),
+        (b"state", br#"{"state":6}"#),
+    ];
+    let n = 1 << 21;
+    let containerd = |ns: &[u8]| {
+        kresidue::bbolt::write::aliased(&[b"v1", ns, b"containers"], n, id.as_bytes(), record)
+    };
+    let docker_meta = "/var/lib/docker/containerd/daemon/io.containerd.metadata.v1.bolt/meta.db";
+    let files = [
+        (META_DB, containerd(b"k8s.io"), true),
+        (docker_meta, containerd(b"moby"), true),
+        (
+            "/var/lib/containers/storage/libpod/bolt_state.db",
+            kresidue::bbolt::write::aliased(&[b"ctr"], n, id.as_bytes(), record),
+            false,
+        ),
+    ];
+    for (path, db, reported) in &files {
+        assert!(db.len() > 32 << 20, "{} bytes", db.len());
+        let tree = NodeTree::new();
+        tree.write(path, db);
+        tree.mkdir(format!("{SNAPSHOTS}/snapshots/1/fs"));
+        tree.mkdir("/var/lib/containers/storage/overlay-containers");
+        let out = measured_scan(&tree, &[]);
+        let errs = errors(&out);
+        if *reported {
+            assert!(
+                errs.iter().any(|(p, e)| p == path && e.contains("shares bytes")),
+                "{path}: {errs:?}"
+            );
+        }
+        let rss = rss_mib(&out);
+        assert!(rss < 200, "{path}: peak RSS {rss} MiB");
+    }
+    // Ten times over: past the whole-read size, streamed and said so.
+    let tree = NodeTree::new();
+    tree.write(META_DB, &files[0].1);
+    std::fs::File::options()
+        .write(true)
+        .open(tree.host(META_DB))
+        .unwrap()
+        .set_len(10 * files[0].1.len() as u64)
+        .unwrap();
+    tree.mkdir(format!("{SNAPSHOTS}/snapshots/1/fs"));
+    let out = measured_scan(&tree, &[]);
+    let errs = errors(&out);
+    assert!(
+        errs.iter().any(|(p, e)| p == META_DB && e.contains("not attributed to containers")),
+        "{errs:?}"
+    );
+    let rss = rss_mib(&out);
+    assert!(rss < 200, "peak RSS {rss} MiB");
+}
+
+/// Issue 46, break 2: a `meta.db` of 100,000 distinct container records (a crafted file of
+/// tiny records; a node runs a few hundred) holds 16,384 of them, says the rest were not
+/// read, and the snapshot dirs the others would name are not called orphans.
+#[test]
+fn meta_db_records_past_the_cap_are_reported() {
+    use kresidue::bbolt::write::{Node, Writer};
+    use std::collections::BTreeMap;
+    let data = |s: &str| Node::Data(s.as_bytes().to_vec());
+    let containers: BTreeMap<Vec<u8>, Node> = (0..100_000u32)
+        .map(|i| {
+            let record = BTreeMap::from([
+                (b"snapshotter".to_vec(), data("overlayfs")),
+                (b"snapshotKey".to_vec(), data(&format!("{i:064x}"))),
+            ]);
+            (format!("{i:064x}").into_bytes(), Node::Bucket(record))
+        })
+        .collect();
+    let ns = BTreeMap::from([(b"containers".to_vec(), Node::Bucket(containers))]);
+    let v1 = BTreeMap::from([(b"k8s.io".to_vec(), Node::Bucket(ns))]);
+    let root = BTreeMap::from([(b"v1".to_vec(), Node::Bucket(v1))]);
+    let db = Writer::new(4096, true, 2000).finish(&root, &[], 0);
+    let tree = NodeTree::new();
+    tree.write(META_DB, &db);
+    tree.mkdir(format!("{SNAPSHOTS}/snapshots/1/fs"));
+    let out = measured_scan(&tree, &[]);
+    let errs = errors(&out);
+    assert!(
+        errs.iter().any(|(p, e)| p == META_DB && e.contains("more than 16384 container records")),
+        "{errs:?}"
+    );
+    let rss = rss_mib(&out);
+    assert!(rss < 200, "peak RSS {rss} MiB");
+}
+
+/// Issue 46, break 3: image names are shared, not copied per layer. containers/storage's
+/// `images.json` and Docker's `repositories.json` give 4 images 256 names of 4 KiB (no
+/// reference is that long: dropped) and 16 images 256 names of 500 bytes, all on one
+/// 256-layer chain whose every layer holds a value. Each finding shows its layer's first
+/// 256 names, no 4 KiB one, and peak RSS stays under 200 MiB (it was 1 GB for the 4 KiB
+/// names alone).
+#[test]
+fn image_names_on_deep_chains_are_shared() {
+    let tree = NodeTree::new();
+    let value = String::from_utf8(fake_secret(6102)).unwrap();
+    let secrets = vec![Secret::opaque("shop", "db", &[("v", value.as_bytes())])];
+    tree.guard_secrets(&secrets);
+    let name = |i: usize, n: usize, len: usize| {
+        let head = format!("localhost/i{i}/n{n}:");
+        format!("{head}{}", "x".repeat(len - head.len()))
+    };
+    let named: Vec<(usize, usize)> =
+        (0..4).map(|i| (i, 4096)).chain((4..20).map(|i| (i, 500))).collect();
+    // containers/storage: every image's top is the chain's top layer.
+    let graph = "/var/lib/containers/storage";
+    let layer = |d: usize| format!("{d:064x}");
+    let top = layer(255);
+    let images: Vec<serde_json::Value> = named
+        .iter()
+        .map(|&(i, len)| {
+            let names: Vec<String> = (0..256).map(|n| name(i, n, len)).collect();
+            json!({"id": format!("{i:064x}"), "names": names, "layer": top})
+        })
+        .collect();
+    tree.write(
+        format!("{graph}/overlay-images/images.json"),
+        &serde_json::to_vec(&images).unwrap(),
+    );
+    let layers: Vec<serde_json::Value> = (0..256)
+        .map(|d| match d {
+            0 => json!({"id": layer(d)}),
+            _ => json!({"id": layer(d), "parent": layer(d - 1)}),
+        })
+        .collect();
+    tree.write(
+        format!("{graph}/overlay-layers/layers.json"),
+        &serde_json::to_vec(&layers).unwrap(),
+    );
+    for d in 0..256 {
+        tree.write(format!("{graph}/overlay/{}/diff/f", layer(d)), value.as_bytes());
+    }
+    // Docker: every image's config lists the same 256 diff ids.
+    let store = "/var/lib/docker/image/overlay2";
+    let mut repos = serde_json::Map::new();
+    for &(i, len) in &named {
+        let refs: serde_json::Map<String, serde_json::Value> =
+            (0..256).map(|n| (name(i, n, len), format!("sha256:{i:064x}").into())).collect();
+        repos.insert(format!("r{i}"), refs.into());
+    }
+    let repos = json!({"Repositories": repos});
+    tree.write(format!("{store}/repositories.json"), repos.to_string().as_bytes());
+    let diffs: Vec<String> = (0..256u64).map(|d| format!("sha256:{d:064x}")).collect();
+    let config = json!({"rootfs": {"type": "layers", "diff_ids": diffs}}).to_string();
+    let chain = kresidue::node::other_runtimes::docker_chain_ids(&mut config.as_bytes()).unwrap();
+    for &(i, _) in &named {
+        tree.write(format!("{store}/imagedb/content/sha256/{i:064x}"), config.as_bytes());
+    }
+    for (d, c) in chain.iter().enumerate() {
+        tree.write(format!("{store}/layerdb/sha256/{c}/cache-id"), format!("d{d}").as_bytes());
+        tree.write(format!("/var/lib/docker/overlay2/d{d}/diff/f"), value.as_bytes());
+    }
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let args = ["--secrets", path_arg(&file), "--format", "json", "--fail-on", "never"];
+    let out = tree.kr().timeout(GENEROUS).measure_rss().scan(&args);
+    out.assert_code(0);
+    let found = out.findings();
+    assert_eq!(found.len(), 512, "{}", out.stdout_str().len());
+    for f in &found {
+        let names = f.raw["images"].as_array().expect("images named");
+        assert_eq!(names.len(), 256, "{}", f.path);
+        assert!(names.iter().all(|n| n.as_str().unwrap().len() == 500), "{}", f.path);
+    }
+    let rss = rss_mib(&out);
+    assert!(rss < 200, "peak RSS {rss} MiB");
+}
+
+/// Issue 46, break 7: a `containers.json` of 20,001 records is read up to the 16,384 kept,
+/// and says so in `errors`; the last container's writable layer and its dir, which no
+/// record read names, are unknown (a `container-layer` whose owner is not known, an env
+/// whose container may live), never an image's layer or a dead container's.
+#[test]
+fn container_records_past_the_cap_are_reported_and_unknown() {
+    let tree = NodeTree::new();
+    let value = String::from_utf8(fake_secret(6103)).unwrap();
+    let secrets = vec![Secret::opaque("shop", "db", &[("v", value.as_bytes())])];
+    let records: Vec<serde_json::Value> = (0..20_001u32)
+        .map(|i| json!({"id": format!("{i:064x}"), "layer": format!("{:064x}", i + (1 << 20))}))
+        .collect();
+    let records = serde_json::to_vec(&records).unwrap();
+    tree.write(format!("{CRIO}/overlay-containers/containers.json"), &records);
+    let (last, layer) = (format!("{:064x}", 20_000), format!("{:064x}", 20_000 + (1 << 20)));
+    tree.write(format!("{CRIO}/overlay/{layer}/diff/env"), format!("V={value}\n").as_bytes());
+    let spec = format!(r#"{{"process":{{"env":["V={value}"]}}}}"#);
+    tree.write(format!("{CRIO}/overlay-containers/{last}/userdata/config.json"), spec.as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let args = ["--secrets", path_arg(&file), "--format", "json", "--fail-on", "never"];
+    let out = tree.kr().timeout(GENEROUS).scan(&args);
+    out.assert_code(0);
+    let errs = errors(&out);
+    let json_path = format!("{CRIO}/overlay-containers/containers.json");
+    assert!(
+        errs.iter()
+            .any(|(p, e)| *p == json_path && e.contains("more container records than the 16384")),
+        "{errs:?}"
+    );
+    let found = out.findings();
+    assert_eq!(found.len(), 2, "{}", out.stdout_str());
+    for f in &found {
+        assert_ne!(f.raw["category"], "dead-container", "{}", f.path);
+        assert_ne!(f.raw["category"], "image-layer", "{}", f.path);
+        assert_ne!(f.raw["container"]["live"], false, "{}", f.path);
+    }
+}

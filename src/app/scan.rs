@@ -242,6 +242,7 @@ pub(crate) fn search(
     let (mut cri, mut asked) = ask(connected, &mut result, cfg.require_cri, printer)?;
     // The names the scan and the runtime gave, matched as the names on paths were: the
     // outputs withhold what matches.
+    scan::withhold_names(&searchers, result.findings.iter().flat_map(|f| f.images.iter()));
     let names = result.findings.iter_mut().flat_map(Finding::names_mut);
     let names = names.chain(cri.runtime.iter_mut());
     let names = names.chain(asked.iter_mut().flat_map(|(_, live)| live.names_mut()));

@@ -12,9 +12,24 @@
 //! reaches (see [`crate::bbolt::Db::dead_ranges`]) are data of removed containers that
 //! bbolt has not overwritten yet.
 
-use crate::bbolt::{Bucket, Db, Error, Value};
+use super::other_runtimes::MAX_NAMES_PER_LAYER;
+use super::{MAX_NAME, MAX_RECORDS};
+use crate::bbolt::{Bucket, Db, Error, Flow, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
+use std::sync::Arc;
+
+/// Values of container records kept in all (a record has a few dozen: labels, spec,
+/// extensions); past it the rest of the records are not read.
+const MAX_VALUES: usize = 1 << 20;
+
+/// Content blobs of a namespace looked up (an image has a manifest, a config and a layer
+/// blob for each of its layers).
+const MAX_BLOBS: usize = 4 * MAX_RECORDS;
+
+/// Labels kept of one blob that link it to others (an index names a manifest a
+/// platform; a config a top layer a snapshotter).
+const MAX_LINKS: usize = 256;
 
 /// What a snapshot is (`snapshots/snapshotter.go`, `Kind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,31 +58,57 @@ pub struct Snapshot {
     pub parent: Option<u64>,
 }
 
+/// A snapshotter's records: its snapshots by id, and whether every record was read (when
+/// not, a snapshot dir without a record is unknown, not an orphan).
+#[derive(Debug, Default)]
+pub struct Snapshots {
+    /// The snapshots read, by id.
+    pub records: BTreeMap<u64, Snapshot>,
+    /// Whether the file was read to its end.
+    pub complete: bool,
+}
+
+/// Snapshot records kept (an image layer or a container's writable layer each).
+const MAX_SNAPSHOTS: usize = 4 * MAX_RECORDS;
+
 /// The snapshots of a snapshotter's `metadata.db`, by id (the dir name under
 /// `snapshots/`): `v1/snapshots/<backend key>/{id (uvarint), kind (a byte)}`
 /// (`snapshots/storage/bolt.go`).
-pub fn read_snapshots(data: &[u8]) -> Result<(BTreeMap<u64, Snapshot>, Vec<Error>), Error> {
+pub fn read_snapshots(data: &[u8]) -> Result<(Snapshots, Vec<Error>), Error> {
     let db = Db::open(data)?;
     let mut out = BTreeMap::new();
     let mut errors = Vec::new();
-    let Some(v1) = db.root().bucket(b"v1")? else { return Ok((out, errors)) };
-    let Some(snapshots) = v1.bucket(b"snapshots")? else { return Ok((out, errors)) };
+    let none = |errors| Ok((Snapshots { records: BTreeMap::new(), complete: true }, errors));
+    let Some(v1) = db.root().bucket(b"v1")? else { return none(errors) };
+    let Some(snapshots) = v1.bucket(b"snapshots")? else { return none(errors) };
     let mut ids: HashMap<&[u8], u64> = HashMap::new();
     let mut parents: Vec<(u64, &[u8])> = Vec::new();
-    for (backend, value) in snapshots.entries()? {
-        let Value::Bucket(b) = value else { continue };
-        let mut fields = BTreeMap::new();
-        match b.entries() {
-            Ok(entries) => fields.extend(entries.into_iter().filter_map(|(k, v)| match v {
-                Value::Data(d) => Some((k, d)),
-                Value::Bucket(_) => None,
-            })),
-            Err(e) => {
-                errors.push(e);
-                continue;
-            }
+    let mut cut = false;
+    let walked = snapshots.each(|backend, value| {
+        let Value::Bucket(b) = value else { return Flow::Continue(()) };
+        if out.len() >= MAX_SNAPSHOTS {
+            cut = true;
+            return Flow::Break(());
         }
-        let Some((id, _)) = fields.get(&b"id"[..]).and_then(|v| varint(v)) else { continue };
+        // A key longer than a namespace, a sequence and a chain id or container id is no
+        // snapshotter's.
+        if backend.len() > 2 * MAX_NAME {
+            return Flow::Continue(());
+        }
+        let mut fields = BTreeMap::new();
+        let read = b.each(|k, v| {
+            if let (Value::Data(d), b"id" | b"kind" | b"parent") = (v, k) {
+                fields.insert(k, d);
+            }
+            Flow::Continue(())
+        });
+        if let Err(e) = read {
+            errors.push(e);
+            return Flow::Continue(());
+        }
+        let Some((id, _)) = fields.get(&b"id"[..]).and_then(|v| varint(v)) else {
+            return Flow::Continue(());
+        };
         let kind = match fields.get(&b"kind"[..]).and_then(|k| k.first()) {
             Some(1) => SnapshotKind::View,
             Some(2) => SnapshotKind::Active,
@@ -85,13 +126,21 @@ pub fn read_snapshots(data: &[u8]) -> Result<(BTreeMap<u64, Snapshot>, Vec<Error
             parents.push((id, parent));
         }
         out.insert(id, Snapshot { namespace, key, kind, parent: None });
+        Flow::Continue(())
+    });
+    if let Err(e) = walked {
+        errors.push(e);
+        cut = true;
     }
     for (id, parent) in parents {
         if let (Some(&p), Some(s)) = (ids.get(parent), out.get_mut(&id)) {
             s.parent = Some(p);
         }
     }
-    Ok((out, errors))
+    if cut {
+        errors.push(Error::many("snapshot records", MAX_SNAPSHOTS, 0));
+    }
+    Ok((Snapshots { records: out, complete: !cut }, errors))
 }
 
 /// The image names of each snapshot in `snapshots` (one snapshotter's records): every
@@ -101,16 +150,18 @@ pub fn layer_images(
     snapshotter: &str,
     snapshots: &BTreeMap<u64, Snapshot>,
     images: &[ImageTop],
-) -> HashMap<u64, BTreeSet<String>> {
+) -> HashMap<u64, BTreeSet<Arc<str>>> {
     let by_key: HashMap<(&str, &str), u64> =
         snapshots.iter().map(|(id, s)| ((s.namespace.as_str(), s.key.as_str()), *id)).collect();
-    let mut out: HashMap<u64, BTreeSet<String>> = HashMap::new();
+    let mut out: HashMap<u64, BTreeSet<Arc<str>>> = HashMap::new();
     for top in images.iter().filter(|t| t.snapshotter == snapshotter) {
         let mut next = by_key.get(&(top.namespace.as_str(), top.chain.as_str())).copied();
-        // A parent loop in a damaged file ends at the first layer already named.
+        // A layer's parent carries every name the layer does: a layer that has the name
+        // already (a parent loop in a damaged file too), or is full, ends the walk, so
+        // the work is at most a layer's names per layer.
         while let Some(id) = next {
             let names = out.entry(id).or_default();
-            if names.contains(&top.name) {
+            if names.contains(&top.name) || names.len() >= MAX_NAMES_PER_LAYER {
                 break;
             }
             names.insert(top.name.clone());
@@ -126,8 +177,9 @@ pub fn layer_images(
 pub struct ImageTop {
     /// The containerd namespace.
     pub namespace: String,
-    /// The image name (a tag, a digest reference or CRI's `sha256:<config>` id).
-    pub name: String,
+    /// The image name (a tag, a digest reference or CRI's `sha256:<config>` id), shared by
+    /// the layers it names.
+    pub name: Arc<str>,
     /// The snapshotter it was unpacked with.
     pub snapshotter: String,
     /// The top layer's chain id (`sha256:…`).
@@ -151,57 +203,91 @@ fn image_tops(
     ns: &str,
     ns_bucket: &Bucket<'_>,
     out: &mut Vec<ImageTop>,
-    configs: &mut BTreeMap<String, BTreeSet<String>>,
+    configs: &mut BTreeMap<String, BTreeSet<Arc<str>>>,
 ) -> Result<(), Error> {
     let Some(images) = ns_bucket.bucket(b"images")? else { return Ok(()) };
     let content = ns_bucket.bucket(b"content")?;
-    let blobs = content.map(|c| c.bucket(b"blob")).transpose()?.flatten();
-    let blobs: HashMap<&[u8], Bucket<'_>> = blobs
-        .map(|b| b.entries())
-        .transpose()?
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|(k, v)| match v {
-            Value::Bucket(b) => Some((k, b)),
-            Value::Data(_) => None,
-        })
-        .collect();
-    let labels = |digest: &[u8]| -> Vec<(&[u8], &[u8])> {
+    let mut blobs: HashMap<&[u8], Bucket<'_>> = HashMap::new();
+    let mut cut = false;
+    if let Some(b) = content.map(|c| c.bucket(b"blob")).transpose()?.flatten() {
+        b.each(|k, v| {
+            if let Value::Bucket(b) = v {
+                blobs.insert(k, b);
+            }
+            cut = blobs.len() >= MAX_BLOBS;
+            if cut {
+                Flow::Break(())
+            } else {
+                Flow::Continue(())
+            }
+        })?;
+    }
+    // The labels of blob `digest` whose keys `pick` keeps, at most MAX_LINKS of them.
+    let labels = |digest: &[u8], pick: &dyn Fn(&[u8]) -> bool| -> Vec<(&[u8], &[u8])> {
         let Some(Ok(Some(l))) = blobs.get(digest).map(|b| b.bucket(b"labels")) else {
             return Vec::new();
         };
-        l.entries()
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|(k, v)| match v {
-                Value::Data(d) => Some((k, d)),
-                Value::Bucket(_) => None,
-            })
-            .collect()
+        let mut kept = Vec::new();
+        let _ = l.each(|k, v| {
+            if let Value::Data(d) = v {
+                if pick(k) {
+                    kept.push((k, d));
+                }
+            }
+            if kept.len() < MAX_LINKS {
+                Flow::Continue(())
+            } else {
+                Flow::Break(())
+            }
+        });
+        kept
     };
-    for (name, value) in images.entries()? {
-        let Value::Bucket(image) = value else { continue };
-        let target = image.bucket(b"target")?.map(|t| t.get(b"digest")).transpose()?;
-        let Some(target) = target.flatten() else { continue };
+    let mut failed = None;
+    images.each(|name, value| {
+        let Value::Bucket(image) = value else { return Flow::Continue(()) };
+        if out.len() >= MAX_RECORDS || configs.len() >= MAX_RECORDS {
+            cut = true;
+            return Flow::Break(());
+        }
+        let target = image.bucket(b"target").and_then(|t| t.map(|t| t.get(b"digest")).transpose());
+        let target = match target {
+            Ok(t) => t.flatten(),
+            Err(e) => {
+                failed = Some(e);
+                return Flow::Break(());
+            }
+        };
+        // A name longer than any reference (it is shown with each finding of its layers)
+        // names nothing.
+        let Some(target) = target.filter(|_| name.len() <= MAX_NAME) else {
+            return Flow::Continue(());
+        };
+        let name: Arc<str> = Arc::from(lossy(name));
         // The target, and the manifests of an index (one level, as CRI pulls them).
         let mut manifests = vec![target];
-        manifests.extend(
-            labels(target).into_iter().filter(|(k, _)| k.starts_with(GC_MANIFEST)).map(|kv| kv.1),
-        );
+        manifests
+            .extend(labels(target, &|k| k.starts_with(GC_MANIFEST)).into_iter().map(|kv| kv.1));
         for manifest in manifests {
-            for (_, config) in labels(manifest).into_iter().filter(|(k, _)| *k == GC_CONFIG) {
-                configs.entry(lossy(config)).or_default().insert(lossy(name));
-                for (k, chain) in labels(config) {
+            for (_, config) in labels(manifest, &|k| k == GC_CONFIG) {
+                configs.entry(lossy(config)).or_default().insert(name.clone());
+                for (k, chain) in labels(config, &|k| k.starts_with(GC_SNAPSHOT)) {
                     let Some(snapshotter) = k.strip_prefix(GC_SNAPSHOT) else { continue };
                     out.push(ImageTop {
                         namespace: ns.to_owned(),
-                        name: lossy(name),
+                        name: name.clone(),
                         snapshotter: lossy(snapshotter),
                         chain: lossy(chain),
                     });
                 }
             }
         }
+        Flow::Continue(())
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if cut {
+        return Err(Error::many("images or content blobs", MAX_RECORDS, MAX_BLOBS));
     }
     Ok(())
 }
@@ -247,7 +333,7 @@ pub struct MetaDb {
     pub images: Vec<ImageTop>,
     /// Every image config blob (`sha256:…`) and the names of the images whose manifests
     /// name it, in any namespace.
-    pub configs: BTreeMap<String, BTreeSet<String>>,
+    pub configs: BTreeMap<String, BTreeSet<Arc<str>>>,
     /// Byte ranges of container values, sorted, with the index of their container.
     values: Vec<(Range<u64>, usize)>,
     /// Byte ranges of dead pages, sorted.
@@ -269,9 +355,22 @@ impl MetaDb {
         let Some(v1) = db.root().bucket(b"v1")? else { return Ok((out, errors)) };
         // The pages of every container record read so far: each is read once.
         let mut seen = HashSet::new();
-        for (ns, value) in v1.entries()? {
-            let Value::Bucket(ns_bucket) = value else { continue };
-            if let Err(e) = image_tops(&lossy(ns), &ns_bucket, &mut out.images, &mut out.configs) {
+        // Values kept in all, and containers: each bucket is walked entry by entry, and
+        // past either bound the rest is not read (an error says so).
+        let mut room = MAX_VALUES;
+        let mut cut = false;
+        let mut namespaces = Vec::new();
+        if let Err(e) = v1.each(|ns, value| {
+            if let Value::Bucket(b) = value {
+                namespaces.push((ns, b));
+            }
+            Flow::Continue(())
+        }) {
+            errors.push(e);
+        }
+        for (ns, ns_bucket) in namespaces {
+            let ns = lossy(ns);
+            if let Err(e) = image_tops(&ns, &ns_bucket, &mut out.images, &mut out.configs) {
                 errors.push(e);
             }
             let containers = match ns_bucket.bucket(b"containers") {
@@ -282,24 +381,28 @@ impl MetaDb {
                     continue;
                 }
             };
-            let entries = match containers.entries() {
-                Ok(e) => e,
-                Err(e) => {
-                    errors.push(e);
-                    continue;
+            let walked = containers.each(|id, value| {
+                let Value::Bucket(record) = value else { return Flow::Continue(()) };
+                if out.containers.len() >= MAX_RECORDS || room == 0 {
+                    cut = true;
+                    return Flow::Break(());
                 }
-            };
-            for (id, value) in entries {
-                let Value::Bucket(record) = value else { continue };
                 let mut values = Vec::new();
-                if let Err(e) = flatten(record, Vec::new(), &mut values, 0, &mut seen) {
+                if let Err(e) = flatten(record, Vec::new(), &mut values, 0, &mut seen, &mut room) {
                     errors.push(e);
                 }
-                let c = container(&lossy(ns), &lossy(id), &values);
+                let c = container(&ns, &lossy(id), &values);
                 let index = out.containers.len();
                 out.values.extend(values.iter().map(|(_, v)| (at(v), index)));
                 out.containers.push(c);
+                Flow::Continue(())
+            });
+            if let Err(e) = walked {
+                errors.push(e);
             }
+        }
+        if cut || room == 0 {
+            errors.push(Error::many("container records", MAX_RECORDS, MAX_VALUES));
         }
         out.values.sort_by_key(|(r, _)| r.start);
         Ok((out, errors))
@@ -334,22 +437,36 @@ fn flatten<'a>(
     out: &mut Vec<(Vec<&'a [u8]>, &'a [u8])>,
     depth: usize,
     seen: &mut HashSet<u64>,
+    room: &mut usize,
 ) -> Result<(), Error> {
     if let Some(page) = bucket.page() {
         if !seen.insert(page) {
             return Err(Error::shared(page));
         }
     }
-    for (k, v) in bucket.entries()? {
+    let mut failed = None;
+    bucket.each(|k, v| {
+        if *room == 0 {
+            return Flow::Break(());
+        }
         let mut p = path.clone();
         p.push(k);
         match v {
-            Value::Data(d) => out.push((p, d)),
-            Value::Bucket(b) if depth < 8 => flatten(b, p, out, depth + 1, seen)?,
+            Value::Data(d) => {
+                *room -= 1;
+                out.push((p, d));
+            }
+            Value::Bucket(b) if depth < 8 => {
+                if let Err(e) = flatten(b, p, out, depth + 1, seen, room) {
+                    failed = Some(e);
+                    return Flow::Break(());
+                }
+            }
             Value::Bucket(_) => {}
         }
-    }
-    Ok(())
+        Flow::Continue(())
+    })?;
+    failed.map_or(Ok(()), Err)
 }
 
 /// Label and annotation keys (containerd `pkg/cri/annotations`, kubelet `types/labels.go`).
@@ -360,15 +477,22 @@ const POD_NAME: [&str; 2] = ["io.kubernetes.pod.name", "io.kubernetes.cri.sandbo
 const CONTAINER_NAME: [&str; 2] =
     ["io.kubernetes.container.name", "io.kubernetes.cri.container-name"];
 
+/// Every label or annotation key of a container's or pod's name.
+fn names() -> impl Iterator<Item = &'static str> {
+    [POD_UID, POD_NAMESPACE, POD_NAME, CONTAINER_NAME].into_iter().flatten()
+}
+
 /// Builds the record of container `id` from its flattened values: labels first, then
 /// the annotations of its spec.
 fn container(ns: &str, id: &str, values: &[(Vec<&[u8]>, &[u8])]) -> Container {
     let get = |key: &str| {
         values.iter().find(|(p, _)| p.len() == 1 && p[0] == key.as_bytes()).map(|(_, v)| *v)
     };
+    // Only the labels read are copied (a record's other labels may be of any size).
+    let wanted = |k: &[u8]| names().any(|n| n.as_bytes() == k);
     let mut known: BTreeMap<String, String> = BTreeMap::new();
     for (p, v) in values {
-        if p.len() == 2 && p[0] == b"labels" {
+        if p.len() == 2 && p[0] == b"labels" && wanted(p[1]) {
             known.insert(lossy(p[1]), lossy(v));
         }
     }
@@ -427,7 +551,7 @@ fn spec_annotations(any: &[u8]) -> Vec<(String, String)> {
 /// names), picked as the spec is parsed: nothing else of it (the env, the mounts) is
 /// held, whatever its size.
 fn json_annotations(json: &[u8]) -> Vec<(String, String)> {
-    let keys = || [POD_UID, POD_NAMESPACE, POD_NAME, CONTAINER_NAME].into_iter().flatten();
+    let keys = names;
     let paths: Vec<[&str; 2]> = keys().map(|k| ["annotations", k]).collect();
     let paths: Vec<&[&str]> = paths.iter().map(|p| &p[..]).collect();
     let Some(picked) = super::json::pick_slice(json, &paths) else { return Vec::new() };
@@ -504,6 +628,8 @@ pub(crate) mod tests {
     #[test]
     fn real_snapshot_db_kinds() {
         let (snaps, errors) = read_snapshots(SNAPSHOTS).unwrap();
+        assert!(snaps.complete);
+        let snaps = snaps.records;
         assert!(errors.is_empty(), "{errors:?}");
         // The sandbox's and the container's writable layers, each on an image layer.
         let active: Vec<&Snapshot> =
@@ -525,8 +651,8 @@ pub(crate) mod tests {
     fn real_image_layers() {
         let (db, errors) = MetaDb::read(META).unwrap();
         assert!(errors.is_empty(), "{errors:?}");
-        let (snaps, _) = read_snapshots(SNAPSHOTS).unwrap();
-        let names: BTreeSet<&str> = db.images.iter().map(|t| t.name.as_str()).collect();
+        let snaps = read_snapshots(SNAPSHOTS).unwrap().0.records;
+        let names: BTreeSet<&str> = db.images.iter().map(|t| &*t.name).collect();
         assert!(
             names.is_superset(&["localhost/kresidue-test:1", "localhost/kresidue-pause:1"].into())
         );
@@ -543,7 +669,7 @@ pub(crate) mod tests {
         }
         assert!(layer_images("native", &snaps, &db.images).is_empty());
         // Each image's config blob is named, with the image's names.
-        let configs: BTreeSet<&str> = db.configs.values().flatten().map(String::as_str).collect();
+        let configs: BTreeSet<&str> = db.configs.values().flatten().map(|n| &**n).collect();
         assert!(configs.is_superset(&names), "{:?}", db.configs);
         assert!(db.configs.keys().all(|d| d.starts_with("sha256:") && d.len() == 71));
     }

@@ -36,8 +36,26 @@ impl<'de> DeserializeSeed<'de> for Pick<'_> {
 
 /// Drops a sequence's or an object's remaining parts unheld.
 fn skip_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
-    while seq.next_element::<IgnoredAny>()?.is_some() {}
-    Ok(())
+    skipped(&mut seq).map(|_| ())
+}
+
+/// Skips the rest of a list; whether there was any.
+fn skipped<'de, A: SeqAccess<'de>>(seq: &mut A) -> Result<bool, A::Error> {
+    let mut any = false;
+    while seq.next_element::<IgnoredAny>()?.is_some() {
+        any = true;
+    }
+    Ok(any)
+}
+
+/// The elements a capped list reader kept, and whether it left some out (the list had
+/// more than its cap).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capped<T> {
+    /// The elements kept, in order.
+    pub items: Vec<T>,
+    /// Whether elements past the cap were parsed and dropped.
+    pub cut: bool,
 }
 
 impl<'de> Visitor<'de> for Pick<'_> {
@@ -157,26 +175,25 @@ pub fn pick_each(
     json: &mut dyn std::io::Read,
     paths: &[Path<'_>],
     max: usize,
-) -> Option<Vec<Vec<Option<String>>>> {
+) -> Option<Capped<Vec<Option<String>>>> {
     struct Each<'p> {
         paths: &'p [Path<'p>],
         max: usize,
     }
     impl<'de> Visitor<'de> for Each<'_> {
-        type Value = Vec<Vec<Option<String>>>;
+        type Value = Capped<Vec<Option<String>>>;
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("a list")
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::new();
-            while out.len() < self.max {
+            let mut items = Vec::new();
+            while items.len() < self.max {
                 match seq.next_element_seed(Pick { paths: self.paths })? {
-                    Some(picked) => out.push(picked),
-                    None => return Ok(out),
+                    Some(picked) => items.push(picked),
+                    None => return Ok(Capped { items, cut: false }),
                 }
             }
-            skip_seq(seq)?;
-            Ok(out)
+            Ok(Capped { items, cut: skipped(&mut seq)? })
         }
     }
     let mut d = serde_json::Deserializer::from_reader(json);
@@ -413,7 +430,7 @@ pub fn pick_each_keys(
     json: &mut dyn std::io::Read,
     keys: &[(&str, usize)],
     max: usize,
-) -> Option<Vec<Vec<Vec<String>>>> {
+) -> Option<Capped<Vec<Vec<String>>>> {
     struct Each<'k> {
         keys: &'k [(&'k str, usize)],
         max: usize,
@@ -422,20 +439,19 @@ pub fn pick_each_keys(
         keys: &'k [(&'k str, usize)],
     }
     impl<'de> Visitor<'de> for Each<'_> {
-        type Value = Vec<Vec<Vec<String>>>;
+        type Value = Capped<Vec<Vec<String>>>;
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("a list")
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::new();
-            while out.len() < self.max {
+            let mut items = Vec::new();
+            while items.len() < self.max {
                 match seq.next_element_seed(One { keys: self.keys })? {
-                    Some(picked) => out.push(picked),
-                    None => return Ok(out),
+                    Some(picked) => items.push(picked),
+                    None => return Ok(Capped { items, cut: false }),
                 }
             }
-            skip_seq(seq)?;
-            Ok(out)
+            Ok(Capped { items, cut: skipped(&mut seq)? })
         }
     }
     impl<'de> DeserializeSeed<'de> for One<'_> {
@@ -468,7 +484,7 @@ pub fn pick_each_keys(
     let mut d = serde_json::Deserializer::from_reader(json);
     let mut picked = d.deserialize_seq(Each { keys, max }).ok()?;
     d.end().ok()?;
-    for p in &mut picked {
+    for p in &mut picked.items {
         p.resize(keys.len(), Vec::new());
     }
     Some(picked)
@@ -523,7 +539,9 @@ mod tests {
     fn picks_each_element_up_to_max() {
         let json = br#"[{"id":"a"},7,{"id":"b","x":{"id":"no"}},{"id":"c"}]"#;
         let each = pick_each(&mut &json[..], &[&["id"]], 3).unwrap();
-        assert_eq!(each, vec![vec![Some("a".into())], vec![None], vec![Some("b".into())]]);
+        assert_eq!(each.items, vec![vec![Some("a".into())], vec![None], vec![Some("b".into())]]);
+        assert!(each.cut, "a fourth element was left out");
+        assert!(!pick_each(&mut &json[..], &[&["id"]], 4).unwrap().cut);
         assert!(pick_each(&mut &b"{}"[..], &[&["id"]], 3).is_none());
         assert!(pick_each(&mut &b"[1,"[..], &[&["id"]], 1).is_none(), "damaged past the max");
     }
@@ -563,8 +581,9 @@ mod tests {
         let keys = [("id", 1), ("names", 2), ("layer", 1)];
         let got = pick_each_keys(&mut &json[..], &keys, 4).unwrap();
         let v = |s: &[&str]| s.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(got.cut);
         assert_eq!(
-            got,
+            got.items,
             vec![
                 vec![v(&["a"]), v(&["n1", "n2"]), v(&["l1"])],
                 vec![vec![], v(&["solo"]), vec![]],

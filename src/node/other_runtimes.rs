@@ -2,15 +2,16 @@
 //! what a dir is (their discovery is in [`crate::sites::containers_storage`] and
 //! [`crate::sites::docker`]; facts in `docs/NODE-LAYOUT.md`), parsed as they are read.
 
-use super::json;
+use super::json::{self, Capped};
+use super::MAX_NAME;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// Largest record file read (`containers.json`, `config.v2.json`). Records are parsed as
 /// they are read, keeping only the few fields used, so this bounds time, not memory.
 pub const MAX_RECORD: u64 = 64 << 20;
-/// Container records of `containers.json` kept; the rest are parsed and dropped (a node
-/// runs a few hundred containers: this bounds what a crafted file of tiny records holds).
-pub const MAX_CONTAINERS: usize = 16_384;
+/// Container records of `containers.json` kept (see [`super::MAX_RECORDS`]).
+pub const MAX_CONTAINERS: usize = super::MAX_RECORDS;
 /// Longest id, layer id or pod uid kept (container ids are 64 hex digits, pod uids 36
 /// characters); a longer one is not a runtime's and is dropped.
 const MAX_ID: usize = 256;
@@ -37,12 +38,12 @@ pub struct StorageContainer {
 /// parsed as it is read: each record's `id`, `layer` and `metadata` (itself JSON); every
 /// other field is skipped by the parser unheld, for at most [`MAX_CONTAINERS`] records;
 /// ids longer than a runtime makes are dropped. `None` when it is not a JSON list.
-pub fn storage_containers(json: &mut dyn std::io::Read) -> Option<Vec<StorageContainer>> {
+pub fn storage_containers(json: &mut dyn std::io::Read) -> Option<Capped<StorageContainer>> {
     const META: [&[&str]; 5] =
         [&["uid"], &["namespace"], &["pod-id"], &["metadata-name"], &["name"]];
     let records = json::pick_each(json, &[&["id"], &["layer"], &["metadata"]], MAX_CONTAINERS)?;
     let mut out = Vec::new();
-    for r in records {
+    for r in records.items {
         let [id, layer, meta] = <[Option<String>; 3]>::try_from(r).ok()?;
         let Some(id) = short(id) else { continue };
         let meta = meta.and_then(|m| json::pick_slice(m.as_bytes(), &META));
@@ -62,7 +63,7 @@ pub fn storage_containers(json: &mut dyn std::io::Read) -> Option<Vec<StorageCon
         };
         out.push(StorageContainer { id, layer: short(layer), record, pod_id });
     }
-    Some(out)
+    Some(Capped { items: out, cut: records.cut })
 }
 
 /// Gives each CRI-O container of `records` its pod's uid, namespace and name, from the
@@ -93,28 +94,33 @@ pub type LibpodContainers = HashMap<String, (Option<String>, Option<bool>)>;
 /// removing (7) are not, anything else unknown; bucket `all-ctrs` maps ids to names. `None`
 /// when it is not a bbolt file with a `ctr` bucket.
 pub fn libpod_containers(db: &mut dyn std::io::Read) -> Option<LibpodContainers> {
-    use crate::bbolt::{Db, Value};
+    use crate::bbolt::{Db, Flow, Value};
     let mut data = Vec::new();
     db.read_to_end(&mut data).ok()?;
     let db = Db::open(&data).ok()?;
     let root = db.root();
     let ctrs = root.bucket(b"ctr").ok()??;
-    let names: HashMap<&[u8], &[u8]> = match root.bucket(b"all-ctrs") {
-        Ok(Some(all)) => all
-            .entries()
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|(k, v)| match v {
-                Value::Data(name) => Some((k, name)),
-                Value::Bucket(_) => None,
-            })
-            .collect(),
-        _ => HashMap::new(),
-    };
+    // Walked entry by entry, at most MAX_CONTAINERS of each kept; a damaged bucket gives
+    // what was read before the damage.
+    let mut names: HashMap<&[u8], &[u8]> = HashMap::new();
+    if let Ok(Some(all)) = root.bucket(b"all-ctrs") {
+        let _ = all.each(|k, v| {
+            if let Value::Data(name) = v {
+                names.insert(k, name);
+            }
+            if names.len() < MAX_CONTAINERS {
+                Flow::Continue(())
+            } else {
+                Flow::Break(())
+            }
+        });
+    }
     let text = |b: &[u8]| short(std::str::from_utf8(b).ok().map(str::to_owned));
     let mut out = HashMap::new();
-    for (id, entry) in ctrs.entries().ok()?.into_iter().take(MAX_CONTAINERS) {
-        let (Some(id_text), Value::Bucket(ctr)) = (text(id), entry) else { continue };
+    let _ = ctrs.each(|id, entry| {
+        let (Some(id_text), Value::Bucket(ctr)) = (text(id), entry) else {
+            return Flow::Continue(());
+        };
         /// libpod's `ContainerState`, of which only `state` is kept (the rest is skipped).
         #[derive(serde::Deserialize)]
         struct State {
@@ -129,20 +135,30 @@ pub fn libpod_containers(db: &mut dyn std::io::Read) -> Option<LibpodContainers>
         };
         let name = names.get(id).and_then(|n| text(n));
         out.insert(id_text, (name, running));
-    }
+        if out.len() < MAX_CONTAINERS {
+            Flow::Continue(())
+        } else {
+            Flow::Break(())
+        }
+    });
     Some(out)
 }
 
 /// containers/storage's `layers.json` (a list of records), parsed as it is read: each
 /// layer's parent, for at most [`MAX_CONTAINERS`] records. `None` when it is not a JSON list.
-pub fn storage_layer_parents(json: &mut dyn std::io::Read) -> Option<HashMap<String, String>> {
-    let records = json::pick_each(json, &[&["id"], &["parent"]], MAX_CONTAINERS)?;
-    let pairs = records.into_iter().filter_map(|r| {
+pub fn storage_layer_parents(
+    json: &mut dyn std::io::Read,
+) -> Option<(HashMap<String, String>, bool)> {
+    let records = json::pick_each(json, &[&["id"], &["parent"]], MAX_LAYERS)?;
+    let pairs = records.items.into_iter().filter_map(|r| {
         let [id, parent] = <[Option<String>; 2]>::try_from(r).ok()?;
         Some((short(id)?, short(parent)?))
     });
-    Some(pairs.collect())
+    Some((pairs.collect(), records.cut))
 }
+
+/// Layer records of `layers.json` kept (a node's images have a few thousand).
+pub const MAX_LAYERS: usize = 4 * super::MAX_RECORDS;
 
 /// The longest chain of parent layers followed from an image's top layer (overlay stacks
 /// at most 128 layers; Docker makes at most 125).
@@ -156,7 +172,7 @@ const MAX_LAYER_NAMES: usize = 1 << 20;
 pub const MAX_NAMES_PER_LAYER: usize = 256;
 
 /// Adds `names` to a layer's `set`, up to [`MAX_NAMES_PER_LAYER`]; how many it added.
-pub fn add_names(set: &mut BTreeSet<String>, names: &BTreeSet<String>) -> usize {
+pub fn add_names(set: &mut BTreeSet<Arc<str>>, names: &BTreeSet<Arc<str>>) -> usize {
     let before = set.len();
     for name in names {
         if set.len() >= MAX_NAMES_PER_LAYER {
@@ -172,10 +188,10 @@ pub fn add_names(set: &mut BTreeSet<String>, names: &BTreeSet<String>) -> usize 
 /// 256 deep (`MAX_CHAIN`), [`MAX_NAMES_PER_LAYER`] a layer and 2^20 names in all
 /// (`MAX_LAYER_NAMES`).
 pub fn images_of_layers<'n>(
-    tops: impl IntoIterator<Item = (String, &'n BTreeSet<String>)>,
+    tops: impl IntoIterator<Item = (String, &'n BTreeSet<Arc<str>>)>,
     parents: &HashMap<String, String>,
-) -> HashMap<String, BTreeSet<String>> {
-    let mut out: HashMap<String, BTreeSet<String>> = HashMap::new();
+) -> HashMap<String, BTreeSet<Arc<str>>> {
+    let mut out: HashMap<String, BTreeSet<Arc<str>>> = HashMap::new();
     let mut kept = 0;
     for (top, names) in tops {
         let mut layer = Some(top);
@@ -308,7 +324,7 @@ const MAX_NAMES_PER_IMAGE: usize = 256;
 
 /// Image id (hex, no `sha256:`) → the names of the image, as [`docker_image_names`] and
 /// [`storage_images`] return them.
-pub type ImageNames = HashMap<String, BTreeSet<String>>;
+pub type ImageNames = HashMap<String, BTreeSet<Arc<str>>>;
 
 /// Docker's `repositories.json` (`Repositories` → repository → reference → `sha256:<id>`),
 /// parsed as it is read: each image id's references (tags and digests), at most
@@ -319,7 +335,9 @@ pub fn docker_image_names(json: &mut dyn std::io::Read) -> Option<ImageNames> {
     for (reference, id) in pairs {
         let Some(id) = short(Some(id)) else { continue };
         let id = id.strip_prefix("sha256:").unwrap_or(&id).to_owned();
-        names.entry(id).or_default().insert(reference);
+        if reference.len() <= MAX_NAME {
+            names.entry(id).or_default().insert(Arc::from(reference));
+        }
     }
     Some(names)
 }
@@ -362,6 +380,8 @@ pub struct StorageImages {
     pub names: ImageNames,
     /// (image id, its top layer's id).
     pub tops: Vec<(String, String)>,
+    /// Whether records past [`MAX_CONTAINERS`] were left out.
+    pub cut: bool,
 }
 
 /// containers/storage's `images.json` (a list of records with `id`, `names` and `layer`),
@@ -370,13 +390,14 @@ pub struct StorageImages {
 pub fn storage_images(json: &mut dyn std::io::Read) -> Option<StorageImages> {
     let keys = [("id", 1), ("names", MAX_NAMES_PER_IMAGE), ("layer", 1)];
     let records = json::pick_each_keys(json, &keys, MAX_CONTAINERS)?;
-    let mut images = StorageImages::default();
-    for r in records {
+    let mut images = StorageImages { cut: records.cut, ..StorageImages::default() };
+    for r in records.items {
         let [id, names, layer] = <[Vec<String>; 3]>::try_from(r).ok()?;
         let Some(id) = short(id.into_iter().next()) else { continue };
         if let Some(layer) = short(layer.into_iter().next()) {
             images.tops.push((id.clone(), layer));
         }
+        let names = names.into_iter().filter(|n| n.len() <= MAX_NAME).map(Arc::from);
         images.names.entry(id).or_default().extend(names);
     }
     Some(images)
@@ -422,7 +443,7 @@ mod tests {
         let repos = br#"{"Repositories":{"web":{"web:1":"sha256:aa","web@sha256:dd":"sha256:aa"},
             "db":{"db:2":"sha256:bb"}}}"#;
         let names = docker_image_names(&mut &repos[..]).unwrap();
-        let set = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
+        let set = |v: &[&str]| v.iter().map(|s| Arc::from(*s)).collect::<BTreeSet<Arc<str>>>();
         assert_eq!(names["aa"], set(&["web:1", "web@sha256:dd"]));
         assert_eq!(names["bb"], set(&["db:2"]));
         assert_eq!(docker_image_names(&mut &b"not json"[..]), None);

@@ -92,7 +92,7 @@ fn owner(f: &Finding) -> Owner {
         (None, Some(c), _) if c.id.is_some() || c.name.is_some() => {
             Owner::Container(c.id.clone().or_else(|| c.name.clone()).unwrap_or_default())
         }
-        (None, _, Some(image)) => Owner::Image(image.clone()),
+        (None, _, Some(image)) => Owner::Image(image.to_owned()),
         _ => Owner::Site(f.site),
     }
 }

@@ -232,7 +232,7 @@ fn finding(job: &FileJob, (category, place): (Category, Severity), m: Match) -> 
         stale: false,
         pod: None,
         container: None,
-        images: Vec::new(),
+        images: crate::finding::Images::default(),
         within: Within::Content,
         matched,
         preview,

@@ -3,7 +3,7 @@
 //! (containerd); the record formats are read by [`crate::node::containerd`].
 
 use super::{Advice, Discovery, FileId, Kept, Ownership, Reading, ScopeKind, Site};
-use crate::finding::{Category, ContainerRef, Finding, ScanError, SiteId};
+use crate::finding::{Category, ContainerRef, Finding, Images, ScanError, SiteId};
 use crate::node::containerd::{self, MetaDb, Owner, SnapshotKind};
 use crate::node::other_runtimes::containerd_dirs;
 use std::collections::{BTreeMap, HashMap};
@@ -42,9 +42,12 @@ const SNAPSHOTS: &str = "snapshots";
 /// A task bundle's OCI spec, in the bundle dir.
 const BUNDLE_SPEC: &str = "config.json";
 
-/// The largest database discovery reads whole (`meta.db`, a snapshotter's `metadata.db`),
-/// as the scan's own cap on a whole `meta.db`.
-pub const MAX_DB: u64 = 1 << 30;
+/// The largest database read whole (`meta.db`, a snapshotter's `metadata.db`), by
+/// discovery and by the scan: a node's are a few MiB to tens of MiB. A larger `meta.db` is
+/// searched as a stream, its matches not attributed to containers, and the snapshot dirs
+/// its records would name are unknown (an `errors` entry says so); what a whole read
+/// holds stays within the memory bound of docs/CONTRACT.md.
+pub const MAX_DB: u64 = 128 << 20;
 
 /// The largest bundle spec read whole to attribute its matches.
 const MAX_SPEC: u64 = 16 << 20;
@@ -264,10 +267,22 @@ pub(super) fn discover_one(
             let path = root.join(META_DB);
             // Errors of meta.db are its own scope's to report: a file that cannot be
             // read here is read by the scan, which says why.
-            kept = read_quietly(cx, &path).map(|(data, identity)| {
-                let parsed: Parsed = MetaDb::read(&data).map_err(|e| e.to_string());
-                Arc::new(Kept { identity, parsed: Box::new(parsed) })
-            });
+            match read_quietly(cx, &path) {
+                Ok(read) => {
+                    kept = read.map(|(data, identity)| {
+                        let parsed: Parsed = MetaDb::read(&data).map_err(|e| e.to_string());
+                        Arc::new(Kept { identity, parsed: Box::new(parsed) })
+                    });
+                }
+                Err(size) => cx.errors.push(ScanError {
+                    path: crate::text::display_path(path.as_os_str()),
+                    error: format!(
+                        "{size} bytes, more than the {MAX_DB} a database is read whole up to: \
+                         searched as a stream, its matches not attributed to containers, and \
+                         the owners of its snapshots unknown"
+                    ),
+                }),
+            }
             let mut own =
                 Ownership::new(SiteId::ContainerdMetadata, Category::EnvPersisted, None, None);
             own.kept = kept.clone();
@@ -309,7 +324,7 @@ fn image_configs(cx: &mut Discovery<'_>, root: &Path, db: &MetaDb) {
             continue;
         }
         let mut own = Ownership::new(SiteId::ContainerdContent, Category::ImageConfig, None, None);
-        own.images = names.iter().cloned().collect();
+        own.images = Images::new(names.iter().cloned());
         cx.push(&blobs.join(algorithm).join(hex), ScopeKind::Owned(own), super::Unresolved::Quiet);
     }
 }
@@ -341,11 +356,12 @@ fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>) {
     }
     for (snapshotter, base, rel, files) in present {
         let db_path = base.join(SNAPSHOTTER_DB);
-        let mut records = BTreeMap::new();
+        // Unless every record was read, a dir without one is unknown, not an orphan.
+        let (mut records, mut complete) = (BTreeMap::new(), false);
         if let Some(data) = cx.read(&db_path, MAX_DB) {
             match containerd::read_snapshots(&data) {
                 Ok((r, errs)) => {
-                    records = r;
+                    (records, complete) = (r.records, r.complete);
                     cx.errors.extend(errs.iter().map(|e| bolt_error(&db_path, e)));
                 }
                 Err(e) => cx.errors.push(bolt_error(&db_path, &e)),
@@ -363,7 +379,7 @@ fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>) {
             match records.get(&id) {
                 Some(s) if s.kind == SnapshotKind::Committed => {
                     own.category = Category::ImageLayer;
-                    own.images = images.get(&id).into_iter().flatten().cloned().collect();
+                    own.images = Images::new(images.get(&id).into_iter().flatten().cloned());
                 }
                 Some(s) => {
                     if let Some((c, pod)) = owners.get(&(snapshotter, s.key.as_str())) {
@@ -371,7 +387,8 @@ fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>) {
                         own.pod_uid = pod.map(str::to_owned);
                     }
                 }
-                None => own.note = Some(ORPHAN),
+                None if complete => own.note = Some(ORPHAN),
+                None => {}
             }
             // `join("")` would add a trailing slash.
             let within = |p: PathBuf| if files.is_empty() { p } else { p.join(files) };
@@ -384,15 +401,24 @@ fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>) {
     }
 }
 
-/// The bytes of `meta.db` for the snapshots' owners, its errors left to its own scope.
-fn read_quietly(cx: &Discovery<'_>, node: &Path) -> Option<(Vec<u8>, FileId)> {
+/// The bytes of `meta.db` for the snapshots' owners, its errors left to its own scope;
+/// `Err` with its size when it is larger than [`MAX_DB`] (and than no `--max-file-size`:
+/// then the scan says it is not read at all).
+fn read_quietly(cx: &Discovery<'_>, node: &Path) -> Result<Option<(Vec<u8>, FileId)>, u64> {
     use std::io::Read;
-    let rel = super::resolve(cx.root, node).ok()?;
-    let (f, size) = cx.root.open_regular(&rel, cx.layout.cap(MAX_DB)).ok()?;
+    let Ok(rel) = super::resolve(cx.root, node) else { return Ok(None) };
+    let Ok((f, size)) = cx.root.open_regular(&rel, cx.layout.cap(u64::MAX)) else {
+        return Ok(None);
+    };
+    if size > MAX_DB {
+        return Err(size);
+    }
     let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    (&f).take(size).read_to_end(&mut data).ok()?;
-    let identity = FileId::of(&f.metadata().ok()?);
-    Some((data, identity))
+    if (&f).take(size).read_to_end(&mut data).is_err() {
+        return Ok(None);
+    }
+    let Ok(md) = f.metadata() else { return Ok(None) };
+    Ok(Some((data, FileId::of(&md))))
 }
 
 /// An error entry for a damaged database at `node_path`.
@@ -420,7 +446,7 @@ mod tests {
         let overlay = ctrd.join(SNAPSHOTTERS[0].1);
         std::fs::create_dir_all(&overlay).unwrap();
         std::fs::write(overlay.join(SNAPSHOTTER_DB), SNAPSHOT_DB).unwrap();
-        let (snaps, _) = containerd::read_snapshots(SNAPSHOT_DB).unwrap();
+        let snaps = containerd::read_snapshots(SNAPSHOT_DB).unwrap().0.records;
         for id in snaps.keys() {
             std::fs::create_dir_all(overlay.join(SNAPSHOTS).join(id.to_string()).join("fs"))
                 .unwrap();

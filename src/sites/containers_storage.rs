@@ -12,11 +12,11 @@
 //! [`crate::node::other_runtimes`].
 
 use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
-use crate::finding::{Category, Finding, SiteId};
+use crate::finding::{Category, Finding, Images, SiteId};
 use crate::node::other_runtimes::{
     crio_root, images_of_layers, libpod_containers, link_pods, storage_containers,
     storage_graphroot, storage_images, storage_layer_parents, ContainerRecord, StorageContainer,
-    StorageImages, MAX_RECORD,
+    StorageImages, MAX_CONTAINERS, MAX_LAYERS, MAX_RECORD,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -39,6 +39,21 @@ const LIBPOD_NOTE: &str = "Podman's state database: every container's spec, env 
 
 /// containers/storage's configuration, which may name another root (`graphroot`).
 pub const STORAGE_CONF: &str = "/etc/containers/storage.conf";
+
+/// What a layer is that no record read names, when some records were not read.
+const UNNAMED_LAYER: &str = "a layer no record read names (the container records were not \
+    all read): a container's or an image's, unknown";
+
+/// The `errors` entry of a record file of more records than are kept.
+fn cut_error(path: &Path, what: &str, kept: usize) -> crate::finding::ScanError {
+    crate::finding::ScanError {
+        path: crate::text::display_path(path.as_os_str()),
+        error: format!(
+            "more {what} than the {kept} kept; the rest are not read, and what they would \
+             name is unknown"
+        ),
+    }
+}
 
 /// CRI-O's configuration, which may name its own storage root (`[crio] root`).
 pub const CRIO_CONF: &str = "/etc/crio/crio.conf";
@@ -152,7 +167,11 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
     }
     let images = image_configs(cx, graph);
     let parents = graph.join("overlay-layers/layers.json");
-    let parents = cx.parse(&parents, MAX_RECORD, storage_layer_parents).unwrap_or_default();
+    let (parents, cut) = cx.parse(&parents, MAX_RECORD, storage_layer_parents).unwrap_or_default();
+    if cut {
+        let path = graph.join("overlay-layers/layers.json");
+        cx.errors.push(cut_error(&path, "layer records", MAX_LAYERS));
+    }
     let none = BTreeSet::new();
     let tops = images
         .tops
@@ -166,10 +185,16 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
         let Some(id) = name.to_str().filter(|n| *n != "l") else { continue };
         let layer = match by_layer.get(id) {
             Some(c) => Ownership::of_record(site, Category::ContainerLayer, &c.id, &c.record),
+            // Named by no container record while some were not read, and by no image:
+            // whose it is is unknown.
+            None if !known && !layer_images.contains_key(id) => {
+                let mut own = Ownership::new(site, Category::ContainerLayer, None, None);
+                own.note = Some(UNNAMED_LAYER);
+                own
+            }
             None => {
                 let mut own = Ownership::new(site, Category::ImageLayer, None, None);
-                own.images =
-                    layer_images.get(id).map(|n| n.iter().cloned().collect()).unwrap_or_default();
+                own.images = Images::new(layer_images.get(id).into_iter().flatten().cloned());
                 own
             }
         };
@@ -202,9 +227,14 @@ fn container_records(cx: &mut Discovery<'_>, dir: &Path) -> (Vec<StorageContaine
             continue;
         }
         any = true;
-        match cx.parse(&dir.join(file), MAX_RECORD, storage_containers) {
+        let path = dir.join(file);
+        match cx.parse(&path, MAX_RECORD, storage_containers) {
             Some(list) => {
-                for c in list {
+                if list.cut {
+                    all_read = false;
+                    cx.errors.push(cut_error(&path, "container records", MAX_CONTAINERS));
+                }
+                for c in list.items {
                     if seen.insert(c.id.clone()) {
                         records.push(c);
                     }
@@ -225,10 +255,13 @@ fn image_configs(cx: &mut Discovery<'_>, graph: &Path) -> StorageImages {
     let images = graph.join("overlay-images");
     let records = images.join("images.json");
     let said = cx.parse(&records, MAX_RECORD, storage_images).unwrap_or_default();
+    if said.cut {
+        cx.errors.push(cut_error(&records, "image records", MAX_CONTAINERS));
+    }
     for id in cx.dirs(&images) {
         let mut own = Ownership::new(SiteId::ContainersStorage, Category::ImageConfig, None, None);
         let names = id.to_str().and_then(|id| said.names.get(id));
-        own.images = names.map(|n| n.iter().cloned().collect()).unwrap_or_default();
+        own.images = Images::new(names.into_iter().flatten().cloned());
         cx.push(&images.join(&id), ScopeKind::Owned(own), Unresolved::Quiet);
     }
     said

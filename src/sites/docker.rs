@@ -11,13 +11,14 @@
 //! [`crate::node::other_runtimes`].
 
 use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
-use crate::finding::{Category, Finding, SiteId};
+use crate::finding::{Category, Finding, Images, SiteId};
 use crate::node::other_runtimes::{
     add_names, docker_chain_ids, docker_container, docker_data_root, docker_image_names,
     ContainerRecord, MAX_NAMES_PER_LAYER, MAX_RECORD,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Docker's default data root.
 pub const DOCKER_ROOT: &str = "/var/lib/docker";
@@ -118,7 +119,7 @@ impl Site for Docker {
                 }
                 (None, Some(names)) => {
                     let mut own = Ownership::new(site, Category::ImageLayer, None, None);
-                    own.images = names.iter().cloned().collect();
+                    own.images = Images::new(names.iter().cloned());
                     own
                 }
                 // Where the layer store could not be read, every other layer is an image's.
@@ -182,10 +183,10 @@ fn logs(cx: &mut Discovery<'_>, dir: &Path, id: &str, record: &ContainerRecord) 
 /// Returns every image layer dir (`overlay2/<cache id>`) the layer store knows
 /// (`layerdb/sha256/<chain id>/cache-id`), each with the names of the images it is part
 /// of: each config's `rootfs.diff_ids` give its layers' chain ids.
-fn image_configs(cx: &mut Discovery<'_>, data: &Path) -> HashMap<String, BTreeSet<String>> {
+fn image_configs(cx: &mut Discovery<'_>, data: &Path) -> HashMap<String, BTreeSet<Arc<str>>> {
     let site = SiteId::DockerStorage;
     let images = data.join("image");
-    let mut layers: HashMap<String, BTreeSet<String>> = HashMap::new();
+    let mut layers: HashMap<String, BTreeSet<Arc<str>>> = HashMap::new();
     for driver in cx.dirs(&images) {
         let store = images.join(&driver);
         let repositories = store.join("repositories.json");
@@ -206,7 +207,7 @@ fn image_configs(cx: &mut Discovery<'_>, data: &Path) -> HashMap<String, BTreeSe
             let mut own = Ownership::new(site, Category::ImageConfig, None, None);
             let names = id.to_str().and_then(|id| names.get(id));
             let shown = names.into_iter().flatten().take(MAX_NAMES_PER_LAYER).cloned();
-            own.images = shown.collect();
+            own.images = Images::new(shown);
             let config = configs.join(&id);
             if let Some(names) = names {
                 let chain = cx.parse(&config, MAX_RECORD, docker_chain_ids).unwrap_or_default();

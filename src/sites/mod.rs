@@ -77,7 +77,7 @@ pub struct Ownership {
     /// Said of an orphan (a dir no snapshot record names).
     pub note: Option<&'static str>,
     /// The images an image layer belongs to, as far as the runtime's records tell.
-    pub images: Vec<String>,
+    pub images: crate::finding::Images,
     /// What the site parsed at discovery of this file, read whole then (containerd's
     /// `meta.db`): the scan attributes the file's matches from the same parse while the
     /// file is unchanged.
@@ -141,7 +141,7 @@ impl Ownership {
             pod_uid,
             record: ContainerRecord::default(),
             note: None,
-            images: Vec::new(),
+            images: crate::finding::Images::default(),
             kept: None,
         }
     }
