@@ -557,3 +557,63 @@ fn real_mounts_tmpfs_unmounted_bind_mounts_refused() {
     kept_before.assert_same(&tree.digest().under(&tree.pod(KEPT_UID).dir()), "clean --apply");
     drop(bind);
 }
+
+/// Issue 46, break 6: `clean --remove-exited-containers` acts only for the node's
+/// containerd, through CRI when CRI is containerd. The same exited container (CRI lists it
+/// exited) with a secret in its record: in Docker's own containerd (`<docker-root>/
+/// containerd/daemon`, namespace `moby`, CRI cri-dockerd, whose removal is `docker rm`) it
+/// is never planned, nor in the node's containerd when CRI is another runtime; in the
+/// node's containerd with CRI containerd it is (the test can fail).
+#[test]
+fn only_the_nodes_containerd_has_exited_containers_removed() {
+    use crate::runtime::{bucket, container, data, spec};
+    use kresidue::bbolt::write::{Node, Writer};
+    use std::collections::BTreeMap;
+    let docker = "/var/lib/docker/containerd/daemon/io.containerd.metadata.v1.bolt/meta.db";
+    let node = "/var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db";
+    let cases = [
+        (docker, "moby", "docker", false),
+        (node, "k8s.io", "docker", false),
+        (node, "k8s.io", "containerd", true),
+    ];
+    for (path, ns, cri_name, planned) in cases {
+        let tree = NodeTree::new();
+        let (value, secrets) = db_password(&tree, 6111);
+        let file = tree.secrets_file("secrets.json", &secrets);
+        let labels =
+            [("io.kubernetes.pod.uid", NOTREADY_UID), ("io.kubernetes.container.name", "app")];
+        let record = container(
+            crate::cri::EXITED,
+            spec(&[("DB", &value)], serde_json::json!({})),
+            &labels,
+            None,
+        );
+        let keyed =
+            Node::Bucket(BTreeMap::from([(crate::cri::EXITED.as_bytes().to_vec(), record)]));
+        let root = BTreeMap::from([(
+            b"v1".to_vec(),
+            bucket([(ns, bucket([("containers", keyed)])), ("version", data([6]))]),
+        )]);
+        tree.write(path, &Writer::new(4096, true, 64).finish(&root, &[], 4));
+        let pods = tree.work("pods.json");
+        let live = [ApiPod::running(READY_UID, "node-1"), ApiPod::running(NOTREADY_UID, "node-1")];
+        std::fs::write(&pods, pods_json(&live)).unwrap();
+        let server = Server::grpc(crate::cri::Fake { runtime_name: Some(cri_name), ..fake() });
+        let args = ["--pods", path_arg(&pods), "--secrets", path_arg(&file)].map(str::to_owned);
+        let out = clean(&tree, &server, &args, &["--min-age", "0s", "--remove-exited-containers"]);
+        out.assert_code(0);
+        let report = out.json();
+        let removals: Vec<_> =
+            actions(report).into_iter().filter(|(_, what, _)| what == crate::cri::EXITED).collect();
+        assert_eq!(!removals.is_empty(), planned, "{path} {cri_name}: {report:#}");
+        let runtime = if ns == "moby" { "docker" } else { "containerd" };
+        // The finding says whose records it is in.
+        let ep = server.endpoint();
+        let scan = ["scan", "--root", tree.root_arg(), "--cri", &ep, "--format", "json"];
+        let scanned = tree.kr().run(&[&scan[..], &["--secrets", path_arg(&file)]].concat());
+        scanned.assert_code(1);
+        for f in scanned.json()["findings"].as_array().unwrap() {
+            assert_eq!(f["container"]["runtime"], runtime, "{path}: {f:#}");
+        }
+    }
+}

@@ -39,7 +39,8 @@ pub(crate) struct Fake {
     /// `ListPodSandbox` answers this many more calls "server is not initialized yet", as
     /// containerd's CRI plugin does while it starts.
     pub(crate) starting: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    /// The runtime's name in `Version` (default `fake-cri`).
+    /// The runtime's name in `Version` (default `containerd`: the fake plays the node's
+    /// containerd, whose records the tests write).
     pub(crate) runtime_name: Option<&'static str>,
 }
 
@@ -80,7 +81,7 @@ impl RuntimeService for Fake {
     ) -> Result<Response<proto::VersionResponse>, Status> {
         Ok(Response::new(proto::VersionResponse {
             version: "0.1.0".into(),
-            runtime_name: self.runtime_name.unwrap_or("fake-cri").into(),
+            runtime_name: self.runtime_name.unwrap_or("containerd").into(),
             runtime_version: "9.9.9".into(),
             runtime_api_version: "v1".into(),
         }))
@@ -422,7 +423,7 @@ fn liveness_from_a_fake_runtime() {
     out.assert_code(1);
     let report = out.json();
     assert_eq!(report["cri"]["status"], "ok");
-    assert_eq!(report["cri"]["runtime"], "fake-cri 9.9.9");
+    assert_eq!(report["cri"]["runtime"], "containerd 9.9.9");
     assert_eq!(report["cri"]["endpoint"], server.endpoint());
     let tmpfs = Command::new("stat")
         .args(["-f", "-c", "%T"])
@@ -886,9 +887,11 @@ fn records_and_cri_witness_together() {
         row(5, "dead-container", Some(false)),
     ];
     assert_eq!(scan(runtime.clone()), want);
-    // CRI is Docker itself (cri-dockerd): a Docker container it does not list is gone.
+    // CRI is Docker itself (cri-dockerd): a Docker container it does not list is gone,
+    // and its silence says nothing of a container the node's containerd keeps.
     let mut want = want;
     want[0] = row(0, "dead-container", Some(false));
+    want[5] = row(5, "env-persisted", None);
     assert_eq!(scan(Fake { runtime_name: Some("docker"), ..runtime }), want);
 }
 
@@ -942,7 +945,7 @@ fn the_runtime_socket_beneath_the_root_is_asked() {
     out.assert_code(1);
     let report = out.json();
     assert_eq!(report["cri"]["status"], "ok", "{}", out.stderr_str());
-    assert_eq!(report["cri"]["runtime"], "fake-cri 9.9.9");
+    assert_eq!(report["cri"]["runtime"], "containerd 9.9.9");
     assert_eq!(report["cri"]["endpoint"], endpoint.as_str());
     let by_pod: HashMap<String, (String, Option<bool>)> = out
         .findings()

@@ -75,6 +75,7 @@ pub fn run(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         min_age: inputs.min_age,
         remove_exited: args.remove_exited_containers,
         api: witness.as_ref(),
+        cri_runtime: cri_info.runtime.as_deref(),
     };
     let now = unix_now();
     let mut plan = clean::plan(&result.findings, live.as_ref(), &pods, now, &opts);

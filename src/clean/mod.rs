@@ -26,7 +26,7 @@ use crate::sites::{self, Advice};
 use crate::sys::tree::Ident;
 use crate::text::{display_path, redisplay, withhold};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 pub use survey::{survey, PodDir, Target, TargetKind};
@@ -41,6 +41,9 @@ pub struct PlanOptions<'a> {
     /// The API server's pods (`--pods`), checked against the runtime: a pod it lists is
     /// never planned.
     pub api: Option<&'a witness::Witness>,
+    /// The runtime CRI is, as its `Version` names it (`containerd 1.7.2`): containers are
+    /// removed only when it is containerd and containerd's records name them.
+    pub cri_runtime: Option<&'a str>,
 }
 
 /// What an action does.
@@ -596,14 +599,29 @@ pub fn plan(
             );
         }
     }
-    if let (true, Some(live)) = (opts.remove_exited, live) {
+    // Only the node's containerd's containers are removed, through CRI when CRI is that
+    // containerd: a record another runtime keeps (Docker's own containerd, whose
+    // containers cri-dockerd would `docker rm`), or one whose keeper is unknown, is never
+    // acted on, nor is a container any such record names.
+    let cri_is_containerd = opts
+        .cri_runtime
+        .and_then(|r| r.split_whitespace().next())
+        .is_some_and(|name| name.eq_ignore_ascii_case(sites::containerd::CONTAINERD));
+    if let (true, Some(live), true) = (opts.remove_exited, live, cri_is_containerd) {
         let mut by_container: BTreeMap<&str, u64> = BTreeMap::new();
-        for f in findings.iter().filter(|f| sites::site(f.site).container_owned(f.site)) {
-            let Some(id) = f.container.as_ref().and_then(|c| c.id.as_deref()) else { continue };
-            if live.containers.get(id).is_some_and(|c| c.exited()) {
+        let mut foreign: BTreeSet<&str> = BTreeSet::new();
+        for f in findings {
+            let Some(c) = f.container.as_ref() else { continue };
+            let Some(id) = c.id.as_deref() else { continue };
+            let ours = c.runtime == Some(sites::containerd::CONTAINERD)
+                && sites::site(f.site).container_owned(f.site);
+            if !ours {
+                foreign.insert(id);
+            } else if live.containers.get(id).is_some_and(|c| c.exited()) {
                 *by_container.entry(id).or_default() += f.count;
             }
         }
+        by_container.retain(|id, _| !foreign.contains(id));
         for (id, secrets) in by_container {
             let c = &live.containers[id];
             let pod = live.pods.values().flatten().find(|p| p.id == c.sandbox);

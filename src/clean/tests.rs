@@ -25,11 +25,13 @@ fn finding(
         name: Some("web".into()),
         live: Some(false),
     });
+    // The node's containerd keeps the records of its sites' containers.
+    let keeper = crate::sites::site(site).container_owned(site).then_some("containerd");
     f.container = container.map(|c| ContainerRef {
         id: Some(c.into()),
         name: None,
         live: Some(false),
-        runtime: None,
+        runtime: keeper,
     });
     f.matched.label = Some("current".into());
     f
@@ -96,8 +98,12 @@ fn live_with(sandboxes: &[(&str, &str, bool)], containers: &[(&str, &str, &'stat
     live
 }
 
-const OPTS: PlanOptions<'static> =
-    PlanOptions { min_age: HOUR as u64, remove_exited: false, api: None };
+const OPTS: PlanOptions<'static> = PlanOptions {
+    min_age: HOUR as u64,
+    remove_exited: false,
+    api: None,
+    cri_runtime: Some("containerd 1.7.2"),
+};
 
 fn kinds(plan: &Plan) -> Vec<(ActionKind, String)> {
     plan.actions
@@ -236,6 +242,20 @@ fn exited_containers_only_when_asked_and_only_exited() {
     let opts = PlanOptions { remove_exited: true, ..OPTS };
     let with = plan(&findings, Some(&live), &[], NOW, &opts);
     assert_eq!(kinds(&with), vec![(ActionKind::RemoveContainer, "c-exited".to_owned())]);
+    // Issue 46, break 6: never for a container whose records another runtime keeps
+    // (Docker's own containerd, namespace `moby`: cri-dockerd would `docker rm` it), or an
+    // unknown one, nor when CRI is not containerd, nor when CRI's name is not known.
+    for keeper in [Some("docker"), None] {
+        let mut theirs = findings.clone();
+        theirs[2].container.as_mut().unwrap().runtime = keeper;
+        let planned = plan(&theirs, Some(&live), &[], NOW, &opts);
+        assert!(planned.actions.is_empty(), "{keeper:?}: {:?}", kinds(&planned));
+    }
+    for cri in [Some("docker 24.0.7"), Some("cri-o 1.29"), None] {
+        let planned =
+            plan(&findings, Some(&live), &[], NOW, &PlanOptions { cri_runtime: cri, ..opts });
+        assert!(planned.actions.is_empty(), "{cri:?}: {:?}", kinds(&planned));
+    }
     assert_eq!(with.actions[0].secrets, 2, "its layer and its spec in meta.db");
     assert_eq!(with.actions[0].pod.as_ref().unwrap().uid, "p");
     // Left: the running container's layer and the log, each with its manual step.
@@ -370,7 +390,13 @@ fn advice_names_each_runtimes_own_tool() {
     // (never a dir to remove by hand); an exited Docker container CRI lists is removed with
     // `docker rm`, and `clean` does not offer to remove it.
     let live = live_with(&[("s1", "p", true)], &[("c1", "s1", "exited")]);
-    let gone = of(SiteId::ContainerdSnapshot, Category::DeadContainer, "/c/s", None, Some(false));
+    let gone = of(
+        SiteId::ContainerdSnapshot,
+        Category::DeadContainer,
+        "/c/s",
+        Some("containerd"),
+        Some(false),
+    );
     let mut gone = gone;
     gone.container.as_mut().unwrap().id = Some("c-gone".into());
     let docker =

@@ -389,7 +389,9 @@ impl Worker {
         let kept = kept.filter(|k| f.metadata().is_ok_and(|m| sites::FileId::of(&m) == k.identity));
         let id = cx.job.owner.site;
         let parsed = kept.map(|k| &*k.parsed);
-        self.file_errors.extend(sites::site(id).attribute_whole(id, parsed, &data, &mut raw));
+        let runtime = cx.job.owner.records.as_deref().and_then(|o| o.record.runtime);
+        let attributed = sites::site(id).attribute_whole(id, parsed, runtime, &data, &mut raw);
+        self.file_errors.extend(attributed);
         Ok((n as u64, aggregate(raw)))
     }
 

@@ -52,6 +52,10 @@ pub const MAX_DB: u64 = 128 << 20;
 /// The largest bundle spec read whole to attribute its matches.
 const MAX_SPEC: u64 = 16 << 20;
 
+/// The runtime whose records the node's containerd keeps (the one Docker starts for
+/// itself keeps Docker's: [`super::docker`]).
+pub const CONTAINERD: &str = "containerd";
+
 /// What an orphaned snapshot dir is.
 const ORPHAN: &str = "a snapshot dir the snapshotter's database does not know (an orphan \
     left by an interrupted removal)";
@@ -87,7 +91,7 @@ impl Site for Containerd {
     /// which knows Docker's data root (through `discover_one`).
     fn discover(&self, cx: &mut Discovery<'_>) {
         let (root, state, named_by) = configured(cx);
-        discover_one(cx, &root, &state, named_by);
+        discover_one(cx, &root, &state, named_by, CONTAINERD);
     }
 
     /// `meta.db` (megabytes) and bundle specs (kilobytes) are read whole and attributed by
@@ -108,6 +112,7 @@ impl Site for Containerd {
         &self,
         id: SiteId,
         parsed: Option<&(dyn std::any::Any + Send + Sync)>,
+        runtime: Option<&'static str>,
         data: &[u8],
         found: &mut [Finding],
     ) -> Vec<String> {
@@ -126,7 +131,7 @@ impl Site for Containerd {
                     Ok((db, errs)) => {
                         errors.extend(errs.iter().map(|e| format!("containerd metadata: {e}")));
                         for f in found {
-                            attribute(f, db.owner(f.offset..f.offset + f.length));
+                            attribute(f, db.owner(f.offset..f.offset + f.length), runtime);
                         }
                     }
                     Err(e) => errors.push(format!(
@@ -178,14 +183,14 @@ impl Site for Containerd {
 }
 
 /// Sets the owner of a match in `meta.db`.
-fn attribute(f: &mut Finding, owner: Owner<'_>) {
+fn attribute(f: &mut Finding, owner: Owner<'_>, runtime: Option<&'static str>) {
     let part = match owner {
         Owner::Container(c) => {
             f.container = Some(ContainerRef {
                 id: Some(c.id.clone()),
                 name: c.name.clone(),
                 live: None,
-                runtime: None,
+                runtime,
             });
             f.pod = c.pod();
             format!("container={}/{}", c.namespace, c.id)
@@ -203,7 +208,7 @@ fn attribute(f: &mut Finding, owner: Owner<'_>) {
 /// The `config.json` of every task bundle under `tasks` (`<namespace>/<id>/`), live or
 /// left behind by a crashed delete (`<namespace>/.<id>/`). The bundle's `rootfs` (the
 /// container's mounted filesystem) is not walked.
-fn bundles(cx: &mut Discovery<'_>, tasks: &Path) {
+fn bundles(cx: &mut Discovery<'_>, tasks: &Path, runtime: &'static str) {
     let tasks_rel = match super::resolve(cx.root, tasks) {
         Ok(rel) => rel,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -217,14 +222,16 @@ fn bundles(cx: &mut Discovery<'_>, tasks: &Path) {
                 continue;
             }
             let name = id.to_string_lossy();
+            let mut own = Ownership::new(
+                SiteId::OciBundle,
+                Category::EnvPersisted,
+                Some(name.strip_prefix('.').unwrap_or(&name).to_owned()),
+                None,
+            );
+            own.record.runtime = Some(runtime);
             cx.scopes.push(super::Scope {
                 node_path: tasks.join(&ns).join(&id).join(BUNDLE_SPEC),
-                kind: ScopeKind::Owned(Ownership::new(
-                    SiteId::OciBundle,
-                    Category::EnvPersisted,
-                    Some(name.strip_prefix('.').unwrap_or(&name).to_owned()),
-                    None,
-                )),
+                kind: ScopeKind::Owned(own),
                 rel: bundle.join(BUNDLE_SPEC),
             });
         }
@@ -260,6 +267,7 @@ pub(super) fn discover_one(
     root: &Path,
     state: &Path,
     named_by: Option<&str>,
+    runtime: &'static str,
 ) {
     let mut kept = None;
     match super::resolve(cx.root, root) {
@@ -286,6 +294,7 @@ pub(super) fn discover_one(
             let mut own =
                 Ownership::new(SiteId::ContainerdMetadata, Category::EnvPersisted, None, None);
             own.kept = kept.clone();
+            own.record.runtime = Some(runtime);
             cx.push(&path, ScopeKind::Owned(own), super::Unresolved::UnlessMissing);
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && named_by.is_none() => {}
@@ -297,9 +306,9 @@ pub(super) fn discover_one(
             cx.errors.push(entry);
         }
     }
-    bundles(cx, &state.join(TASKS));
+    bundles(cx, &state.join(TASKS), runtime);
     let meta = kept.as_deref().and_then(parsed).and_then(|p| p.as_ref().ok());
-    snapshots(cx, root, meta.map(|(db, _)| db));
+    snapshots(cx, root, meta.map(|(db, _)| db), runtime);
     if let Some((db, _)) = meta {
         image_configs(cx, root, db);
     }
@@ -334,7 +343,7 @@ fn image_configs(cx: &mut Discovery<'_>, root: &Path, db: &MetaDb) {
 /// key in `meta.db`, is that container's writable layer; a committed one is an image layer
 /// (scanned once however many containers share it), named after the images whose chains
 /// hold it; one no record names is an orphan.
-fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>) {
+fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>, runtime: &'static str) {
     let present: Vec<_> = SNAPSHOTTERS
         .iter()
         .filter_map(|&(name, dir, files)| {
@@ -376,6 +385,7 @@ fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>) {
         for (id, name) in ids {
             let mut own =
                 Ownership::new(SiteId::ContainerdSnapshot, Category::ContainerLayer, None, None);
+            own.record.runtime = Some(runtime);
             match records.get(&id) {
                 Some(s) if s.kind == SnapshotKind::Committed => {
                     own.category = Category::ImageLayer;
@@ -481,13 +491,15 @@ mod tests {
         (f.offset, f.length) = (at, 1);
         let parsed = Some(&*kept.parsed);
         let one = std::slice::from_mut(&mut f);
-        let errors = Containerd.attribute_whole(SiteId::ContainerdMetadata, parsed, &[0; 64], one);
+        let errors =
+            Containerd.attribute_whole(SiteId::ContainerdMetadata, parsed, None, &[0; 64], one);
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(f.container.and_then(|x| x.id).as_deref(), Some(ID));
         // Without it, the bytes given are parsed: these are no database.
         let mut g = Finding::sample(SiteId::ContainerdMetadata, Category::EnvPersisted, "m");
         let one = std::slice::from_mut(&mut g);
-        let errors = Containerd.attribute_whole(SiteId::ContainerdMetadata, None, &[0; 64], one);
+        let errors =
+            Containerd.attribute_whole(SiteId::ContainerdMetadata, None, None, &[0; 64], one);
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(g.container.is_none());
         // A file written since is another version: its kept parse is not used for it.

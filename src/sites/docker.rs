@@ -20,6 +20,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The runtime whose records Docker's data root and its own containerd keep.
+pub const DOCKER: &str = "docker";
+
 /// Docker's default data root.
 pub const DOCKER_ROOT: &str = "/var/lib/docker";
 
@@ -49,7 +52,7 @@ pub struct Docker;
 /// The record of a Docker container whose `config.v2.json` could not be read: Docker's
 /// still, so CRI's silence does not make it gone.
 fn unread() -> ContainerRecord {
-    ContainerRecord { runtime: Some("docker"), ..ContainerRecord::default() }
+    ContainerRecord { runtime: Some(DOCKER), ..ContainerRecord::default() }
 }
 
 /// Docker's data root: `--docker-root`, else what `daemon.json` names, else the default
@@ -81,7 +84,7 @@ impl Site for Docker {
         // The node's containerd, when pointed there, is scanned already.
         if own != cx.layout.containerd_root && super::resolve(cx.root, &own).is_ok() {
             let state = Path::new(EXEC_ROOT).join(OWN_CONTAINERD);
-            super::containerd::discover_one(cx, &own, &state, None);
+            super::containerd::discover_one(cx, &own, &state, None, DOCKER);
         }
         let site = SiteId::DockerStorage;
         let image_layers = image_configs(cx, data);

@@ -350,11 +350,13 @@ pub trait Site: Sync {
     /// After a file of site `id` read whole ([`Reading::Whole`]) was searched: attributes
     /// its (not yet aggregated) findings from what `data` says about itself, or from
     /// `parsed`, what the site parsed of these very bytes at discovery ([`Kept`]);
-    /// problems are messages for the file's error entry.
+    /// problems are messages for the file's error entry. `runtime` is the runtime whose
+    /// records the file is, as discovery named it.
     fn attribute_whole(
         &self,
         _id: SiteId,
         _parsed: Option<&(dyn std::any::Any + Send + Sync)>,
+        _runtime: Option<&'static str>,
         _data: &[u8],
         _found: &mut [Finding],
     ) -> Vec<String> {
@@ -646,9 +648,13 @@ fn runtime_advice(f: &Finding, live: Option<&Live>) -> (String, String) {
     let container = f.container.as_ref();
     let id = container.and_then(|c| c.id.as_deref());
     let state = id.and_then(|id| live?.containers.get(id)).map(|c| c.state);
-    let records_say = container.and_then(|c| c.runtime.and(c.live));
-    // Only containerd's containers are removed by `clean` (its sites are container-owned).
-    let containerd = site(f.site).container_owned(f.site);
+    // What a runtime's own records say (containerd's say nothing of it: CRI does).
+    let own_records = container.and_then(|c| c.runtime).filter(|r| *r != containerd::CONTAINERD);
+    let records_say = own_records.and(container.and_then(|c| c.live));
+    // Only the node's containerd's containers are removed by `clean` (its sites are
+    // container-owned, and its records name it).
+    let containerd = site(f.site).container_owned(f.site)
+        && container.and_then(|c| c.runtime) == Some(containerd::CONTAINERD);
     match (id, state, records_say) {
         (Some(id), Some(crate::cri::EXITED), _) if containerd => s(
             "the container has exited",
