@@ -377,8 +377,8 @@ impl Images {
         self.iter().next()
     }
 
-    /// Withholds each name holding recorded material (see [`withhold::names`]); the list is
-    /// copied only when one does.
+    /// Withholds each name holding recorded material (see
+    /// [`crate::text::withhold::names`]); the list is copied only when one does.
     pub fn withhold(&mut self) {
         use crate::text::withhold;
         if !self.iter().any(|n| withhold::is_withheld(n.as_bytes())) {
