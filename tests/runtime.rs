@@ -1092,7 +1092,8 @@ fn attributed(i: usize, path: &str, site: &str, category: &str, owner: [&str; 8]
 /// runs, with no process of it running here, leaves it unknown (`env-persisted`). Its
 /// json-file logs (the current one and a gzip rotation) are of category `pod-log`, at site
 /// `pod-log` when they are a pod's and `runtime-log` when not; a named volume's data is a
-/// `runtime-volume`; a file in the container's dir that is not a log is not read as one.
+/// `runtime-volume`; a file in the container's dir that is not a log is the container's,
+/// not read as a log.
 #[test]
 fn docker_records_name_and_witness_their_containers() {
     let tree = NodeTree::new();
@@ -1122,9 +1123,12 @@ fn docker_records_name_and_witness_their_containers() {
     tree.write(&down_log, &gzip(line(&vals[4]).as_bytes()));
     let volume = format!("{docker}/volumes/data1/_data/app.env");
     tree.write(&volume, format!("KEY={}\n", vals[5]).as_bytes());
-    // Not logs: the container's hosts file, a file named like a log of another id.
-    tree.write(format!("{docker}/containers/{up}/hostname"), vals[6].as_bytes());
-    tree.write(format!("{docker}/containers/{up}/{down}-json.log"), vals[7].as_bytes());
+    // Not logs, but the container's files: its hostname file, a file named like a log of
+    // another id.
+    let hostname = format!("{docker}/containers/{up}/hostname");
+    tree.write(&hostname, vals[6].as_bytes());
+    let not_log = format!("{docker}/containers/{up}/{down}-json.log");
+    tree.write(&not_log, vals[7].as_bytes());
     let file = tree.secrets_file("secrets.json", &secrets);
     let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
     out.assert_code(1);
@@ -1149,6 +1153,8 @@ fn docker_records_name_and_witness_their_containers() {
         row(3, &up_log, "pod-log", "pod-log", "up"),
         row(4, &down_log, "runtime-log", "pod-log", "down"),
         row(5, &volume, "runtime-volume", "other", "-"),
+        row(6, &hostname, "docker-storage", "env-persisted", "up"),
+        row(7, &not_log, "docker-storage", "env-persisted", "up"),
         row(8, &init, "docker-storage", "dead-container", "down"),
     ];
     want.sort();
@@ -1257,6 +1263,92 @@ fn containers_storage_records_name_and_witness_their_containers() {
     ];
     want.sort();
     assert_eq!(got, want, "{}", out.stdout_str());
+}
+
+/// What a runtime keeps beside its records (issue 46, break 8): every file of a Docker
+/// container's dir is the container's, read with its record's owner: `hostconfig.json`
+/// (its `LogConfig.Config` holds a logging driver's token), swarm secrets in
+/// `mounts/secrets/`, a checkpoint's images, a config left half-written (`.tmp-…`,
+/// `….tmp`); so is every file of a containers/storage container's `userdata/` (Podman's
+/// secrets in `secrets/` or `run/secrets/`, `artifacts/`), and Podman's secret store
+/// (`secrets/filedriver/secretsdata.json`, every `podman secret`, base64) is read as
+/// no container's. A container's `shm` (its `/dev/shm`, a tmpfs while it runs) is not read.
+#[test]
+fn runtime_files_beside_the_records_are_read() {
+    let tree = NodeTree::new();
+    let (vals, secrets) = numbered(&tree, 11, 4871);
+    let down = id(31);
+    let docker = "/var/lib/docker";
+    let dir = format!("{docker}/containers/{down}");
+    let exited = json!({"Name": "/batch", "State": {"Running": false, "ExitCode": 0},
+        "Config": {"Image": "busybox", "Env": [], "Labels": {}}});
+    tree.write(format!("{dir}/config.v2.json"), exited.to_string().as_bytes());
+    let host = json!({"LogConfig": {"Type": "splunk", "Config": {"splunk-token": vals[0],
+        "splunk-url": "https://splunk.example:8088"}}});
+    let docker_files = [
+        (0, format!("{dir}/hostconfig.json"), host.to_string().into_bytes()),
+        (1, format!("{dir}/mounts/secrets/db_password"), vals[1].clone().into_bytes()),
+        (
+            2,
+            format!("{dir}/checkpoints/cp1/pages-1.img"),
+            [&[0u8; 64][..], vals[2].as_bytes(), &[7u8; 64]].concat(),
+        ),
+        (
+            3,
+            format!("{dir}/config.v2.json.tmp"),
+            json!({"Config": {"Env": [format!("DB={}", vals[3])]}}).to_string().into_bytes(),
+        ),
+        (
+            4,
+            format!("{dir}/.tmp-config.v2.json3141592"),
+            json!({"Config": {"Env": [format!("DB={}", vals[4])]}}).to_string().into_bytes(),
+        ),
+    ];
+    for (_, path, bytes) in &docker_files {
+        tree.write(path, bytes);
+    }
+    // A container's /dev/shm: not its residue (a tmpfs while it runs, empty after).
+    tree.write(format!("{dir}/mounts/shm/app.lock"), vals[10].as_bytes());
+    // Podman
+    let graph = "/var/lib/containers/storage";
+    let podman = id(32);
+    let records = json!([{"id": podman, "layer": "b6".repeat(32), "names": ["batch"],
+        "metadata": json!({"name": "batch", "image-name": "localhost/tool:1"}).to_string()}]);
+    let containers = format!("{graph}/overlay-containers");
+    tree.write(format!("{containers}/containers.json"), records.to_string().as_bytes());
+    let userdata = format!("{containers}/{podman}/userdata");
+    let podman_files = [
+        (5, format!("{userdata}/run/secrets/db_password"), vals[5].clone().into_bytes()),
+        (6, format!("{userdata}/secrets/api_key"), vals[6].clone().into_bytes()),
+        (7, format!("{userdata}/artifacts/token"), vals[7].clone().into_bytes()),
+        (8, format!("{userdata}/.containerenv"), format!("TOKEN={}\n", vals[8]).into_bytes()),
+    ];
+    for (_, path, bytes) in &podman_files {
+        tree.write(path, bytes);
+    }
+    tree.write(format!("{userdata}/shm/app.lock"), vals[10].as_bytes());
+    let store = format!("{graph}/secrets/filedriver/secretsdata.json");
+    let stored =
+        json!({"a1b2c3d4e5f6a7b8c9d0e1f2a": String::from_utf8(b64(vals[9].as_bytes())).unwrap()});
+    tree.write(&store, stored.to_string().as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let got = attribution(&out);
+    let docker_down = [&*down, "batch", "false", "docker", "-", "-", "-", ""];
+    let podman_batch = [&*podman, "batch", "-", "podman", "-", "-", "-", ""];
+    let mut want: Vec<Vec<String>> = docker_files
+        .iter()
+        .map(|(i, path, _)| attributed(*i, path, "docker-storage", "dead-container", docker_down))
+        .chain(podman_files.iter().map(|(i, path, _)| {
+            attributed(*i, path, "containers-storage", "env-persisted", podman_batch)
+        }))
+        .collect();
+    let nobody = ["-", "-", "-", "-", "-", "-", "-", ""];
+    want.push(attributed(9, &store, "containers-storage", "other", nobody));
+    want.sort();
+    assert_eq!(got, want, "{}", out.stdout_str());
+    assert!(found_note(&out, &store).contains("secret store"), "{}", out.stdout_str());
 }
 
 /// The note of the finding at `path`.

@@ -12,6 +12,10 @@
 //! - a value printed by a container: its log (Docker's json-file, Podman's k8s-file
 //!   `ctr.log`), site `runtime-log` (no pod), category `pod-log`;
 //! - a value in a named volume: site `runtime-volume`;
+//! - a value given to a container beside its env (issue 46 break 8): Docker's splunk
+//!   logging driver's token, in `hostconfig.json`; a Podman secret, in Podman's secret
+//!   store (no container's, `other`) and in the container's `userdata/secrets/`; both the
+//!   made (never started) container's, `env-persisted`;
 //! - a data root moved by the runtime's own config (`/etc/docker/daemon.json`
 //!   `data-root`, `/etc/containers/storage.conf` `graphroot`), found without a flag;
 //! - Docker's API socket given as `--cri`: not a CRI endpoint, said in one line, at once,
@@ -254,7 +258,16 @@ trait Runtime {
     fn log(id: &str) -> String;
     /// The storage driver in use.
     fn driver(&self) -> &'static str;
+    /// Gives `value` to a container made (not started) for it, as the runtime keeps what
+    /// it is given beside a container's env (Docker: a logging driver's token, in
+    /// `hostconfig.json`; Podman: a secret, in its secret store and copied into the
+    /// container's `userdata/`): the container's id, and where the value is expected
+    /// (the path's end, site, category, and whether the finding is the container's).
+    fn keep(&self, value: &str) -> (String, Vec<Kept>);
 }
+
+/// A place [`Runtime::keep`] expects its value: path end, site, category, the container's.
+type Kept = (&'static str, &'static str, &'static str, bool);
 
 impl Runtime for Dockerd {
     const NAME: &'static str = "docker";
@@ -290,6 +303,15 @@ impl Runtime for Dockerd {
     fn driver(&self) -> &'static str {
         self.driver
     }
+    fn keep(&self, value: &str) -> (String, Vec<Kept>) {
+        let token = format!("splunk-token={value}");
+        let splunk = ["--log-driver", "splunk", "--log-opt", &token];
+        let url = ["--log-opt", "splunk-url=http://127.0.0.1:9"];
+        let mut args = vec!["create", "--network", "none", "--name", "kr-kept"];
+        args.extend(splunk.into_iter().chain(url).chain([BASE, "true"]));
+        let id = self.must(&args);
+        (id, vec![("/hostconfig.json", "docker-storage", "env-persisted", true)])
+    }
 }
 
 impl Runtime for Podman {
@@ -323,6 +345,18 @@ impl Runtime for Podman {
     }
     fn driver(&self) -> &'static str {
         self.driver
+    }
+    fn keep(&self, value: &str) -> (String, Vec<Kept>) {
+        let file = self.scratch("kept").join("value");
+        std::fs::write(&file, value).unwrap();
+        self.must(&["secret", "create", "kr-kept", path_arg(&file)]);
+        let args = ["create", "--network", "none", "--secret", "kr-kept", "--name", "kr-kept"];
+        let id = self.must(&[&args[..], &[BASE, "true"]].concat());
+        let store = "/secrets/filedriver/secretsdata.json";
+        // Podman 4 copies it to `userdata/secrets/`, Podman 5 to `userdata/run/secrets/`.
+        let copy = "/secrets/kr-kept";
+        let cs = "containers-storage";
+        (id, vec![(store, cs, "other", false), (copy, cs, "env-persisted", true)])
     }
 }
 
@@ -391,7 +425,7 @@ fn scan(tree: &NodeTree, node: &Path, secrets: &Path, extra: &[&str]) -> Value {
     out.json().clone()
 }
 
-const CASES: [&str; 11] = [
+const CASES: [&str; 12] = [
     "env-running",
     "layer-running",
     "log-running",
@@ -403,6 +437,7 @@ const CASES: [&str; 11] = [
     "baked",
     "build-arg",
     "image-env",
+    "kept",
 ];
 
 /// Cases 1 to 6 of the module doc on runtime `rt`, scanned with its data root named by
@@ -454,6 +489,7 @@ fn leftovers<R: Runtime>(rt: &R, seed: u64, checks: &mut Checks) {
         write_to(v.get("baked"), "/baked")
     );
     rt.build(BUILT, &dockerfile, &[("TOKEN", v.get("build-arg"))]);
+    let (kept_id, kept) = rt.keep(v.get("kept"));
 
     let root = rt.data_root().to_owned();
     let report = scan(&tree, &rt.node(), &secrets, &[R::ROOT_FLAG, &root]);
@@ -549,6 +585,20 @@ fn leftovers<R: Runtime>(rt: &R, seed: u64, checks: &mut Checks) {
     for (case, want) in cases {
         checks.want(case, &report, &secret(case), want);
     }
+    // A running container's `shm` is a tmpfs mounted in its dir: not read, not listed.
+    let unread = report["unread_mounts"].as_array().cloned().unwrap_or_default();
+    checks.check("unread mounts", unread.is_empty(), || format!("{unread:?}"));
+    for (ends, site, category, owned) in kept {
+        let mut want =
+            Want { site, ..container(category, ends.into(), &kept_id, "kr-kept", false) };
+        // Made, never started: may start any time, its liveness is not told.
+        want.live = None;
+        if !owned {
+            (want.id, want.name, want.runtime) = (None, None, None);
+        }
+        checks.want("kept", &report, &secret("kept"), want);
+    }
+
     // Removed: nothing of it is attributed to it (whatever is left is reported for what it
     // is, most likely nothing).
     let left = rows(&report, &secret("env-removed"));

@@ -37,6 +37,17 @@ const LIBPOD_STATE: &str = "libpod/bolt_state.db";
 const LIBPOD_NOTE: &str = "Podman's state database: every container's spec, env included \
     (a removed container's in freed pages)";
 
+/// Podman's log of a container (`k8s-file` driver), in its `userdata/`.
+const CTR_LOG: &str = "ctr.log";
+
+/// Podman's secret store, under the graph root (podman `libpod/runtime.go`: the secrets
+/// manager's dir; the file driver keeps every value in `filedriver/secretsdata.json`).
+const SECRETS: &str = "secrets";
+
+/// What Podman's secret store is.
+const SECRETS_NOTE: &str = "Podman's secret store (`podman secret create`, and the Secrets \
+    `podman kube play` makes): every secret's value, base64";
+
 /// containers/storage's configuration, which may name another root (`graphroot`).
 pub const STORAGE_CONF: &str = "/etc/containers/storage.conf";
 
@@ -159,12 +170,20 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
             None if known => &gone,
             None => &unknown,
         };
+        // Every entry of `userdata/` is the container's: its OCI spec (`config.json`),
+        // its secrets (`secrets/`, `run/secrets/`), `artifacts/`, `.containerenv`; its log
+        // (`ctr.log`) is read as a log, its `shm` not at all.
         let userdata = containers.join(&name).join("userdata");
-        let spec = Ownership::of_record(site, Category::EnvPersisted, id, record);
-        cx.push(&userdata.join("config.json"), ScopeKind::Owned(spec), Unresolved::Quiet);
-        let log = super::runtime_data::log_of(id, record);
-        cx.push(&userdata.join("ctr.log"), ScopeKind::Owned(log), Unresolved::Quiet);
+        cx.container_dir(&userdata, |entry| match entry.to_str() {
+            Some(CTR_LOG) => Some(super::runtime_data::log_of(id, record)),
+            Some(super::docker::SHM) => None,
+            _ => Some(Ownership::of_record(site, Category::EnvPersisted, id, record)),
+        });
     }
+    // Podman's secret store: no container's.
+    let mut own = Ownership::new(site, Category::Other, None, None);
+    own.note = Some(SECRETS_NOTE);
+    cx.push(&graph.join(SECRETS), ScopeKind::Owned(own), Unresolved::Quiet);
     let images = image_configs(cx, graph);
     let parents = graph.join("overlay-layers/layers.json");
     let (parents, cut) = cx.parse(&parents, MAX_RECORD, storage_layer_parents).unwrap_or_default();

@@ -4,7 +4,9 @@
 //! `rootfs.diff_ids` → chain ids → `layerdb/sha256/<chain id>/cache-id`), else no one's
 //! (BuildKit's build cache); `containers/<id>/config.v2.json` holds the container's
 //! `Config` with its `Env` and `Labels` (names and pod from cri-dockerd's `io.kubernetes.*`
-//! labels) and `State.Running`, `containers/<id>/<id>-json.log*` its log;
+//! labels) and `State.Running`, `containers/<id>/<id>-json.log*` its log, and every other
+//! file of `containers/<id>/` is the container's too (`hostconfig.json`, swarm secrets,
+//! checkpoints);
 //! `image/overlay2/imagedb/content/sha256/<id>` an image's config, named through
 //! `image/overlay2/repositories.json`; `volumes/<name>/_data` a volume's data. Facts in
 //! `docs/NODE-LAYOUT.md` (Docker); the records are parsed by
@@ -38,6 +40,18 @@ const EXEC_ROOT: &str = "/run/docker";
 
 /// The largest `daemon.json` read.
 const MAX_DAEMON_JSON: u64 = 1 << 20;
+
+/// A Docker container's dir of what Docker mounts into the container (moby
+/// `container.SecretMountPath`, `ShmPath`).
+const MOUNTS: &str = "mounts";
+
+/// A container's `/dev/shm` (in `mounts/`, Docker's; in `userdata/`, containers/storage's): a
+/// tmpfs mounted there while the container runs, the application's working memory, and
+/// empty once it stops. Not read.
+pub const SHM: &str = "shm";
+
+/// The local logging driver's dir of a container's logs.
+const LOCAL_LOGS: &str = "local-logs";
 
 /// Largest `mount-id` read (a layer id: 64 hex digits).
 const MAX_MOUNT_ID: u64 = 4096;
@@ -97,9 +111,7 @@ impl Site for Docker {
             let config = dir.join("config.v2.json");
             let record = cx.parse(&config, MAX_RECORD, docker_container);
             let record = super::witnessed(cx, id, record.unwrap_or_else(unread));
-            let spec = Ownership::of_record(site, Category::EnvPersisted, id, &record);
-            cx.push(&config, ScopeKind::Owned(spec), Unresolved::Quiet);
-            logs(cx, &dir, id, &record);
+            container_files(cx, &dir, id, &record);
             configs.insert(id.to_owned(), record);
         }
         // Writable layer id → container.
@@ -163,20 +175,29 @@ impl Site for Docker {
     }
 }
 
-/// A container's logs as Docker writes them: the json-file driver's `<id>-json.log` and its
-/// rotations (`.1`, `.2.gz`, ...), the local driver's `local-logs/`; each the container's,
-/// named as its `record` names it (a pod's log when it names the pod).
-fn logs(cx: &mut Discovery<'_>, dir: &Path, id: &str, record: &ContainerRecord) {
-    let own = || super::runtime_data::log_of(id, record);
+/// What a container's dir is, entry by entry (moby `container/container.go`,
+/// `daemon/logger`): the container's, as its `record` names it. Its logs as Docker writes
+/// them (the json-file driver's `<id>-json.log` and its rotations `.1`, `.2.gz`, ..., the
+/// local driver's `local-logs/`) are read as logs; `mounts/` holds what Docker mounts into
+/// the container (`secrets/`: swarm secrets), each read but `shm` (its `/dev/shm`); every
+/// other entry is what Docker keeps of the container (`config.v2.json`, `hostconfig.json`
+/// with its logging driver's options, `checkpoints/`, a config written half-way as
+/// `.tmp-config.v2.json…`, `hosts`), `env-persisted`.
+fn container_files(cx: &mut Discovery<'_>, dir: &Path, id: &str, record: &ContainerRecord) {
+    let site = SiteId::DockerStorage;
+    let kept = || Ownership::of_record(site, Category::EnvPersisted, id, record);
     let json_log = format!("{id}-json.log");
-    for file in cx.files(dir) {
-        let Some(name) = file.to_str() else { continue };
+    cx.container_dir(dir, |name| {
+        let name = name.to_str().unwrap_or_default();
         let rotated = name.strip_prefix(json_log.as_str()).is_some_and(|r| r.starts_with('.'));
-        if name == json_log || rotated {
-            cx.push(&dir.join(name), ScopeKind::Owned(own()), Unresolved::Quiet);
+        match name {
+            MOUNTS => None,
+            LOCAL_LOGS => Some(super::runtime_data::log_of(id, record)),
+            _ if name == json_log || rotated => Some(super::runtime_data::log_of(id, record)),
+            _ => Some(kept()),
         }
-    }
-    cx.push(&dir.join("local-logs"), ScopeKind::Owned(own()), Unresolved::Quiet);
+    });
+    cx.container_dir(&dir.join(MOUNTS), |name| (name != SHM).then(kept));
 }
 
 /// The image configs of every storage driver's image store (`image/<driver>/imagedb/

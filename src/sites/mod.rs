@@ -486,6 +486,26 @@ impl Discovery<'_> {
         files.map(|(name, _)| name).collect()
     }
 
+    /// Every regular file and dir in a container's dir at the node path `dir` (what its
+    /// runtime keeps of it: config, secrets, checkpoints, files written half-way), each a
+    /// scope of the place `place` gives it by name; `None` leaves an entry unread (a
+    /// container's `shm`: its `/dev/shm`, a tmpfs mounted there while it runs). Sockets,
+    /// FIFOs and symlinks are never read.
+    pub fn container_dir(
+        &mut self,
+        dir: &Path,
+        mut place: impl FnMut(&std::ffi::OsStr) -> Option<Ownership>,
+    ) {
+        let listed = resolve(self.root, dir).and_then(|rel| self.root.list(&rel));
+        for (name, kind) in listed.unwrap_or_default() {
+            if matches!(kind, Kind::File | Kind::Dir) {
+                if let Some(own) = place(&name) {
+                    self.push(&dir.join(&name), ScopeKind::Owned(own), Unresolved::Quiet);
+                }
+            }
+        }
+    }
+
     /// The bytes of a record or database file at the node path `node` (a regular file
     /// of at most `cap` bytes, and at most `--max-file-size`); none when absent, or with
     /// an error entry when unreadable.
