@@ -585,3 +585,37 @@ fn container_records_past_the_cap_are_reported_and_unknown() {
         assert_ne!(f.raw["container"]["live"], false, "{}", f.path);
     }
 }
+
+/// Issue 46, break 7 with other numbers: Docker's `repositories.json` with more
+/// references than are kept (65,536) says so in `errors`, and an image only the references
+/// past the cap name is shown with no name, never with another's.
+#[test]
+fn image_references_past_the_cap_are_reported() {
+    let tree = NodeTree::new();
+    let value = String::from_utf8(fake_secret(6107)).unwrap();
+    let secrets = vec![Secret::opaque("shop", "db", &[("v", value.as_bytes())])];
+    let n = 70_000u32;
+    let refs: serde_json::Map<String, Value> =
+        (0..n).map(|i| (format!("r/{i}:1"), json!(format!("sha256:{i:064x}")))).collect();
+    let repos = json!({"Repositories": {"r": refs}});
+    let store = format!("{DOCKER}/image/overlay2");
+    tree.write(format!("{store}/repositories.json"), &serde_json::to_vec(&repos).unwrap());
+    // The last image's config holds the value.
+    let config = format!("{store}/imagedb/content/sha256/{:064x}", n - 1);
+    tree.write(&config, format!(r#"{{"config":{{"Env":["V={value}"]}}}}"#).as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let args = ["--secrets", path_arg(&file), "--format", "json", "--fail-on", "never"];
+    let out = tree.kr().timeout(GENEROUS).scan(&args);
+    out.assert_code(0);
+    let errs = errors(&out);
+    let repos_path = format!("{store}/repositories.json");
+    assert!(
+        errs.iter()
+            .any(|(p, e)| *p == repos_path && e.contains("more image references than the 65536")),
+        "{errs:?}"
+    );
+    let found = out.findings();
+    assert_eq!(found.len(), 1, "{}", out.stdout_str());
+    assert_eq!(found[0].raw["category"], "image-config");
+    assert!(found[0].raw["images"].is_null(), "{}", out.stdout_str());
+}

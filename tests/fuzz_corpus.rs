@@ -29,6 +29,13 @@ fn libpod_state() -> Vec<u8> {
     Writer::new(4096, true, 64).finish(&root, &[], 4)
 }
 
+/// A bbolt file whose bucket at `path` has 300 elements that all point at one record
+/// (issue 46, break 2: each must not be read as a record of its own).
+fn aliased(path: &[&[u8]]) -> Vec<u8> {
+    let record: &[(&[u8], &[u8])] = &[(b"image", b"web:1"), (b"spec", b"{}")];
+    kresidue::bbolt::write::aliased(path, 300, b"c1", record)
+}
+
 /// Seed inputs per target.
 fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -99,6 +106,9 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         // Buckets sharing pages, eight levels deep: 40^8 paths in 64 KiB (issue 28).
         ("bbolt", "shared-pages", kresidue::bbolt::write::shared_pages(8, 40)),
         ("bbolt", "libpod", libpod_state()),
+        // Many elements naming one record's bytes (issue 46, break 2).
+        ("bbolt", "aliased-libpod", aliased(&[b"ctr"])),
+        ("containerd_meta", "aliased", aliased(&[b"v1", b"k8s.io", b"containers"])),
         ("containerd_meta", "shared-pages", kresidue::bbolt::write::shared_pages(8, 40)),
         ("oci_spec", "bundle", spec),
         ("crio_docker_json", "crio", crio),

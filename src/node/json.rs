@@ -289,12 +289,12 @@ impl<'de> Visitor<'de> for Strings {
 /// The `(key, string)` pairs of the objects that are the values of the object at key `at`
 /// of the JSON object read from `json` (Docker's `repositories.json`: `Repositories` →
 /// repository → reference → image id), at most `max` of them, each part at most
-/// [`MAX_TEXT`] bytes; `None` when it is not JSON.
+/// [`MAX_TEXT`] bytes, and whether there were more; `None` when it is not JSON.
 pub fn pick_nested_pairs(
     json: &mut dyn std::io::Read,
     at: &str,
     max: usize,
-) -> Option<Vec<(String, String)>> {
+) -> Option<Capped<(String, String)>> {
     /// The top object: finds `at`.
     struct Top<'a> {
         at: &'a str,
@@ -306,16 +306,16 @@ pub fn pick_nested_pairs(
     }
     /// One inner object's pairs, appended to `out` up to `max` in all.
     struct Inner<'o> {
-        out: &'o mut Vec<(String, String)>,
+        out: &'o mut Capped<(String, String)>,
         max: usize,
     }
     impl<'de> Visitor<'de> for Top<'_> {
-        type Value = Vec<(String, String)>;
+        type Value = Capped<(String, String)>;
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("an object")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::new();
+            let mut out = Capped::default();
             while let Some(key) = map.next_key::<String>()? {
                 if key == self.at {
                     out = map.next_value_seed(Outer { max: self.max })?;
@@ -327,24 +327,24 @@ pub fn pick_nested_pairs(
         }
     }
     impl<'de> DeserializeSeed<'de> for Outer {
-        type Value = Vec<(String, String)>;
+        type Value = Capped<(String, String)>;
         fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
             d.deserialize_any(self)
         }
     }
     impl<'de> Visitor<'de> for Outer {
-        type Value = Vec<(String, String)>;
+        type Value = Capped<(String, String)>;
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("an object of objects")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::new();
+            let mut out = Capped::default();
             while map.next_key::<IgnoredAny>()?.is_some() {
                 map.next_value_seed(Inner { out: &mut out, max: self.max })?;
             }
             Ok(out)
         }
-        non_objects_give!(Self::Value, Vec::new());
+        non_objects_give!(Self::Value, Capped::default());
     }
     impl<'de> DeserializeSeed<'de> for Inner<'_> {
         type Value = ();
@@ -360,9 +360,13 @@ pub fn pick_nested_pairs(
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             while let Some(key) = map.next_key::<String>()? {
                 let value = map.next_value_seed(Strings { max: 1 })?;
-                let fits = key.len() <= MAX_TEXT && self.out.len() < self.max;
-                if let (Some(value), true) = (value.into_iter().next(), fits) {
-                    self.out.push((key, value));
+                let Some(value) = value.into_iter().next() else { continue };
+                if key.len() > MAX_TEXT {
+                    continue;
+                }
+                match self.out.items.len() < self.max {
+                    true => self.out.items.push((key, value)),
+                    false => self.out.cut = true,
                 }
             }
             Ok(())
@@ -552,9 +556,13 @@ mod tests {
             "b":"flat","c":[{"c:1":"no"}],"d":{"d:1":"i3"}}}"#;
         let all = pick_nested_pairs(&mut &json[..], "Repositories", 10).unwrap();
         let s = |k: &str, v: &str| (k.to_owned(), v.to_owned());
-        assert_eq!(all, vec![s("a:1", "i1"), s("a:2", "i2"), s("d:1", "i3")]);
-        assert_eq!(pick_nested_pairs(&mut &json[..], "Repositories", 2).unwrap().len(), 2);
-        assert_eq!(pick_nested_pairs(&mut &b"{}"[..], "Repositories", 2), Some(vec![]));
+        assert_eq!(all.items, vec![s("a:1", "i1"), s("a:2", "i2"), s("d:1", "i3")]);
+        assert!(!all.cut);
+        let cut = pick_nested_pairs(&mut &json[..], "Repositories", 2).unwrap();
+        assert_eq!((cut.items.len(), cut.cut), (2, true));
+        let exact = pick_nested_pairs(&mut &json[..], "Repositories", 3).unwrap();
+        assert_eq!((exact.items.len(), exact.cut), (3, false));
+        assert_eq!(pick_nested_pairs(&mut &b"{}"[..], "Repositories", 2), Some(Capped::default()));
         assert_eq!(pick_nested_pairs(&mut &b"[1]"[..], "Repositories", 2), None);
         assert_eq!(pick_nested_pairs(&mut &b"{\"Repositories\":{"[..], "Repositories", 2), None);
     }

@@ -328,18 +328,18 @@ pub type ImageNames = HashMap<String, BTreeSet<Arc<str>>>;
 
 /// Docker's `repositories.json` (`Repositories` → repository → reference → `sha256:<id>`),
 /// parsed as it is read: each image id's references (tags and digests), at most
-/// [`MAX_IMAGE_NAMES`] in all. `None` when it is not JSON.
-pub fn docker_image_names(json: &mut dyn std::io::Read) -> Option<ImageNames> {
+/// [`MAX_IMAGE_NAMES`] in all, and whether there were more. `None` when it is not JSON.
+pub fn docker_image_names(json: &mut dyn std::io::Read) -> Option<(ImageNames, bool)> {
     let pairs = json::pick_nested_pairs(json, "Repositories", MAX_IMAGE_NAMES)?;
     let mut names = ImageNames::new();
-    for (reference, id) in pairs {
+    for (reference, id) in pairs.items {
         let Some(id) = short(Some(id)) else { continue };
         let id = id.strip_prefix("sha256:").unwrap_or(&id).to_owned();
         if reference.len() <= MAX_NAME {
             names.entry(id).or_default().insert(Arc::from(reference));
         }
     }
-    Some(names)
+    Some((names, pairs.cut))
 }
 
 /// Layers of one image kept (overlay stacks at most 128).
@@ -442,7 +442,8 @@ mod tests {
     fn image_names_of_both_runtimes() {
         let repos = br#"{"Repositories":{"web":{"web:1":"sha256:aa","web@sha256:dd":"sha256:aa"},
             "db":{"db:2":"sha256:bb"}}}"#;
-        let names = docker_image_names(&mut &repos[..]).unwrap();
+        let (names, cut) = docker_image_names(&mut &repos[..]).unwrap();
+        assert!(!cut);
         let set = |v: &[&str]| v.iter().map(|s| Arc::from(*s)).collect::<BTreeSet<Arc<str>>>();
         assert_eq!(names["aa"], set(&["web:1", "web@sha256:dd"]));
         assert_eq!(names["bb"], set(&["db:2"]));

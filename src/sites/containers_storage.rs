@@ -55,17 +55,6 @@ pub const STORAGE_CONF: &str = "/etc/containers/storage.conf";
 const UNNAMED_LAYER: &str = "a layer no record read names (the container records were not \
     all read): a container's or an image's, unknown";
 
-/// The `errors` entry of a record file of more records than are kept.
-fn cut_error(path: &Path, what: &str, kept: usize) -> crate::finding::ScanError {
-    crate::finding::ScanError {
-        path: crate::text::display_path(path.as_os_str()),
-        error: format!(
-            "more {what} than the {kept} kept; the rest are not read, and what they would \
-             name is unknown"
-        ),
-    }
-}
-
 /// CRI-O's configuration, which may name its own storage root (`[crio] root`).
 pub const CRIO_CONF: &str = "/etc/crio/crio.conf";
 
@@ -189,7 +178,7 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
     let (parents, cut) = cx.parse(&parents, MAX_RECORD, storage_layer_parents).unwrap_or_default();
     if cut {
         let path = graph.join("overlay-layers/layers.json");
-        cx.errors.push(cut_error(&path, "layer records", MAX_LAYERS));
+        cx.errors.push(super::cut_error(&path, "layer records", MAX_LAYERS));
     }
     let none = BTreeSet::new();
     let tops = images
@@ -251,7 +240,7 @@ fn container_records(cx: &mut Discovery<'_>, dir: &Path) -> (Vec<StorageContaine
             Some(list) => {
                 if list.cut {
                     all_read = false;
-                    cx.errors.push(cut_error(&path, "container records", MAX_CONTAINERS));
+                    cx.errors.push(super::cut_error(&path, "container records", MAX_CONTAINERS));
                 }
                 for c in list.items {
                     if seen.insert(c.id.clone()) {
@@ -275,7 +264,7 @@ fn image_configs(cx: &mut Discovery<'_>, graph: &Path) -> StorageImages {
     let records = images.join("images.json");
     let said = cx.parse(&records, MAX_RECORD, storage_images).unwrap_or_default();
     if said.cut {
-        cx.errors.push(cut_error(&records, "image records", MAX_CONTAINERS));
+        cx.errors.push(super::cut_error(&records, "image records", MAX_CONTAINERS));
     }
     for id in cx.dirs(&images) {
         let mut own = Ownership::new(SiteId::ContainersStorage, Category::ImageConfig, None, None);

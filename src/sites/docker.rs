@@ -16,7 +16,7 @@ use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
 use crate::finding::{Category, Finding, Images, SiteId};
 use crate::node::other_runtimes::{
     add_names, docker_chain_ids, docker_container, docker_data_root, docker_image_names,
-    ContainerRecord, MAX_NAMES_PER_LAYER, MAX_RECORD,
+    ContainerRecord, MAX_IMAGE_NAMES, MAX_NAMES_PER_LAYER, MAX_RECORD,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -214,7 +214,11 @@ fn image_configs(cx: &mut Discovery<'_>, data: &Path) -> HashMap<String, BTreeSe
     for driver in cx.dirs(&images) {
         let store = images.join(&driver);
         let repositories = store.join("repositories.json");
-        let names = cx.parse(&repositories, MAX_RECORD, docker_image_names).unwrap_or_default();
+        let (names, cut) =
+            cx.parse(&repositories, MAX_RECORD, docker_image_names).unwrap_or_default();
+        if cut {
+            cx.errors.push(super::cut_error(&repositories, "image references", MAX_IMAGE_NAMES));
+        }
         // Every layer the store knows, by chain id.
         let layerdb = store.join("layerdb/sha256");
         let mut dirs: HashMap<String, String> = HashMap::new();

@@ -561,6 +561,18 @@ impl Discovery<'_> {
     }
 }
 
+/// The `errors` entry of a record file at the node path `path` of more `what` than the
+/// `kept` read.
+pub(crate) fn cut_error(path: &Path, what: &str, kept: usize) -> ScanError {
+    ScanError {
+        path: crate::text::display_path(path.as_os_str()),
+        error: format!(
+            "more {what} than the {kept} kept; the rest are not read, and what they would \
+             name is unknown"
+        ),
+    }
+}
+
 /// Lists every subtree to walk, family by family ([`REGISTRY`]). Problems go to
 /// `errors`; nothing here is fatal.
 pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) -> Vec<Scope> {
