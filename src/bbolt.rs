@@ -72,11 +72,16 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl Error {
-    /// More records (of `what`) or values than a reader keeps.
+    /// More records (of `what`) or values than a reader keeps (`values` 0: no count of
+    /// values is kept).
     pub fn many(what: &str, records: usize, values: usize) -> Error {
+        let values = match values {
+            0 => String::new(),
+            n => format!(" or {n} values"),
+        };
         err(format!(
-            "bbolt: more than {records} {what} or {values} values; the rest are not read \
-             (what they would name is unknown)"
+            "bbolt: more than {records} {what}{values}; the rest are not read (what they \
+             would name is unknown)"
         ))
     }
 
@@ -399,26 +404,33 @@ impl<'a> Bucket<'a> {
 
     /// The plain value under `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<&'a [u8]>, Error> {
-        let mut found = None;
-        self.each(|k, v| match v {
-            Value::Data(d) if k == key => {
-                found = Some(d);
-                Flow::Break(())
-            }
-            _ => Flow::Continue(()),
-        })?;
-        Ok(found)
+        self.find(key, |v| match v {
+            Value::Data(d) => Some(d),
+            Value::Bucket(_) => None,
+        })
     }
 
     /// The nested bucket under `key`.
     pub fn bucket(&self, key: &[u8]) -> Result<Option<Bucket<'a>>, Error> {
+        self.find(key, |v| match v {
+            Value::Bucket(b) => Some(b),
+            Value::Data(_) => None,
+        })
+    }
+
+    /// The first value under `key` that `pick` takes, walking no further than it.
+    fn find<T>(
+        &self,
+        key: &[u8],
+        pick: impl Fn(Value<'a>) -> Option<T>,
+    ) -> Result<Option<T>, Error> {
         let mut found = None;
-        self.each(|k, v| match v {
-            Value::Bucket(b) if k == key => {
-                found = Some(b);
-                Flow::Break(())
+        self.each(|k, v| {
+            found = if k == key { pick(v) } else { None };
+            match found {
+                Some(_) => Flow::Break(()),
+                None => Flow::Continue(()),
             }
-            _ => Flow::Continue(()),
         })?;
         Ok(found)
     }
