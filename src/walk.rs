@@ -19,7 +19,7 @@
 use crate::finding::{ScanError, SiteId, UnreadMount};
 use crate::node::io_message;
 use crate::sites::kubelet::{mount_place, secrets_store, MountPlace};
-use crate::sites::{Owner, Owners, Scope};
+use crate::sites::{ContainerLayout, ContainerMount, Owner, Owners, Scope};
 use crate::sys::walk::{Cross, DirFd, Entry};
 use crate::sys::RootDir;
 use crate::text::display_path;
@@ -82,6 +82,11 @@ impl FileJob {
                     Cross::Unread(fstype) => {
                         Err(Unopened::Mount(UnreadMount { path: self.node_path(), fstype }))
                     }
+                    // A file is no container's `/dev/shm`: said, not read.
+                    Cross::Skip => Err(Unopened::Mount(UnreadMount {
+                        path: self.node_path(),
+                        fstype: "tmpfs".to_owned(),
+                    })),
                 }
             }
             Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {
@@ -138,6 +143,9 @@ pub struct ScopeMounts {
     crossings: Arc<Crossings>,
     /// A kubelet pod dir (where kubelet's tmpfs volumes are).
     pod: bool,
+    /// A container's own dir, as its runtime lays it out (where the runtime mounts its
+    /// tmpfs).
+    container: Option<&'static ContainerLayout>,
     /// The scope's path relative to the root, bytes.
     base: Vec<u8>,
     /// The CSI volumes entered only because `--read-csi-volumes` asks (paths relative to
@@ -159,6 +167,16 @@ impl ScopeMounts {
         let Some(m) = c.root.mounts().at(&c.root.path().join(rel)) else {
             return Cross::Unread("unknown".to_owned());
         };
+        if let Some(layout) = self.container {
+            let tmpfs = m.fstype == "tmpfs";
+            return match layout.mount(under(rel, &self.base)) {
+                ContainerMount::Shm if tmpfs => Cross::Skip,
+                ContainerMount::Secrets if m.is_whole_tmpfs() => Cross::Enter { id: m.id, tmpfs },
+                ContainerMount::Shm | ContainerMount::Secrets | ContainerMount::Foreign => {
+                    Cross::Unread(m.fstype.clone())
+                }
+            };
+        }
         let place = if self.pod { mount_place(under(rel, &self.base)) } else { None };
         let enter = !m.is_remote()
             && match place {
@@ -201,7 +219,7 @@ pub fn walk_scope<'a>(
     scope: Scope,
     crossings: &Arc<Crossings>,
 ) -> impl Iterator<Item = WalkItem> + 'a {
-    let Scope { rel, node_path, kind } = scope;
+    let Scope { rel, node_path, kind, start } = scope;
     let owners = Owners::new(kind);
     let base_bytes = rel.as_os_str().as_bytes().to_vec();
     let remote = root.mounts().remote_over(&root.path().join(&rel)).map(|m| {
@@ -212,6 +230,7 @@ pub fn walk_scope<'a>(
     let mounts = Arc::new(ScopeMounts {
         crossings: crossings.clone(),
         pod: owners.is_pod(),
+        container: owners.container_layout(),
         base: base_bytes.clone(),
         app_volumes: Default::default(),
     });
@@ -219,7 +238,7 @@ pub fn walk_scope<'a>(
     let policy = mounts.clone();
     let walk = remote
         .is_none()
-        .then(|| root.walk_mounts(&rel, Box::new(move |rel, dir| policy.decide(rel, dir))));
+        .then(|| root.walk_mounts(&rel, Box::new(move |rel, dir| policy.decide(rel, dir)), start));
     remote.into_iter().chain(walk.into_iter().flatten().map(move |entry| {
         let (dir, path, ino, by_path, base) = match entry {
             Entry::File { dir, rel, ino, by_path, base } => (dir, rel, ino, by_path, base),

@@ -619,3 +619,37 @@ fn image_references_past_the_cap_are_reported() {
     assert_eq!(found[0].raw["category"], "image-config");
     assert!(found[0].raw["images"].is_null(), "{}", out.stdout_str());
 }
+
+/// Issue 46 review, break 4: a container dir of 100,000 entries (a crafted dir; a
+/// container's holds a dozen) is one scope, walked like any dir: discovery spends nothing
+/// per entry, the scan meets its `--timeout` and finds the kubelet Secret beside it, in
+/// the memory a small node takes.
+#[test]
+fn a_container_dir_of_many_entries_is_one_scope() {
+    let tree = NodeTree::new();
+    let (value, secrets) = db_password(&tree, 7611);
+    tree.pod(POD_UID).secret_volume("db").key("password", value.as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let cid = "e7".repeat(32);
+    let record = json!({"Name": "/job", "State": {"Running": false, "ExitCode": 0}});
+    tree.write(format!("{DOCKER}/containers/{cid}/config.v2.json"), record.to_string().as_bytes());
+    let dir = tree.host(format!("{DOCKER}/containers/{cid}/checkpoints"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let many = tree.host(format!("{DOCKER}/containers/{cid}"));
+    for i in 0..100_000 {
+        std::fs::File::create(many.join(format!("f{i}"))).unwrap();
+    }
+    let args = ["--secrets", path_arg(&file), "--timeout", "30s", "--fail-on", "never", "-vv"];
+    let out = measured_scan(&tree, &args);
+    assert_eq!(out.json()["summary"]["incomplete"], false, "{}", out.stdout_str());
+    let found: Vec<String> = out.findings().into_iter().map(|f| f.path).collect();
+    let secret = tree.pod(POD_UID).path("volumes/kubernetes.io~secret/db/password");
+    assert_eq!(found, vec![secret], "{}", out.stdout_str());
+    let err = out.stderr_str();
+    let scopes =
+        err.lines().find_map(|l| l.strip_suffix(" scopes to walk:")?.split(' ').next_back());
+    let scopes: usize = scopes.and_then(|n| n.parse().ok()).expect("-vv tells the scopes");
+    assert!(scopes < 10, "{scopes} scopes");
+    let rss = rss_mib(&out);
+    assert!(rss < 40, "peak RSS {rss} MiB");
+}

@@ -423,3 +423,61 @@ fn the_scan_changes_no_access_time() {
         paths.len()
     );
 }
+
+/// Issue 46 review, break 2: mount points in a runtime's container dirs. A filesystem
+/// mounted at an entry of a Docker container's dir (`checkpoints`, bound from outside the
+/// root) is listed as not read, never read as the container's; the tmpfs Docker mounts at
+/// `mounts/secrets` while a swarm service runs is read (its secrets, the container's); a
+/// container's `/dev/shm` tmpfs (Docker's `mounts/shm`, Podman's `userdata/shm`) is
+/// neither read nor listed (the app's memory while it runs); a plain `shm` dir, no mount,
+/// holds what something else left there, and is read.
+#[test]
+fn mounts_in_container_dirs() {
+    needs_root!();
+    let tree = NodeTree::new();
+    let (value, secrets) = db_password(&tree, 7501);
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let docker = "/var/lib/docker/containers";
+    let (b, d) = ("b1".repeat(32), "d1".repeat(32));
+    for cid in [&b, &d] {
+        let record = json!({"Name": "/job", "State": {"Running": false, "ExitCode": 0},
+            "Config": {"Image": "busybox", "Env": [], "Labels": {}}});
+        tree.write(format!("{docker}/{cid}/config.v2.json"), record.to_string().as_bytes());
+    }
+    let mut mounts = Vec::new();
+    let outside = tree.outside().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("password"), &value).unwrap();
+    let checkpoints = format!("{docker}/{b}/checkpoints");
+    mounts.push(mount(&["--bind", path_arg(&outside)], &tree.host(&checkpoints)));
+    let tmpfs = |at: &str| mount(&["-t", "tmpfs", "-o", "size=1m", "tmpfs"], &tree.host(at));
+    let swarm = format!("{docker}/{b}/mounts/secrets");
+    mounts.push(tmpfs(&swarm));
+    tree.write(format!("{swarm}/db_password"), value.as_bytes());
+    let shm = format!("{docker}/{b}/mounts/shm");
+    mounts.push(tmpfs(&shm));
+    tree.write(format!("{shm}/cache"), value.as_bytes());
+    let plain_shm = format!("{docker}/{d}/mounts/shm/cache");
+    tree.write(&plain_shm, value.as_bytes());
+    let containers = "/var/lib/containers/storage/overlay-containers";
+    let p = "c3".repeat(32);
+    let records = json!([{"id": p, "layer": "c4".repeat(32), "names": ["one"]}]);
+    tree.write(format!("{containers}/containers.json"), records.to_string().as_bytes());
+    let podman_shm = format!("{containers}/{p}/userdata/shm");
+    mounts.push(tmpfs(&podman_shm));
+    tree.write(format!("{podman_shm}/cache"), value.as_bytes());
+
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let mut want = vec![
+        (format!("{swarm}/db_password"), "dead-container".to_owned()),
+        (plain_shm, "dead-container".to_owned()),
+    ];
+    want.sort();
+    let mut got = found(&out);
+    got.sort();
+    assert_eq!(got, want, "{}", out.stdout_str());
+    let unread: Vec<_> = unread(out.json()).into_iter().map(|(path, _)| path).collect();
+    assert_eq!(unread, vec![checkpoints], "{}", out.stdout_str());
+    drop(mounts);
+}

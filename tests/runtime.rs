@@ -1272,7 +1272,8 @@ fn containers_storage_records_name_and_witness_their_containers() {
 /// `….tmp`); so is every file of a containers/storage container's `userdata/` (Podman's
 /// secrets in `secrets/` or `run/secrets/`, `artifacts/`), and Podman's secret store
 /// (`secrets/filedriver/secretsdata.json`, every `podman secret`, base64) is read as
-/// no container's. A container's `shm` (its `/dev/shm`, a tmpfs while it runs) is not read.
+/// no container's. A container's `shm` that is a plain dir (no tmpfs mounted there: what
+/// something else left) is read as the container's too (`tests/mounts.rs` has the tmpfs).
 #[test]
 fn runtime_files_beside_the_records_are_read() {
     let tree = NodeTree::new();
@@ -1307,8 +1308,8 @@ fn runtime_files_beside_the_records_are_read() {
     for (_, path, bytes) in &docker_files {
         tree.write(path, bytes);
     }
-    // A container's /dev/shm: not its residue (a tmpfs while it runs, empty after).
-    tree.write(format!("{dir}/mounts/shm/app.lock"), vals[10].as_bytes());
+    let docker_shm = format!("{dir}/mounts/shm/app.lock");
+    tree.write(&docker_shm, vals[10].as_bytes());
     // Podman
     let graph = "/var/lib/containers/storage";
     let podman = id(32);
@@ -1326,7 +1327,8 @@ fn runtime_files_beside_the_records_are_read() {
     for (_, path, bytes) in &podman_files {
         tree.write(path, bytes);
     }
-    tree.write(format!("{userdata}/shm/app.lock"), vals[10].as_bytes());
+    let podman_shm = format!("{userdata}/shm/app.lock");
+    tree.write(&podman_shm, vals[10].as_bytes());
     let store = format!("{graph}/secrets/filedriver/secretsdata.json");
     let stored =
         json!({"a1b2c3d4e5f6a7b8c9d0e1f2a": String::from_utf8(b64(vals[9].as_bytes())).unwrap()});
@@ -1346,6 +1348,8 @@ fn runtime_files_beside_the_records_are_read() {
         .collect();
     let nobody = ["-", "-", "-", "-", "-", "-", "-", ""];
     want.push(attributed(9, &store, "containers-storage", "other", nobody));
+    want.push(attributed(10, &docker_shm, "docker-storage", "dead-container", docker_down));
+    want.push(attributed(10, &podman_shm, "containers-storage", "env-persisted", podman_batch));
     want.sort();
     assert_eq!(got, want, "{}", out.stdout_str());
     assert!(found_note(&out, &store).contains("secret store"), "{}", out.stdout_str());
@@ -1462,4 +1466,55 @@ fn pod_log_links_to_runtime_logs() {
         .map(str::to_owned)
         .to_vec()];
     assert_eq!(got, want, "{}", out.stdout_str());
+}
+
+/// Issue 46 review, breaks 1 and 3: nothing in a runtime's dirs is read through a symlink.
+/// A container's `mounts` pointing at another container's dir does not make that
+/// container's files this one's; one pointing at the root does not walk the node as a
+/// container's; containers/storage's secret store pointing at `/etc` is not read as the
+/// secret store, nor a container's `userdata` pointing at another's as its own.
+#[test]
+fn symlinks_in_runtime_dirs_are_not_followed() {
+    let tree = NodeTree::new();
+    let (vals, secrets) = numbered(&tree, 4, 4901);
+    let docker = "/var/lib/docker/containers";
+    let (a, b, c) = (id(41), id(42), id(43));
+    for (cid, name) in [(&a, "/a"), (&b, "/b"), (&c, "/c")] {
+        let record = json!({"Name": name, "State": {"Running": false, "ExitCode": 0},
+            "Config": {"Image": "busybox", "Env": [], "Labels": {}}});
+        tree.write(format!("{docker}/{cid}/config.v2.json"), record.to_string().as_bytes());
+    }
+    let host = json!({"LogConfig": {"Type": "splunk", "Config": {"splunk-token": vals[0]}}});
+    let b_host = format!("{docker}/{b}/hostconfig.json");
+    tree.write(&b_host, host.to_string().as_bytes());
+    tree.symlink(format!("{docker}/{a}/mounts"), format!("../{b}"));
+    tree.symlink(format!("{docker}/{c}/mounts"), "../../../../..");
+    tree.write("/srv/app/token", vals[1].as_bytes());
+    // containers/storage
+    let graph = "/var/lib/containers/storage";
+    let (p1, p2) = (id(44), id(45));
+    let records = json!([
+        {"id": p1, "layer": "c1".repeat(32), "names": ["one"],
+         "metadata": json!({"name": "one"}).to_string()},
+        {"id": p2, "layer": "c2".repeat(32), "names": ["two"],
+         "metadata": json!({"name": "two"}).to_string()}]);
+    let containers = format!("{graph}/overlay-containers");
+    tree.write(format!("{containers}/containers.json"), records.to_string().as_bytes());
+    tree.write("/etc/app.conf", format!("password={}\n", vals[2]).as_bytes());
+    tree.symlink(format!("{graph}/secrets"), "../../../../etc");
+    let p2_env = format!("{containers}/{p2}/userdata/.containerenv");
+    tree.write(&p2_env, format!("TOKEN={}\n", vals[3]).as_bytes());
+    tree.mkdir(format!("{containers}/{p1}"));
+    tree.symlink(format!("{containers}/{p1}/userdata"), format!("../{p2}/userdata"));
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let b_down = [&*b, "b", "false", "docker", "-", "-", "-", ""];
+    let two = [&*p2, "two", "-", "podman", "-", "-", "-", ""];
+    let mut want = vec![
+        attributed(0, &b_host, "docker-storage", "dead-container", b_down),
+        attributed(3, &p2_env, "containers-storage", "env-persisted", two),
+    ];
+    want.sort();
+    assert_eq!(attribution(&out), want, "{}", out.stdout_str());
 }

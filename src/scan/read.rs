@@ -603,6 +603,7 @@ mod tests {
             rel: "0.log".into(),
             node_path: "/0.log".into(),
             kind: ScopeKind::Site(SiteId::PodLog),
+            start: crate::sys::walk::Start::Crossing,
         };
         let crossings = walk::Crossings::new(root.clone(), false);
         let Some(WalkItem::File(job)) = walk::walk_scope(&root, scope, &crossings).next() else {

@@ -233,6 +233,7 @@ fn bundles(cx: &mut Discovery<'_>, tasks: &Path, runtime: &'static str) {
                 node_path: tasks.join(&ns).join(&id).join(BUNDLE_SPEC),
                 kind: ScopeKind::Owned(own),
                 rel: bundle.join(BUNDLE_SPEC),
+                start: crate::sys::walk::Start::Crossing,
             });
         }
     }
@@ -406,6 +407,7 @@ fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>, runtime
                 rel: within(rel.join(&name)),
                 node_path: within(base.join(SNAPSHOTS).join(&name)),
                 kind: ScopeKind::Owned(own),
+                start: crate::sys::walk::Start::Crossing,
             });
         }
     }

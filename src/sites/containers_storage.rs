@@ -11,7 +11,9 @@
 //! `docs/NODE-LAYOUT.md` (containers/storage); the records are parsed by
 //! [`crate::node::other_runtimes`].
 
-use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
+use super::{
+    Advice, ContainerDir, ContainerLayout, Discovery, Ownership, ScopeKind, Site, Unresolved,
+};
 use crate::finding::{Category, Finding, Images, SiteId};
 use crate::node::other_runtimes::{
     crio_root, images_of_layers, libpod_containers, link_pods, storage_containers,
@@ -37,8 +39,13 @@ const LIBPOD_STATE: &str = "libpod/bolt_state.db";
 const LIBPOD_NOTE: &str = "Podman's state database: every container's spec, env included \
     (a removed container's in freed pages)";
 
-/// Podman's log of a container (`k8s-file` driver), in its `userdata/`.
-const CTR_LOG: &str = "ctr.log";
+/// A container's `userdata/` as containers/storage's users lay it out (libpod
+/// `container_internal.go`, CRI-O `server/container_create.go`): its OCI spec
+/// (`config.json`), its secrets (`secrets/`, `run/secrets/`), `artifacts/`,
+/// `.containerenv`, each the container's; Podman's log of it (`ctr.log`, the `k8s-file`
+/// driver) read as a log; its `/dev/shm` tmpfs (`shm`) not read.
+pub const USERDATA: ContainerLayout =
+    ContainerLayout { is_log: |name, _| name == b"ctr.log", shm: "shm", secrets: &[] };
 
 /// Podman's secret store, under the graph root (podman `libpod/runtime.go`: the secrets
 /// manager's dir; the file driver keeps every value in `filedriver/secretsdata.json`).
@@ -159,20 +166,18 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
             None if known => &gone,
             None => &unknown,
         };
-        // Every entry of `userdata/` is the container's: its OCI spec (`config.json`),
-        // its secrets (`secrets/`, `run/secrets/`), `artifacts/`, `.containerenv`; its log
-        // (`ctr.log`) is read as a log, its `shm` not at all.
-        let userdata = containers.join(&name).join("userdata");
-        cx.container_dir(&userdata, |entry| match entry.to_str() {
-            Some(CTR_LOG) => Some(super::runtime_data::log_of(id, record)),
-            Some(super::docker::SHM) => None,
-            _ => Some(Ownership::of_record(site, Category::EnvPersisted, id, record)),
-        });
+        let dir = ContainerDir {
+            id: id.to_owned(),
+            kept: Ownership::of_record(site, Category::EnvPersisted, id, record),
+            log: super::runtime_data::log_of(id, record),
+            layout: &USERDATA,
+        };
+        cx.push_below(&containers, &Path::new(id).join("userdata"), ScopeKind::Container(Box::new(dir)));
     }
     // Podman's secret store: no container's.
     let mut own = Ownership::new(site, Category::Other, None, None);
     own.note = Some(SECRETS_NOTE);
-    cx.push(&graph.join(SECRETS), ScopeKind::Owned(own), Unresolved::Quiet);
+    cx.push_below(graph, Path::new(SECRETS), ScopeKind::Owned(own));
     let images = image_configs(cx, graph);
     let parents = graph.join("overlay-layers/layers.json");
     let (parents, cut) = cx.parse(&parents, MAX_RECORD, storage_layer_parents).unwrap_or_default();

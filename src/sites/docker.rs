@@ -12,7 +12,9 @@
 //! `docs/NODE-LAYOUT.md` (Docker); the records are parsed by
 //! [`crate::node::other_runtimes`].
 
-use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
+use super::{
+    Advice, ContainerDir, ContainerLayout, Discovery, Ownership, ScopeKind, Site, Unresolved,
+};
 use crate::finding::{Category, Finding, Images, SiteId};
 use crate::node::other_runtimes::{
     add_names, docker_chain_ids, docker_container, docker_data_root, docker_image_names,
@@ -41,17 +43,22 @@ const EXEC_ROOT: &str = "/run/docker";
 /// The largest `daemon.json` read.
 const MAX_DAEMON_JSON: u64 = 1 << 20;
 
-/// A Docker container's dir of what Docker mounts into the container (moby
-/// `container.SecretMountPath`, `ShmPath`).
-const MOUNTS: &str = "mounts";
+/// A Docker container's own dir as Docker lays it out (moby `container/container.go`,
+/// `daemon/logger`): its logs as Docker writes them (the json-file driver's
+/// `<id>-json.log` and its rotations `.1`, `.2.gz`, ..., the local driver's `local-logs/`)
+/// are read as logs; in `mounts/`, what Docker mounts into the container, the tmpfs of
+/// swarm secrets (`secrets`, `container.SecretMountPath`) is read and its `/dev/shm` tmpfs
+/// (`shm`, `ShmPath`) is not; every other entry is what Docker keeps of the container
+/// (`config.v2.json`, `hostconfig.json` with its logging driver's options,
+/// `checkpoints/`, a config written half-way as `.tmp-config.v2.json…`, `hosts`).
+pub const CONTAINER_DIR: ContainerLayout =
+    ContainerLayout { is_log: is_container_log, shm: "mounts/shm", secrets: &["mounts/secrets"] };
 
-/// A container's `/dev/shm` (in `mounts/`, Docker's; in `userdata/`, containers/storage's): a
-/// tmpfs mounted there while the container runs, the application's working memory, and
-/// empty once it stops. Not read.
-pub const SHM: &str = "shm";
-
-/// The local logging driver's dir of a container's logs.
-const LOCAL_LOGS: &str = "local-logs";
+/// Whether the entry `name` of container `id`'s dir is one of its logs.
+fn is_container_log(name: &[u8], id: &str) -> bool {
+    let json_log = name.strip_prefix(id.as_bytes()).and_then(|r| r.strip_prefix(b"-json.log"));
+    name == b"local-logs" || json_log.is_some_and(|r| r.is_empty() || r.starts_with(b"."))
+}
 
 /// Largest `mount-id` read (a layer id: 64 hex digits).
 const MAX_MOUNT_ID: u64 = 4096;
@@ -111,7 +118,7 @@ impl Site for Docker {
             let config = dir.join("config.v2.json");
             let record = cx.parse(&config, MAX_RECORD, docker_container);
             let record = super::witnessed(cx, id, record.unwrap_or_else(unread));
-            container_files(cx, &dir, id, &record);
+            container_files(cx, &containers, id, &record);
             configs.insert(id.to_owned(), record);
         }
         // Writable layer id → container.
@@ -175,29 +182,17 @@ impl Site for Docker {
     }
 }
 
-/// What a container's dir is, entry by entry (moby `container/container.go`,
-/// `daemon/logger`): the container's, as its `record` names it. Its logs as Docker writes
-/// them (the json-file driver's `<id>-json.log` and its rotations `.1`, `.2.gz`, ..., the
-/// local driver's `local-logs/`) are read as logs; `mounts/` holds what Docker mounts into
-/// the container (`secrets/`: swarm secrets), each read but `shm` (its `/dev/shm`); every
-/// other entry is what Docker keeps of the container (`config.v2.json`, `hostconfig.json`
-/// with its logging driver's options, `checkpoints/`, a config written half-way as
-/// `.tmp-config.v2.json…`, `hosts`), `env-persisted`.
-fn container_files(cx: &mut Discovery<'_>, dir: &Path, id: &str, record: &ContainerRecord) {
+/// Container `id`'s own dir, `containers/<id>`: the container's, as its `record` names it
+/// (see [`CONTAINER_DIR`]).
+fn container_files(cx: &mut Discovery<'_>, containers: &Path, id: &str, record: &ContainerRecord) {
     let site = SiteId::DockerStorage;
-    let kept = || Ownership::of_record(site, Category::EnvPersisted, id, record);
-    let json_log = format!("{id}-json.log");
-    cx.container_dir(dir, |name| {
-        let name = name.to_str().unwrap_or_default();
-        let rotated = name.strip_prefix(json_log.as_str()).is_some_and(|r| r.starts_with('.'));
-        match name {
-            MOUNTS => None,
-            LOCAL_LOGS => Some(super::runtime_data::log_of(id, record)),
-            _ if name == json_log || rotated => Some(super::runtime_data::log_of(id, record)),
-            _ => Some(kept()),
-        }
-    });
-    cx.container_dir(&dir.join(MOUNTS), |name| (name != SHM).then(kept));
+    let dir = ContainerDir {
+        id: id.to_owned(),
+        kept: Ownership::of_record(site, Category::EnvPersisted, id, record),
+        log: super::runtime_data::log_of(id, record),
+        layout: &CONTAINER_DIR,
+    };
+    cx.push_below(containers, Path::new(id), ScopeKind::Container(Box::new(dir)));
 }
 
 /// The image configs of every storage driver's image store (`image/<driver>/imagedb/

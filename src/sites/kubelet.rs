@@ -51,6 +51,7 @@ impl Site for Kubelet {
                 node_path: pods_node.join(&name),
                 kind: ScopeKind::Pod { uid: name.to_string_lossy().into_owned(), volumes },
                 rel,
+                start: crate::sys::walk::Start::Crossing,
             });
         }
     }

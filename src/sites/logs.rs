@@ -7,6 +7,7 @@ use crate::finding::{Category, Finding, SiteId};
 use crate::node::logs::LogOwner;
 use crate::sys::Kind;
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -59,20 +60,15 @@ impl Site for PodLogs {
 /// container its path names, where the records do not say); any other is never followed
 /// (the walk skips it). Run once every family has discovered its scopes.
 pub fn link_runtime_logs(cx: &mut Discovery<'_>) {
-    let logs: HashMap<PathBuf, usize> = cx
+    // The runtimes' container dirs, where their logs are.
+    let dirs: HashMap<PathBuf, usize> = cx
         .scopes
         .iter()
         .enumerate()
-        .filter(|(_, s)| {
-            let site = match &s.kind {
-                ScopeKind::Owned(o) => o.site,
-                _ => return false,
-            };
-            matches!(site, SiteId::PodLog | SiteId::RuntimeLog)
-        })
+        .filter(|(_, s)| matches!(s.kind, ScopeKind::Container(_)))
         .map(|(i, s)| (s.rel.clone(), i))
         .collect();
-    if logs.is_empty() {
+    if dirs.is_empty() {
         return;
     }
     let dir = cx.layout.pod_logs.clone();
@@ -89,10 +85,17 @@ pub fn link_runtime_logs(cx: &mut Discovery<'_>) {
                 // The link's target is a node path (an absolute one from the node's `/`).
                 let Ok(to) = cx.root.read_link(&rel.join(&name)) else { continue };
                 let Ok(target) = super::resolve(cx.root, &at.join(to)) else { continue };
-                let Some(&i) = logs.get(&target) else { continue };
+                let (Some(parent), Some(file)) = (target.parent(), target.file_name()) else {
+                    continue;
+                };
+                let Some(&i) = dirs.get(parent) else { continue };
                 // The records' pod, when they name one, stays (kubelet's labels); else the
-                // link's, with kubelet's name of the container.
-                if let ScopeKind::Owned(o) = &mut cx.scopes[i].kind {
+                // link's, with kubelet's name of the container: for each of its logs.
+                if let ScopeKind::Container(c) = &mut cx.scopes[i].kind {
+                    if !(c.layout.is_log)(file.as_bytes(), &c.id) {
+                        continue;
+                    }
+                    let o = &mut c.log;
                     o.site = SiteId::PodLog;
                     if o.record.pod_uid.is_none() {
                         let r = &mut o.record;

@@ -24,9 +24,11 @@ use crate::finding::{Category, Finding, ScanError, SiteId};
 use crate::node::kubelet::AtomicVolume;
 use crate::node::logs::LogOwner;
 use crate::node::other_runtimes::ContainerRecord;
+use crate::sys::walk::Start;
 use crate::sys::{Kind, RootDir};
 use std::collections::HashMap;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -39,6 +41,9 @@ pub struct Scope {
     pub node_path: PathBuf,
     /// What kind of subtree.
     pub kind: ScopeKind,
+    /// Whether a filesystem mounted at `rel` is crossed into ([`Start::Crossing`]: kubelet's
+    /// dir, a runtime's root, often filesystems of their own) or met as below it.
+    pub start: Start,
 }
 
 /// The kinds of subtrees.
@@ -56,6 +61,62 @@ pub enum ScopeKind {
     Site(SiteId),
     /// A layer dir or a container's file, whose owner the runtime's records name.
     Owned(Ownership),
+    /// A container's own dir: what its runtime keeps of it, and its logs.
+    Container(Box<ContainerDir>),
+}
+
+/// A container's own dir (Docker's `containers/<id>`, containers/storage's
+/// `overlay-containers/<id>/userdata`): every file in it is the container's, its logs read
+/// as logs; a tmpfs the runtime mounts in it is entered or skipped as its [`ContainerLayout`]
+/// says, any other mount left unread (and the dir itself, should one be mounted there).
+#[derive(Debug)]
+pub struct ContainerDir {
+    /// The container's id.
+    pub id: String,
+    /// The place of what the runtime keeps of it (config, secrets, checkpoints).
+    pub kept: Ownership,
+    /// The place of its logs.
+    pub log: Ownership,
+    /// How its runtime lays the dir out.
+    pub layout: &'static ContainerLayout,
+}
+
+/// How a runtime lays out a container's own dir: data, one per runtime.
+#[derive(Debug)]
+pub struct ContainerLayout {
+    /// Whether the entry `name` of the dir is (or holds) a log the runtime writes for the
+    /// container `id`.
+    pub is_log: fn(name: &[u8], id: &str) -> bool,
+    /// Where in the dir the runtime mounts the container's `/dev/shm`, a tmpfs while it
+    /// runs: the app's memory, neither read nor listed (a plain dir there is read).
+    pub shm: &'static str,
+    /// Where in the dir the runtime mounts a tmpfs of the container's secrets while it
+    /// runs: read, as kubelet's Secret volumes are.
+    pub secrets: &'static [&'static str],
+}
+
+/// What a mount point in a container's dir is, by its place in the dir.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContainerMount {
+    /// Its `/dev/shm`.
+    Shm,
+    /// A tmpfs of its secrets.
+    Secrets,
+    /// Nothing its runtime mounts there.
+    Foreign,
+}
+
+impl ContainerLayout {
+    /// What a mount point at `inner` (relative to the container's dir) is.
+    pub fn mount(&self, inner: &Path) -> ContainerMount {
+        if inner == Path::new(self.shm) {
+            ContainerMount::Shm
+        } else if self.secrets.iter().any(|s| inner == Path::new(s)) {
+            ContainerMount::Secrets
+        } else {
+            ContainerMount::Foreign
+        }
+    }
 }
 
 /// What a layer dir (a snapshot's `fs`, a `diff`) or a container's file (an OCI bundle's
@@ -205,9 +266,18 @@ pub struct Owners(Shared);
 
 #[derive(Debug)]
 enum Shared {
-    Pod { uid: Arc<str>, volumes: HashMap<PathBuf, AtomicVolume> },
+    Pod {
+        uid: Arc<str>,
+        volumes: HashMap<PathBuf, AtomicVolume>,
+    },
     Site(SiteId),
     Owned(Arc<Ownership>),
+    Container {
+        id: String,
+        kept: Arc<Ownership>,
+        log: Arc<Ownership>,
+        layout: &'static ContainerLayout,
+    },
 }
 
 impl Owners {
@@ -217,7 +287,19 @@ impl Owners {
             ScopeKind::Pod { uid, volumes } => Shared::Pod { uid: uid.into(), volumes },
             ScopeKind::Site(id) => Shared::Site(id),
             ScopeKind::Owned(records) => Shared::Owned(Arc::new(records)),
+            ScopeKind::Container(dir) => {
+                let ContainerDir { id, kept, log, layout } = *dir;
+                Shared::Container { id, kept: Arc::new(kept), log: Arc::new(log), layout }
+            }
         })
+    }
+
+    /// The layout of the container dir the scope is, if it is one.
+    pub fn container_layout(&self) -> Option<&'static ContainerLayout> {
+        match &self.0 {
+            Shared::Container { layout, .. } => Some(layout),
+            Shared::Pod { .. } | Shared::Site(_) | Shared::Owned(_) => None,
+        }
     }
 
     /// Whether the scope is a kubelet pod dir.
@@ -233,6 +315,15 @@ impl Owners {
             Shared::Pod { uid, volumes } => kubelet::pod_file(uid, volumes, inner),
             Shared::Site(id) => (site(*id).file_owner(*id, inner), None),
             Shared::Owned(records) => {
+                let owner = Owner { records: Some(records.clone()), ..Owner::of(records.site) };
+                (owner, None)
+            }
+            Shared::Container { id, kept, log, layout } => {
+                let top = inner.components().next().map(|c| c.as_os_str().as_bytes());
+                let records = match top {
+                    Some(name) if (layout.is_log)(name, id) => log,
+                    _ => kept,
+                };
                 let owner = Owner { records: Some(records.clone()), ..Owner::of(records.site) };
                 (owner, None)
             }
@@ -455,7 +546,8 @@ impl Discovery<'_> {
     pub fn push(&mut self, node: &Path, kind: ScopeKind, unresolved: Unresolved) -> bool {
         match resolve(self.root, node) {
             Ok(rel) => {
-                self.scopes.push(Scope { rel, node_path: node.to_path_buf(), kind });
+                let start = Start::Crossing;
+                self.scopes.push(Scope { rel, node_path: node.to_path_buf(), kind, start });
                 true
             }
             Err(e) => {
@@ -486,23 +578,41 @@ impl Discovery<'_> {
         files.map(|(name, _)| name).collect()
     }
 
-    /// Every regular file and dir in a container's dir at the node path `dir` (what its
-    /// runtime keeps of it: config, secrets, checkpoints, files written half-way), each a
-    /// scope of the place `place` gives it by name; `None` leaves an entry unread (a
-    /// container's `shm`: its `/dev/shm`, a tmpfs mounted there while it runs). Sockets,
-    /// FIFOs and symlinks are never read.
-    pub fn container_dir(
-        &mut self,
-        dir: &Path,
-        mut place: impl FnMut(&std::ffi::OsStr) -> Option<Ownership>,
-    ) {
-        let listed = resolve(self.root, dir).and_then(|rel| self.root.list(&rel));
-        for (name, kind) in listed.unwrap_or_default() {
-            if matches!(kind, Kind::File | Kind::Dir) {
-                if let Some(own) = place(&name) {
-                    self.push(&dir.join(&name), ScopeKind::Owned(own), Unresolved::Quiet);
+    /// The dir at the node path `base` (resolved as [`resolve`] does: a runtime's root is
+    /// often a symlink), then `tail` below it name by name through no symlink and across no
+    /// mount point but at its end (which the walk meets as an entry: [`Start::Entry`]). A
+    /// runtime's own dirs hold no symlink: one there (a container's `userdata` pointing at
+    /// another container's, a secret store pointing at `/etc`) is an error entry, not
+    /// followed; a missing one is nothing.
+    fn resolve_below(&mut self, base: &Path, tail: &Path) -> Option<PathBuf> {
+        let node = base.join(tail);
+        let mut rel = resolve(self.root, base).ok()?;
+        let names: Vec<_> = tail.components().map(|c| c.as_os_str().to_owned()).collect();
+        for (i, name) in names.iter().enumerate() {
+            rel.push(name);
+            let refused = match self.root.lstat(&rel) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+                Err(e) => crate::node::io_message(&e),
+                Ok(l) if l.kind == Kind::Symlink => "a symlink; not followed".to_owned(),
+                Ok(_) if i + 1 < names.len() && self.root.is_mount_point(&rel) => {
+                    "a filesystem is mounted on the way; not read".to_owned()
                 }
-            }
+                Ok(_) => continue,
+            };
+            let path = crate::text::display_path(node.as_os_str());
+            self.errors.push(ScanError { path, error: refused });
+            return None;
+        }
+        Some(rel)
+    }
+
+    /// A scope of `kind` at `tail` below the runtime's dir `base`, resolved by
+    /// [`Discovery::resolve_below`]: an entry of the runtime's own, whose mounts are the
+    /// walk's to judge as any below it.
+    pub fn push_below(&mut self, base: &Path, tail: &Path, kind: ScopeKind) {
+        if let Some(rel) = self.resolve_below(base, tail) {
+            let node_path = base.join(tail);
+            self.scopes.push(Scope { rel, node_path, kind, start: Start::Entry });
         }
     }
 

@@ -81,6 +81,12 @@ impl RootDir {
         &self.mounts
     }
 
+    /// Whether a filesystem is mounted at `rel` (relative to the root, no symlink in it),
+    /// as the mount table says.
+    pub fn is_mount_point(&self, rel: &Path) -> bool {
+        self.mounts.at(&self.path.join(rel)).is_some()
+    }
+
     /// Refuses `rel` (relative to the root, no symlink in it) when it is on or below a FUSE
     /// or network filesystem.
     fn refuse_remote(&self, rel: &Path) -> io::Result<()> {
@@ -262,13 +268,14 @@ impl RootDir {
     /// Walks the tree at `rel` (relative to the root; a directory or a file) by directory
     /// descriptors, never through a symlink (see [`walk`]).
     pub fn walk(&self, rel: &Path) -> walk::Walk {
-        walk::Walk::new(&self.fd, rel, None)
+        walk::Walk::new(&self.fd, rel, None, walk::Start::Crossing)
     }
 
     /// Walks the tree at `rel` like [`RootDir::walk`], entering the mount points below it
-    /// that `policy` lets it enter (see [`walk`]); the others are left unread.
-    pub fn walk_mounts(&self, rel: &Path, policy: walk::Policy) -> walk::Walk {
-        walk::Walk::new(&self.fd, rel, Some(policy))
+    /// that `policy` lets it enter (see [`walk`]); the others are left unread. `start`
+    /// says whether a mount point at `rel` itself is crossed or is the policy's too.
+    pub fn walk_mounts(&self, rel: &Path, policy: walk::Policy, start: walk::Start) -> walk::Walk {
+        walk::Walk::new(&self.fd, rel, Some(policy), start)
     }
 
     /// Reads the target of the symlink at `rel`, resolving its parent beneath the root.

@@ -123,6 +123,20 @@ pub enum Cross {
     },
     /// Leave it unread: its filesystem type, for the report.
     Unread(String),
+    /// Leave it unread and unsaid: what is mounted there is known and not the scan's (a
+    /// container's `/dev/shm` while it runs).
+    Skip,
+}
+
+/// What the walk does at its start when a filesystem is mounted there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Crossed, as every mount point on the way to it is (kubelet's dir, a runtime's root,
+    /// often filesystems of their own).
+    Crossing,
+    /// As at an entry below it: the mount is the policy's to enter or leave (an entry of a
+    /// runtime's dir, where nothing is mounted but what the runtime mounts itself).
+    Entry,
 }
 
 /// Decides what the walk does at a mount point below its start, before anything on that
@@ -459,11 +473,13 @@ pub struct Walk {
     spare: Vec<Vec<u8>>,
     /// Directory descriptors files may keep (see [`set_descriptor_budget`]).
     budget: usize,
+    /// What to do when the start is a mount point.
+    start: Start,
 }
 
 impl Walk {
-    pub(super) fn new(root: &Arc<DirFd>, rel: &Path, policy: Option<Policy>) -> Walk {
-        Walk::with_budget(root, rel, BUDGET.load(Ordering::Relaxed), policy)
+    pub(super) fn new(root: &Arc<DirFd>, rel: &Path, policy: Option<Policy>, start: Start) -> Walk {
+        Walk::with_budget(root, rel, BUDGET.load(Ordering::Relaxed), policy, start)
     }
 
     fn with_budget(
@@ -471,6 +487,7 @@ impl Walk {
         rel: &Path,
         budget: usize,
         policy: Option<Policy>,
+        start: Start,
     ) -> Walk {
         let root = root_dir.as_fd();
         let mut walk = Walk {
@@ -481,6 +498,7 @@ impl Walk {
             first: None,
             spare: Vec::new(),
             budget,
+            start,
         };
         let parent = match (rel.parent(), rel.file_name()) {
             (Some(p), Some(_)) if p.as_os_str().is_empty() => Path::new("."),
@@ -574,17 +592,22 @@ impl Walk {
         // An entry gone since its directory was listed is not walked; a start that is not
         // there is an error.
         let gone = |e: Errno| e == Errno::ENOENT && listed.is_some();
+        // The walk's start, a mount point there crossed.
+        let crossed = listed.is_none() && self.start == Start::Crossing;
         let (kind, ino) = match (listed_type, listed) {
             (Some(t), Some(ino)) => (t, ino),
-            // The walk's start: asked, without following a symlink.
-            (_, None) => match stat::fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
-                Ok(st) => (type_of(st.st_mode)?, st.st_ino),
-                Err(e) => return Some(Entry::Error { rel, error: e.into() }),
-            },
-            // The filesystem does not say types in its listings: asked of an `O_PATH`
-            // descriptor opened without crossing a mount point (`fstatat` on a mount
-            // point would ask the filesystem mounted there).
-            (None, Some(_)) => {
+            // Asked, without following a symlink.
+            (_, None) if crossed => {
+                match stat::fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                    Ok(st) => (type_of(st.st_mode)?, st.st_ino),
+                    Err(e) => return Some(Entry::Error { rel, error: e.into() }),
+                }
+            }
+            // The filesystem does not say types in its listings, or the start is to be
+            // met as an entry: asked of an `O_PATH` descriptor opened without crossing a
+            // mount point (`fstatat` on a mount point would ask the filesystem mounted
+            // there).
+            _ => {
                 let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
                 match open_below(dir.as_fd(), name, flags).and_then(|fd| stat::fstat(&fd)) {
                     Ok(st) => (type_of(st.st_mode)?, st.st_ino),
@@ -597,7 +620,7 @@ impl Walk {
         match kind {
             Type::File => Some(self.file(dir, rel, ino)),
             // The start: mount points on the way to it are crossed.
-            Type::Directory if listed.is_none() => match open_dir_beneath(dir.as_fd(), name) {
+            Type::Directory if crossed => match open_dir_beneath(dir.as_fd(), name) {
                 Ok(fd) => self.push(rel, fd, true),
                 Err(e) => Some(Entry::Error { rel, error: e.into() }),
             },
@@ -621,6 +644,7 @@ impl Walk {
         };
         let (id, tmpfs) = match decision {
             Cross::Unread(fstype) => return Some(Entry::Unread { rel, fstype }),
+            Cross::Skip => return None,
             Cross::Enter { id, tmpfs } => (id, tmpfs),
         };
         let name = rel.file_name().unwrap_or(OsStr::new("."));
@@ -742,7 +766,7 @@ mod tests {
     fn walk(root: &Path, rel: &str) -> (BTreeSet<String>, Vec<&'static str>, Vec<String>) {
         let fd = DirFd::new(File::open(root).unwrap().into());
         let (mut files, mut special, mut errors) = (BTreeSet::new(), vec![], vec![]);
-        for e in Walk::new(&fd, Path::new(rel), None) {
+        for e in Walk::new(&fd, Path::new(rel), None, Start::Crossing) {
             match e {
                 Entry::File { dir, rel, ino, by_path, base } => {
                     open_listed(&dir, &rel, ino, by_path.then_some(base));
@@ -802,7 +826,7 @@ mod tests {
         let before = open_fds();
         let fd = DirFd::new(File::open(t.path()).unwrap().into());
         let (mut most, mut got) = (0, BTreeSet::new());
-        for e in Walk::new(&fd, Path::new("d"), None) {
+        for e in Walk::new(&fd, Path::new("d"), None, Start::Crossing) {
             let Entry::File { dir, rel, ino, by_path, base } = e else { panic!("{e:?}") };
             open_listed(&dir, &rel, ino, by_path.then_some(base));
             got.insert(rel);
@@ -824,7 +848,8 @@ mod tests {
         let before = open_fds();
         let fd = DirFd::new(File::open(t.path()).unwrap().into());
         // Every entry kept, as a queue of files waiting for their readers keeps them.
-        let kept: Vec<Entry> = Walk::with_budget(&fd, Path::new(""), 16, None).collect();
+        let kept: Vec<Entry> =
+            Walk::with_budget(&fd, Path::new(""), 16, None, Start::Crossing).collect();
         let open = open_fds();
         assert!(open <= before + 16 + 8, "{open} descriptors open with every entry kept");
         assert_eq!(kept.len(), 300);
