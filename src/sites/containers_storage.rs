@@ -172,7 +172,11 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
             log: super::runtime_data::log_of(id, record),
             layout: &USERDATA,
         };
-        cx.push_below(&containers, &Path::new(id).join("userdata"), ScopeKind::Container(Box::new(dir)));
+        cx.push_below(
+            &containers,
+            &Path::new(id).join("userdata"),
+            ScopeKind::Container(Box::new(dir)),
+        );
     }
     // Podman's secret store: no container's.
     let mut own = Ownership::new(site, Category::Other, None, None);
