@@ -33,7 +33,53 @@ const KNOWN_EXAMPLES: &[&[u8]] = &[
     b"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzb21lIjoicGF5bG9hZCJ9.4twFt5NiznN84AWoo1d7KO1T_yoc0Z6XOpOVswacPZg",
     // The Azure Storage emulator's (Azurite's) fixed development account key.
     b"Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
+    // OAuth 2.0's examples (RFC 6749 §4.1, §5.1; RFC 6750 §2.1), quoted in every OAuth
+    // library's docs and tests (oauthlib, requests-oauthlib, google-auth).
+    b"2YotnFZFEjr1zCsicMWpAA",
+    b"tGzv3JOkF0XG5Qx2TlKWIA",
+    b"SplxlOBeZQQYbYS6WxSbIA",
+    b"czZCaGRSa3F0MzpnWDFmQmF0M2JW",
+    b"gX1fBat3bV",
+    b"mF_9.B5f-4.1JqM",
+    // OAuth 1.0's examples (RFC 5849 §1.2, §3.1, §3.5.1).
+    b"dpf43f3p2l4k3l03",
+    b"kd94hf93k423kf44",
+    b"hh5s93j4hdidpola",
+    b"hdhd0244k9j7ao03",
+    b"nnch734d00sl2jdk",
+    b"pfkkdhi9sl3r4s00",
+    b"9djdj82h48djs9d2",
+    b"kkk9d7dh3k39sjv7",
+    b"0685bd9184jfhq22",
+    b"ad180jjd733klru7",
+    // oauthlib's and requests-oauthlib's docstrings (every Python image that installs
+    // them).
+    b"h480djs93hd8",
+    b"lsdkfol23w54jlksdef",
+    b"qwe089234lkjsdf",
+    b"45ghiukldjahdnhzdauz",
+    b"kjfch2345sdf",
+    b"askfjh234as9sd8",
+    b"sdlfkj452",
+    b"kjerht2309u",
+    b"kjerht2309uf",
+    b"lsdajfh923874",
+    b"sdf0o9823sjdfsdf",
+    b"2kjshdfp92i34asdasd",
+    // The Google Cloud CLI's and bq's installed-app OAuth client secrets, public by
+    // design (Google's "installed applications" flow) and in its source.
+    b"d-FL95Q19q7MQmFpd7hHD0Ty",
+    b"ZmssLNjJy2998hD4CTg2ejr2",
+    b"wbER7576mc_1YOII0dGk7jEE",
+    // kubectl's documented example password (`kubectl config set-credentials`).
+    b"uXFGweU9l35qcif",
 ];
+
+/// The known examples, for the docs' test.
+#[cfg(test)]
+pub(crate) fn known_examples() -> &'static [&'static [u8]] {
+    KNOWN_EXAMPLES
+}
 
 /// Private keys that are public knowledge, by the SHA-256 of their base64 body with line
 /// breaks removed ([`key_body_digest`]): the self-test keys GnuTLS compiles into
@@ -93,6 +139,9 @@ pub fn is_placeholder(secret: &[u8]) -> bool {
         || is_template_reference(secret)
         || is_credential_name(secret)
         || is_mostly_filler(secret)
+        || is_made_of_runs(secret)
+        || is_format_string(secret)
+        || is_made_of_credential_words(&lower)
 }
 
 /// True when `secret` passes `check` (`Check::Jwt` is decided by the caller, which decodes
@@ -247,7 +296,7 @@ fn is_template_reference(s: &[u8]) -> bool {
     (s.len() >= 3 && s[0] == b'<' && s[s.len() - 1] == b'>' && words(&s[1..s.len() - 1]))
         || s.strip_prefix(b"$").is_some_and(shell_variable)
         || enclosed(b"${", b"}", &name_or_default)
-        || enclosed(b"$(", b")", &name)
+        || enclosed(b"$(", b")", &shell_variable)
         || enclosed(b"{{", b"}}", &anything)
         || enclosed(b"%(", b")s", &name)
 }
@@ -279,6 +328,93 @@ fn is_mostly_filler(s: &[u8]) -> bool {
         i += run;
     }
     filler * 2 > s.len()
+}
+
+/// The class of a byte for runs: lower case, upper case, digit, or none.
+fn class(c: u8) -> u8 {
+    match c {
+        b'a'..=b'z' => 1,
+        b'A'..=b'Z' => 2,
+        b'0'..=b'9' => 3,
+        _ => 0,
+    }
+}
+
+/// The length of the run of `s` (taking every `stride`-th byte) from its start: bytes of one
+/// class, each the one before plus `step` (1 up the alphabet, -1 down, 0 repeated).
+fn run_at(s: &[u8], stride: usize, step: i16) -> usize {
+    let mut n = usize::from(s.first().is_some_and(|&c| class(c) != 0));
+    while n > 0 {
+        let (Some(&a), Some(&b)) = (s.get((n - 1) * stride), s.get(n * stride)) else { break };
+        if class(a) != class(b) || i16::from(b) - i16::from(a) != step {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
+/// How many bytes of `s` are in runs of three or more bytes up or down the alphabet or the
+/// digits, or repeated (`abcdef`, `123456`, `zyx`, `aaa`).
+fn in_runs(s: &[u8]) -> usize {
+    let mut covered = 0;
+    let mut i = 0;
+    while i < s.len() {
+        let longest = [1, -1, 0].map(|step| run_at(&s[i..], 1, step)).into_iter().max();
+        let run = longest.unwrap_or(1).max(1);
+        if run >= 3 {
+            covered += run;
+        }
+        i += run;
+    }
+    covered
+}
+
+/// A value typed rather than drawn: runs ([`in_runs`]) cover at least 60% of it
+/// (`abc123xyz`, `abcde12345`, `AIzaSyABCDEFGHIJKLMNOPQRSTUVWXYZ012345`), or of each of its
+/// halves taken a byte in two (`a1b2c3d4e5f6`). At least 6 bytes. A random value of that
+/// length holds a run of three by chance now and then, never 60% of runs.
+fn is_made_of_runs(s: &[u8]) -> bool {
+    let mostly = |s: &[u8]| in_runs(s) * 5 >= s.len() * 3;
+    let half = |from: usize| -> Vec<u8> { s.iter().skip(from).step_by(2).copied().collect() };
+    s.len() >= 6 && (mostly(s) || (mostly(&half(0)) && mostly(&half(1))))
+}
+
+/// A printf format, not a value: the value is a verb (`%s`, `%v`, `%w`, `%q`, `%d`) then
+/// nothing or the next string's word, in lower case but perhaps its first byte (`%wreading`,
+/// `%sLocation`, `%sshield-fips.us-east-1`), as in the format strings compiled into Go
+/// and C binaries (`invalid username/password: %s`), where a key's name meets the next
+/// string. A random password's symbols and mixed case do not look like that.
+fn is_format_string(s: &[u8]) -> bool {
+    let Some(rest) = s.strip_prefix(b"%") else { return false };
+    let Some((verb, next)) = rest.split_first() else { return false };
+    let word = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-".contains(c);
+    let tail = match next.split_first() {
+        Some((first, tail)) if first.is_ascii_uppercase() => tail,
+        _ => next,
+    };
+    b"svwqdxXfegtTpbcoU".contains(verb)
+        && (next.is_empty() || (next.len() >= 4 && tail.iter().all(word)))
+}
+
+/// The words that name a credential, as values made of them use them (`password123`,
+/// `newtoken123`, `MyPassword1`, `some+client+secret`, `secret%3Dpassword`).
+const CREDENTIAL_WORDS: &[&[u8]] = &[b"password", b"passwd", b"secret", b"token", b"apikey"];
+
+/// A value (already lower-cased) named after what it stands for: without its credential
+/// words, and without runs ([`in_runs`]), fewer than 6 bytes are left (`password123`,
+/// `Password01`, `newtoken123`, `secret%3Dpassword`). A drawn secret holds no such word, and
+/// one that happens to (`PASSWORDXQ7Z2K`) keeps its random part.
+fn is_made_of_credential_words(lower: &[u8]) -> bool {
+    let mut rest = lower.to_vec();
+    let mut found = false;
+    for w in CREDENTIAL_WORDS {
+        while let Some(at) = memmem::find(&rest, w) {
+            rest.drain(at..at + w.len());
+            found = true;
+        }
+    }
+    found && rest.len() - in_runs(&rest) < 6
 }
 
 #[cfg(test)]
@@ -326,6 +462,26 @@ mod tests {
             "dummy",
             "dummy-token-value",
             "[REDACTED]",
+            // Runs typed rather than drawn (the peers' example keys).
+            "abc123xyz",
+            "abcde12345",
+            "abc000def111",
+            "x0x0x0x0x0x0",
+            "a1b2c3d4e5f6a7b8",
+            "AIzaSyABCDEFGHIJKLMNOPQRSTUVWXYZ0123456",
+            "zyxwvu987654",
+            "qwerty123456789",
+            // Format strings compiled into binaries.
+            "%wreading",
+            "%sLocation",
+            "%vfailed",
+            // Named after what they stand for.
+            "password123",
+            "Password01",
+            "newtoken123",
+            "MYTOKEN1",
+            "secret%3Dpassword",
+            "123Abpassword",
         ] {
             assert!(is_placeholder(v.as_bytes()), "{v}");
         }
@@ -366,8 +522,6 @@ mod tests {
             "AKIAKEYQ2Z7XW5TR3M4N",
             "a<b>c",
             "{}",
-            "x0x0x0x0x0x0",
-            "abc000def111",
         ] {
             assert!(!is_placeholder(v.as_bytes()), "{v}");
         }
@@ -375,8 +529,10 @@ mod tests {
 
     #[test]
     fn random_secrets_are_never_placeholders() {
-        for seed in 0..2000 {
-            for t in ["{a:40}", "{b:40}", "{B:43}", "{x:40}", "{p:24}", "{b:88}", "{l:16}"] {
+        let alphabets = ["{a:40}", "{b:40}", "{B:43}", "{x:40}", "{p:24}", "{b:88}", "{l:16}"];
+        let short = ["{a:8}", "{a:12}", "{x:12}", "{p:10}", "{l:8}{d:4}"];
+        for seed in 0..5000 {
+            for t in alphabets.iter().chain(&short) {
                 let v = render(t, seed);
                 assert!(!is_placeholder(&v), "{t} seed {seed}: {}", String::from_utf8_lossy(&v));
             }

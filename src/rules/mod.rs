@@ -1050,7 +1050,7 @@ pub(crate) mod tests {
     #[test]
     fn a_match_found_from_two_literals_is_one_hit() {
         let rules = Rules::new(TEST_RULES, 0).unwrap();
-        let data = b"BEGIN-abcd-END tok_abcdefghijkl BEGIN-efgh-END BEGIN-ijkl-END";
+        let data = b"BEGIN-abcd-END tok_k3q9x7m2w5zt BEGIN-efgh-END BEGIN-ijkl-END";
         let mut hits = Vec::new();
         assert!(rules.find(data, 0, 0, true, &mut hits));
         hits.sort_by_key(|h| h.offset);
@@ -1061,11 +1061,11 @@ pub(crate) mod tests {
     #[test]
     fn secret_group_and_literal_containment() {
         let rules = Rules::new(TEST_RULES, 0).unwrap();
-        let data = b"x tok_abcdefghijkl y";
+        let data = b"x tok_k3q9x7m2w5zt y";
         let hits = find_all(&rules, data);
         assert_eq!(hits.len(), 1);
         let h = &hits[0];
         assert_eq!((h.offset, h.len), (2, 16));
-        assert_eq!(&data[2 + h.secret.start as usize..2 + h.secret.end as usize], b"abcdefghijkl");
+        assert_eq!(&data[2 + h.secret.start as usize..2 + h.secret.end as usize], b"k3q9x7m2w5zt");
     }
 }

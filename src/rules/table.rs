@@ -128,7 +128,7 @@ mod generic;
 /// Every built-in rule, in the order `kresidue rules` lists them: this file's, then those
 /// of the families in files of their own (`src/rules/table/`).
 pub static RULES: std::sync::LazyLock<Vec<RuleSpec>> =
-    std::sync::LazyLock::new(|| [OWN, cloud::RULES].concat());
+    std::sync::LazyLock::new(|| [OWN, cloud::RULES, generic::RULES].concat());
 
 /// The rules of this file.
 const OWN: &[RuleSpec] = &[
@@ -1388,6 +1388,16 @@ mod tests {
                 format!("| `{}` | {} | {} |", r.id, r.severity, r.description.replace('|', "\\|"));
             assert!(table.contains(&row), "docs/RULES.md lacks the row {row:?}");
             assert!(readme.contains(&format!("`{}`", r.id)), "README.md does not name {}", r.id);
+        }
+    }
+
+    /// docs/RULES.md lists every known example value, so that each has its source there.
+    #[test]
+    fn rules_md_lists_every_known_example() {
+        let table = include_str!("../../docs/RULES.md");
+        for v in crate::rules::check::known_examples() {
+            let v = String::from_utf8_lossy(v);
+            assert!(table.contains(&format!("`{v}`")), "docs/RULES.md lacks {v}");
         }
     }
 
