@@ -310,7 +310,7 @@ impl Worker {
         searchers: &Searchers<'_>,
         seen: &Mutex<Seen>,
     ) -> Result<Option<(u64, Vec<Finding>)>, String> {
-        self.scratch.rules_incomplete = false;
+        self.scratch.start_file();
         self.file_errors.clear();
         let (f, ino) = match job.open() {
             Ok(opened) => opened,

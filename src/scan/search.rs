@@ -89,12 +89,21 @@ pub(super) struct Scratch {
     pub(super) deadline: Option<Instant>,
     /// Set when a stop signal or the deadline cut the search of the last buffer short.
     pub(super) stopped: bool,
+    /// The byte ranges the fingerprints matched in the current file that end past the
+    /// start of the buffer searched last (a rule's hit may be taken a buffer later).
+    fingerprinted: Vec<(u64, u64)>,
 }
 
 impl Scratch {
     /// A scratch whose searches stop at `deadline` (and at a stop signal).
     pub(super) fn until(deadline: Option<Instant>) -> Scratch {
         Scratch { deadline, ..Scratch::default() }
+    }
+
+    /// Forgets the file searched before.
+    pub(super) fn start_file(&mut self) {
+        self.rules_incomplete = false;
+        self.fingerprinted.clear();
     }
 
     /// Searches `buf[..at.len]` with fingerprints and rules.
@@ -120,7 +129,9 @@ impl Scratch {
         if len > carry {
             searchers.matcher.find(buf, base, carry, &mut self.hits);
         }
+        self.fingerprinted.retain(|&(_, to)| to > base);
         for h in &self.hits {
+            self.fingerprinted.push((h.offset, h.offset + u64::from(h.len)));
             let at = (h.offset - base) as usize;
             let matched = &buf[at..at + h.len as usize];
             keep(findings, lift(job, searchers.matcher, h, place, matched));
@@ -134,7 +145,17 @@ impl Scratch {
             Searched::Flooded => self.rules_incomplete = true,
             Searched::Stopped => self.stopped = true,
         }
+        // A rule's secret over bytes a fingerprint matched is that Secret's value: one
+        // finding, the fingerprint's (it names the Secret; the rule would say less of it).
+        let fingerprinted = |from: u64, to: u64| {
+            self.fingerprinted.iter().any(|&(start, end)| start < to && from < end)
+        };
         for h in self.rule_hits.drain(..) {
+            let (from, to) =
+                (h.offset + u64::from(h.secret.start), h.offset + u64::from(h.secret.end));
+            if fingerprinted(from, to) {
+                continue;
+            }
             let at = (h.offset - base) as usize;
             let secret = &buf[at + h.secret.start as usize..at + h.secret.end as usize];
             keep(findings, lift_rule(job, searchers, h, place, secret));

@@ -607,7 +607,7 @@ impl Discovery<'_> {
     }
 
     /// A scope of `kind` at `tail` below the runtime's dir `base`, resolved by
-    /// [`Discovery::resolve_below`]: an entry of the runtime's own, whose mounts are the
+    /// `Discovery::resolve_below`: an entry of the runtime's own, whose mounts are the
     /// walk's to judge as any below it.
     pub fn push_below(&mut self, base: &Path, tail: &Path, kind: ScopeKind) {
         if let Some(rel) = self.resolve_below(base, tail) {
