@@ -170,7 +170,8 @@ impl ScopeMounts {
         if let Some(layout) = self.container {
             let tmpfs = m.fstype == "tmpfs";
             return match layout.mount(under(rel, &self.base)) {
-                ContainerMount::Shm if tmpfs => Cross::Skip,
+                // The runtime mounts a tmpfs of its own there, never a bind of part of one.
+                ContainerMount::Shm if m.is_whole_tmpfs() => Cross::Skip,
                 ContainerMount::Secrets if m.is_whole_tmpfs() => Cross::Enter { id: m.id, tmpfs },
                 ContainerMount::Shm | ContainerMount::Secrets | ContainerMount::Foreign => {
                     Cross::Unread(m.fstype.clone())
@@ -244,7 +245,14 @@ pub fn walk_scope<'a>(
             Entry::File { dir, rel, ino, by_path, base } => (dir, rel, ino, by_path, base),
             Entry::Special(kind) => return WalkItem::Skipped(kind),
             Entry::Unread { rel, fstype } => {
-                let path = display_path(scope_path.join(under(&rel, &base_bytes)).as_os_str());
+                // At the scope itself: its path (`join("")` would add a slash).
+                let inner = under(&rel, &base_bytes);
+                let at = if inner.as_os_str().is_empty() {
+                    scope_path.to_path_buf()
+                } else {
+                    scope_path.join(inner)
+                };
+                let path = display_path(at.as_os_str());
                 return WalkItem::Unread(UnreadMount { path, fstype });
             }
             Entry::Error { rel, error } => {

@@ -466,6 +466,15 @@ fn mounts_in_container_dirs() {
     let podman_shm = format!("{containers}/{p}/userdata/shm");
     mounts.push(tmpfs(&podman_shm));
     tree.write(format!("{podman_shm}/cache"), value.as_bytes());
+    // Part of a tmpfs bound at a container's shm: no runtime mounts that, listed.
+    let part = tree.outside().join("part");
+    mounts.push(mount(&["-t", "tmpfs", "-o", "size=1m", "tmpfs"], &part));
+    std::fs::create_dir(part.join("sub")).unwrap();
+    let e = "e1".repeat(32);
+    let record = json!({"Name": "/job", "State": {"Running": false, "ExitCode": 0}});
+    tree.write(format!("{docker}/{e}/config.v2.json"), record.to_string().as_bytes());
+    let bound_shm = format!("{docker}/{e}/mounts/shm");
+    mounts.push(mount(&["--bind", path_arg(&part.join("sub"))], &tree.host(&bound_shm)));
 
     let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
     out.assert_code(1);
@@ -478,6 +487,8 @@ fn mounts_in_container_dirs() {
     got.sort();
     assert_eq!(got, want, "{}", out.stdout_str());
     let unread: Vec<_> = unread(out.json()).into_iter().map(|(path, _)| path).collect();
-    assert_eq!(unread, vec![checkpoints], "{}", out.stdout_str());
+    let mut want_unread = vec![checkpoints, bound_shm];
+    want_unread.sort();
+    assert_eq!(unread, want_unread, "{}", out.stdout_str());
     drop(mounts);
 }

@@ -1518,3 +1518,33 @@ fn symlinks_in_runtime_dirs_are_not_followed() {
     want.sort();
     assert_eq!(attribution(&out), want, "{}", out.stdout_str());
 }
+
+/// Issue 46, second review of the fix: a Docker `containers` dir that is a symlink (to a
+/// host dir) makes no host dir a container's; a file under a name that only starts like
+/// a json-file log's rotation (`<id>-json.log.d/`) is read as the container's file, not
+/// as a log (whose timestamps would be dropped).
+#[test]
+fn docker_containers_symlink_and_log_lookalikes() {
+    let tree = NodeTree::new();
+    let (vals, secrets) = numbered(&tree, 2, 4951);
+    tree.write("/srv/data/app/db.conf", format!("password={}\n", vals[0]).as_bytes());
+    tree.symlink("/var/lib/docker/containers", "../../../srv/data");
+    let other = NodeTree::new();
+    other.guard_secrets(&secrets);
+    let a = id(51);
+    let dir = format!("/var/lib/docker/containers/{a}");
+    let record = json!({"Name": "/a", "State": {"Running": false, "ExitCode": 0}});
+    other.write(format!("{dir}/config.v2.json"), record.to_string().as_bytes());
+    let notes = format!("{dir}/{a}-json.log.d/notes");
+    other.write(&notes, format!("2024-{} stdout F x\n", vals[1]).as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json", "--fail-on", "never"]);
+    let found: Vec<String> = out.findings().into_iter().map(|f| f.path).collect();
+    assert_eq!(found, Vec::<String>::new(), "{}", out.stdout_str());
+    let file = other.secrets_file("secrets.json", &secrets);
+    let out = other.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let a_down = [&*a, "a", "false", "docker", "-", "-", "-", ""];
+    let want = vec![attributed(1, &notes, "docker-storage", "dead-container", a_down)];
+    assert_eq!(attribution(&out), want, "{}", out.stdout_str());
+}

@@ -172,9 +172,10 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
             log: super::runtime_data::log_of(id, record),
             layout: &USERDATA,
         };
+        // From the graph root: an `overlay-containers` that is a symlink is not followed.
         cx.push_below(
-            &containers,
-            &Path::new(id).join("userdata"),
+            graph,
+            &Path::new("overlay-containers").join(id).join("userdata"),
             ScopeKind::Container(Box::new(dir)),
         );
     }

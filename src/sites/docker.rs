@@ -54,10 +54,18 @@ const MAX_DAEMON_JSON: u64 = 1 << 20;
 pub const CONTAINER_DIR: ContainerLayout =
     ContainerLayout { is_log: is_container_log, shm: "mounts/shm", secrets: &["mounts/secrets"] };
 
+/// Docker's dir of its containers' own dirs, under its data root.
+const CONTAINERS: &str = "containers";
+
 /// Whether the entry `name` of container `id`'s dir is one of its logs.
+/// Its rotations are `.N` and, compressed, `.N.gz` (moby `daemon/logger/loggerutils`).
 fn is_container_log(name: &[u8], id: &str) -> bool {
     let json_log = name.strip_prefix(id.as_bytes()).and_then(|r| r.strip_prefix(b"-json.log"));
-    name == b"local-logs" || json_log.is_some_and(|r| r.is_empty() || r.starts_with(b"."))
+    let rotation = |r: &[u8]| {
+        let n = r.strip_prefix(b".").map(|n| n.strip_suffix(b".gz").unwrap_or(n));
+        n.is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit))
+    };
+    name == b"local-logs" || json_log.is_some_and(|r| r.is_empty() || rotation(r))
 }
 
 /// Largest `mount-id` read (a layer id: 64 hex digits).
@@ -109,7 +117,7 @@ impl Site for Docker {
         }
         let site = SiteId::DockerStorage;
         let image_layers = image_configs(cx, data);
-        let containers = data.join("containers");
+        let containers = data.join(CONTAINERS);
         let layers = data.join("overlay2");
         let mut configs: HashMap<String, ContainerRecord> = HashMap::new();
         for name in cx.dirs(&containers) {
@@ -118,7 +126,7 @@ impl Site for Docker {
             let config = dir.join("config.v2.json");
             let record = cx.parse(&config, MAX_RECORD, docker_container);
             let record = super::witnessed(cx, id, record.unwrap_or_else(unread));
-            container_files(cx, &containers, id, &record);
+            container_files(cx, data, id, &record);
             configs.insert(id.to_owned(), record);
         }
         // Writable layer id → container.
@@ -184,7 +192,7 @@ impl Site for Docker {
 
 /// Container `id`'s own dir, `containers/<id>`: the container's, as its `record` names it
 /// (see [`CONTAINER_DIR`]).
-fn container_files(cx: &mut Discovery<'_>, containers: &Path, id: &str, record: &ContainerRecord) {
+fn container_files(cx: &mut Discovery<'_>, data: &Path, id: &str, record: &ContainerRecord) {
     let site = SiteId::DockerStorage;
     let dir = ContainerDir {
         id: id.to_owned(),
@@ -192,7 +200,9 @@ fn container_files(cx: &mut Discovery<'_>, containers: &Path, id: &str, record: 
         log: super::runtime_data::log_of(id, record),
         layout: &CONTAINER_DIR,
     };
-    cx.push_below(containers, Path::new(id), ScopeKind::Container(Box::new(dir)));
+    // From the data root: a `containers` that is a symlink is not followed either.
+    let tail = Path::new(CONTAINERS).join(id);
+    cx.push_below(data, &tail, ScopeKind::Container(Box::new(dir)));
 }
 
 /// The image configs of every storage driver's image store (`image/<driver>/imagedb/
