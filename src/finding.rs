@@ -64,6 +64,7 @@ pub enum Category {
     StaleSubpath,
     NonTmpfsVolume,
     EtcdPlaintext,
+    Shipped,
     Other,
 }
 
@@ -432,6 +433,9 @@ pub struct Finding {
     /// database).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<&'static str>,
+    /// The package that installed the file, for a `shipped` finding.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
     /// What a matched JWT says about itself (issuer, subject, audience, expiry).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<JwtInsight>,
@@ -568,6 +572,7 @@ impl Finding {
             },
             preview: Preview::redact(b"xxxxxxxxxxxxxxxx"),
             note: None,
+            package: None,
             token: None,
             material: Material::default(),
             volume: None,
@@ -655,6 +660,9 @@ pub struct Summary {
     pub incomplete: bool,
     /// Mount points not read (listed in the report's `unread_mounts`).
     pub unread_mounts: u64,
+    /// Findings of category `shipped`: a rule's match in a file its package installed,
+    /// unchanged.
+    pub shipped: u64,
 }
 
 /// A whole scan report: schema `kresidue/report/v1`.

@@ -77,7 +77,11 @@ pub fn judge(findings: &mut [Finding], live: Option<&Live>, runtime: Option<&str
             }
         }
         f.category = category;
-        f.severity = rank(place, f.material.severity, f.material.revoked);
+        f.severity = match category {
+            // What a package ships is no residue, whatever the rule says of its shape.
+            Category::Shipped => Severity::Info,
+            _ => rank(place, f.material.severity, f.material.revoked),
+        };
     }
 }
 
@@ -112,6 +116,7 @@ pub fn place(category: Category, stale: bool, live: Option<bool>) -> (Category, 
         Category::EtcdPlaintext => (category, [Critical, Critical, Critical]),
         Category::DeadContainer => (category, [High, High, High]),
         Category::Other => (category, [High, High, Medium]),
+        Category::Shipped => (category, [Info, Info, Info]),
     };
     let severity = match live {
         None => unknown,

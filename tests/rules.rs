@@ -1589,3 +1589,81 @@ fn the_key_search_finds_the_same_with_every_kernel() {
         assert_eq!(r, &runs[0].1, "{label} and {} disagree", runs[0].0);
     }
 }
+
+/// Issue 47 item 4: a rule's match in a file its package installed, unchanged since
+/// (dpkg's `.md5sums`), is `shipped`, `info`, naming the package; so is one in the `.pyc`
+/// Python compiled from such a file (its header names the source's size and time). The
+/// same file changed since, or a file no package lists, is reported as usual; a known
+/// Secret's value in a shipped file is never downgraded.
+#[test]
+fn package_shipped_files_are_info() {
+    use md5::Digest as _;
+    let tree = NodeTree::new();
+    let (value, secrets) = db_password(&tree, 4701);
+    let keys: Vec<String> =
+        (0..4u64).map(|s| String::from_utf8(render("{a:20}{d:2}", 4701 + s)).unwrap()).collect();
+    for k in &keys {
+        tree.guard(k.as_bytes());
+    }
+    let doc = "/usr/share/doc/tool/example.conf";
+    let changed = "/usr/share/doc/tool/changed.conf";
+    let loose = "/usr/local/etc/tool.conf";
+    let py = "/usr/lib/python3/dist-packages/tool/auth.py";
+    let pyc = "/usr/lib/python3/dist-packages/tool/__pycache__/auth.cpython-311.pyc";
+    let doc_text = format!("password={}\ntoken_of_db={value}\n", keys[0]);
+    tree.write(doc, doc_text.as_bytes());
+    tree.write(changed, format!("password={}\n", keys[1]).as_bytes());
+    tree.write(loose, format!("password={}\n", keys[2]).as_bytes());
+    let py_text = format!("CLIENT_SECRET = '{}'\n", keys[3]);
+    tree.write(py, py_text.as_bytes());
+    let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+    fs::File::options().write(true).open(tree.host(py)).unwrap().set_modified(mtime).unwrap();
+    let mut header = vec![0x0d, 0x0d, 0x0d, 0x0a, 0, 0, 0, 0];
+    header.extend_from_slice(&1_700_000_000u32.to_le_bytes());
+    header.extend_from_slice(&(py_text.len() as u32).to_le_bytes());
+    header.extend_from_slice(
+        format!("\x00z\x1a   Example: password = '{}'\n\x00", keys[3]).as_bytes(),
+    );
+    tree.write(pyc, &header);
+    let md5 = |text: &str| {
+        md5::Md5::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let sums = format!(
+        "{}  {}\n{}  {}\n{}  {}\n",
+        md5(&doc_text),
+        &doc[1..],
+        md5("password=something else\n"),
+        &changed[1..],
+        md5(&py_text),
+        &py[1..]
+    );
+    tree.write("/var/lib/dpkg/info/tool:amd64.md5sums", sums.as_bytes());
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let args = ["--secrets", path_arg(&file), "--path", "/usr", "--format", "json"];
+    let out = tree.scan(&args);
+    out.assert_code(1);
+    let mut got: Vec<(String, String, String, String, String)> = out
+        .findings()
+        .into_iter()
+        .map(|f| {
+            let package = f.raw["package"].as_str().unwrap_or("-").to_owned();
+            let what = if f.secret.is_empty() { "rule".to_owned() } else { f.secret.clone() };
+            (f.path, what, f.category, f.severity, package)
+        })
+        .collect();
+    got.sort();
+    let row = |p: &str, what: &str, c: &str, s: &str, pkg: &str| {
+        (p.to_owned(), what.to_owned(), c.to_owned(), s.to_owned(), pkg.to_owned())
+    };
+    let mut want = vec![
+        row(doc, "rule", "shipped", "info", "tool"),
+        row(doc, "shop/db", "other", "high", "-"),
+        row(changed, "rule", "other", "high", "-"),
+        row(loose, "rule", "other", "high", "-"),
+        row(py, "rule", "shipped", "info", "tool"),
+        row(pyc, "rule", "shipped", "info", "tool"),
+    ];
+    want.sort();
+    assert_eq!(got, want, "{}", out.stdout_str());
+    assert_eq!(out.json()["summary"]["shipped"], 3);
+}

@@ -5,7 +5,7 @@ use super::printer::{Printer, TRACE, VERBOSE};
 use super::{node_name, skip_note, stopped, take_lock, Outcome};
 use crate::cli::{ReportFormatArg, ScanArgs};
 use crate::config::{self, Needs, ScanConfig};
-use crate::finding::{CriInfo, CriStatus, Finding, Report, ScanError, Summary};
+use crate::finding::{Category, CriInfo, CriStatus, Finding, Report, ScanError, Summary};
 use crate::fingerprint::{self, BuildStats, FingerprintSet};
 use crate::matcher::Matcher;
 use crate::rules::Rules;
@@ -92,6 +92,8 @@ fn report_of(
             duration_ms: started.elapsed().as_millis() as u64,
             incomplete: result.incomplete,
             unread_mounts: result.unread_mounts.len() as u64,
+            shipped: result.findings.iter().filter(|f| f.category == Category::Shipped).count()
+                as u64,
         },
         findings: result.findings,
         errors: result.errors,
@@ -239,6 +241,8 @@ pub(crate) fn search(
         result.errors.sort();
     }
     tell_scan(&result, printer);
+    // Before liveness: a shipped file's finding is `info` whoever owns it.
+    scan::shipped::mark(&cfg.root, &mut result.findings);
     let (mut cri, mut asked) = ask(connected, &mut result, cfg.require_cri, printer)?;
     // The names the scan and the runtime gave, matched as the names on paths were: the
     // outputs withhold what matches.

@@ -12,6 +12,7 @@ mod names;
 pub use names::withhold_names;
 mod read;
 mod search;
+pub mod shipped;
 
 use crate::finding::{Finding, ScanError, SiteId, UnreadMount};
 use crate::matcher::Matcher;
