@@ -38,53 +38,62 @@ pub const COMPILED_NOTE: &str = "Python's compiled copy of a file its package in
     ships, not residue";
 
 /// Marks the rule findings in files their package shipped unchanged (see the module
-/// docs); how many it marked.
-pub fn mark(root: &RootDir, findings: &mut [Finding]) -> u64 {
+/// docs).
+pub fn mark(root: &RootDir, findings: &mut [Finding]) {
     let candidate = |f: &Finding| f.matched.kind == MatchKind::Rule && f.within == Within::Content;
     let paths: HashSet<&str> =
         findings.iter().filter(|f| candidate(f)).map(|f| f.path.as_str()).collect();
     if paths.is_empty() {
-        return 0;
+        return;
     }
     let sources: Vec<String> = paths.iter().filter_map(|p| pyc_source(p)).collect();
     let wanted: HashSet<&str> =
         paths.iter().copied().chain(sources.iter().map(String::as_str)).collect();
     let index = dpkg_index(root, &wanted);
     if index.is_empty() {
-        return 0;
+        return;
     }
-    let mut checked: HashMap<String, Option<(&'static str, String)>> = HashMap::new();
-    let mut shipped = 0;
+    let mut packages = Packages { root, index, unchanged: HashMap::new() };
+    let mut verdicts: HashMap<String, Option<(&'static str, String)>> = HashMap::new();
     for f in findings.iter_mut().filter(|f| candidate(f)) {
-        let verdict =
-            checked.entry(f.path.clone()).or_insert_with(|| verdict(root, &index, &f.path));
+        let verdict = verdicts.entry(f.path.clone()).or_insert_with(|| packages.verdict(&f.path));
         if let Some((note, package)) = verdict {
             f.category = Category::Shipped;
             f.note = Some(note);
             f.package = Some(package.clone());
-            shipped += 1;
         }
     }
-    shipped
 }
 
-/// The note and package of the file at the node path `path` when its package shipped it
-/// unchanged, or shipped the source it was compiled from.
-fn verdict(
-    root: &RootDir,
-    index: &HashMap<String, ([u8; 16], String)>,
-    path: &str,
-) -> Option<(&'static str, String)> {
-    let unchanged = |p: &str| {
-        let (md5, package) = index.get(p)?;
-        (file_md5(root, p)? == *md5).then(|| package.clone())
-    };
-    if let Some(package) = unchanged(path) {
-        return Some((SHIPPED_NOTE, package));
+/// What dpkg says of the findings' files, and which of them are as it says (each file
+/// hashed once, a `.py` and its `.pyc`'s findings alike).
+struct Packages<'a> {
+    root: &'a RootDir,
+    /// The node path, MD5 and package of each file wanted.
+    index: HashMap<String, ([u8; 16], String)>,
+    /// The package of each file hashed: `None` when changed since, or unreadable.
+    unchanged: HashMap<String, Option<String>>,
+}
+
+impl Packages<'_> {
+    /// The package that installed the file at the node path `path`, when it is unchanged.
+    fn unchanged(&mut self, path: &str) -> Option<String> {
+        let (md5, package) = self.index.get(path)?;
+        let root = self.root;
+        let same = || (file_md5(root, path)? == *md5).then(|| package.clone());
+        self.unchanged.entry(path.to_owned()).or_insert_with(same).clone()
     }
-    let source = pyc_source(path)?;
-    let package = unchanged(&source)?;
-    compiled_from(root, path, &source).map(|()| (COMPILED_NOTE, package))
+
+    /// The note and package of the file at the node path `path` when its package shipped
+    /// it unchanged, or shipped the source it was compiled from.
+    fn verdict(&mut self, path: &str) -> Option<(&'static str, String)> {
+        if let Some(package) = self.unchanged(path) {
+            return Some((SHIPPED_NOTE, package));
+        }
+        let source = pyc_source(path)?;
+        let package = self.unchanged(&source)?;
+        compiled_from(self.root, path, &source).map(|()| (COMPILED_NOTE, package))
+    }
 }
 
 /// The `.py` file a `__pycache__/<module>.<tag>.pyc` is compiled from (PEP 3147).
