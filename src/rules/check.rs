@@ -66,11 +66,6 @@ const KNOWN_EXAMPLES: &[&[u8]] = &[
     b"lsdajfh923874",
     b"sdf0o9823sjdfsdf",
     b"2kjshdfp92i34asdasd",
-    // The Google Cloud CLI's and bq's installed-app OAuth client secrets, public by
-    // design (Google's "installed applications" flow) and in its source.
-    b"d-FL95Q19q7MQmFpd7hHD0Ty",
-    b"ZmssLNjJy2998hD4CTg2ejr2",
-    b"wbER7576mc_1YOII0dGk7jEE",
     // kubectl's documented example password (`kubectl config set-credentials`).
     b"uXFGweU9l35qcif",
 ];
