@@ -1667,3 +1667,62 @@ fn package_shipped_files_are_info() {
     assert_eq!(got, want, "{}", out.stdout_str());
     assert_eq!(out.json()["summary"]["shipped"], 3);
 }
+
+/// Issue 47 item 3 and the precision the generic rules needed: a token inside an HTTP
+/// `Basic` header is the header's to report (a JWT there is no credential: no finding,
+/// not a `jwt` one either), a Basic credential is reported once, and values that only
+/// look like passwords under a password's name (a SealedSecret's ciphertext, a Secret's
+/// base64 of a placeholder) are not reported.
+#[test]
+fn a_header_reports_its_value_once_and_blobs_are_no_passwords() {
+    let tree = NodeTree::new();
+    let pod = tree.pod(UID);
+    let jwt = make_jwt(&other_claims(now() + 3600), 4731);
+    let jwt = String::from_utf8(jwt).unwrap();
+    let basic = render("{b64:deploy:{a:20}{d:2}}", 4731);
+    let basic = String::from_utf8(basic).unwrap();
+    tree.guard(jwt.as_bytes());
+    tree.guard(basic.as_bytes());
+    let ciphertext = String::from_utf8(render("Ag{b:730}", 4731)).unwrap();
+    tree.guard(ciphertext.as_bytes());
+    let files = [
+        ("jwt-in-basic.log", format!("GET /api HTTP/1.1\nAuthorization: Basic {jwt}\n"), vec![]),
+        (
+            "nginx.conf",
+            format!("location / {{\n    proxy_set_header Authorization \"Basic {jwt}\";\n}}\n"),
+            vec![],
+        ),
+        (
+            "basic.log",
+            format!("GET /api HTTP/1.1\nAuthorization: Basic {basic}\n"),
+            vec!["http-basic-auth-header"],
+        ),
+        ("bearer.log", format!("Authorization: Bearer {jwt}\n"), vec![JWT_RULE]),
+        (
+            "sealed.yaml",
+            format!("kind: SealedSecret\nspec:\n  encryptedData:\n    password: {ciphertext}\n"),
+            vec![],
+        ),
+        (
+            "secret.yaml",
+            "kind: Secret\ndata:\n  password: Y2hhbmdlbWU=\n  api-token: PHlvdXItYXBpLXRva2VuPg==\n"
+                .to_owned(),
+            vec![],
+        ),
+    ];
+    let mut paths = BTreeMap::new();
+    for (name, text, _) in &files {
+        paths.insert(pod.empty_dir_file("headers", name, text.as_bytes()), *name);
+    }
+    let out = tree.scan(&["--format", "json", "--fail-on", "never"]);
+    out.assert_code(0);
+    let findings = out.findings();
+    for (name, _, want) in &files {
+        let got: Vec<&str> = findings
+            .iter()
+            .filter(|f| paths.get(f.path.as_str()) == Some(name))
+            .map(rule_id)
+            .collect();
+        assert_eq!(&got, want, "{name}");
+    }
+}

@@ -31,6 +31,9 @@ const KNOWN_EXAMPLES: &[&[u8]] = &[
     // PyJWT's documentation token (`{"some": "payload"}` signed with "secret"), shipped
     // in its package metadata in every image that installs PyJWT.
     b"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzb21lIjoicGF5bG9hZCJ9.4twFt5NiznN84AWoo1d7KO1T_yoc0Z6XOpOVswacPZg",
+    // jwt.io's example token (`{"sub":"1234567890","name":"John Doe","iat":1516239022}`
+    // signed with "your-256-bit-secret"), in countless tutorials, tests and READMEs.
+    b"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
     // The Azure Storage emulator's (Azurite's) fixed development account key.
     b"Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
     // OAuth 2.0's examples (RFC 6749 §4.1, §5.1; RFC 6750 §2.1), quoted in every OAuth
@@ -137,6 +140,20 @@ pub fn is_placeholder(secret: &[u8]) -> bool {
         || is_made_of_runs(secret)
         || is_format_string(secret)
         || is_made_of_credential_words(&lower)
+        || decodes_to_placeholder(secret)
+}
+
+/// Whether `secret` is the padded standard base64 of printable text that is a placeholder
+/// (a Secret's `data` holds its values so: `Y2hhbmdlbWU=` is `changeme`).
+fn decodes_to_placeholder(secret: &[u8]) -> bool {
+    use base64::Engine as _;
+    if secret.len() < 8 || !secret.len().is_multiple_of(4) {
+        return false;
+    }
+    let Ok(plain) = base64::engine::general_purpose::STANDARD.decode(secret) else {
+        return false;
+    };
+    plain.iter().all(|b| (0x20..0x7f).contains(b)) && is_placeholder(&plain)
 }
 
 /// True when `secret` passes `check` (`Check::Jwt` is decided by the caller, which decodes
@@ -145,8 +162,35 @@ pub fn passes(check: Check, secret: &[u8]) -> bool {
     match check {
         Check::None | Check::Jwt(_) => true,
         Check::Entropy(min_bits) => shannon_entropy(secret) >= min_bits,
+        Check::Password(min_bits) => {
+            secret.len() <= PASSWORD_MAX && shannon_entropy(secret) >= min_bits
+        }
+        Check::BasicCredentials => is_basic_credentials(secret),
         Check::GithubChecksum => github_checksum_ok(secret),
     }
+}
+
+/// The longest value [`Check::Password`] takes for a password: 128 bytes (what systems
+/// that cap a password's length allow) and their base64 (a Secret's `data`), with room.
+pub const PASSWORD_MAX: usize = 256;
+
+/// Whether `value` is the standard base64 (padded or not) of printable `user:password`
+/// whose password is no placeholder and has an entropy of at least 2.5 bits per byte.
+fn is_basic_credentials(value: &[u8]) -> bool {
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::Engine as _;
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let Ok(plain) = LENIENT.decode(value) else { return false };
+    let printable = plain.iter().all(|b| (0x20..0x7f).contains(b));
+    let Some(colon) = plain.iter().position(|&b| b == b':') else { return false };
+    let password = &plain[colon + 1..];
+    printable
+        && !password.is_empty()
+        && !is_placeholder(password)
+        && shannon_entropy(password) >= 2.5
 }
 
 /// Shannon entropy of the byte distribution of `data`, in bits per byte (0 for empty).

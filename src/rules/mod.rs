@@ -129,6 +129,23 @@ pub enum Check {
     /// Decodes as a JWT (header and payload are base64url JSON objects) of this kind; the
     /// decoded claims set the finding's severity (see [`jwt`]).
     Jwt(JwtKind),
+    /// A password: Shannon entropy of at least this many bits per byte, and no longer
+    /// than [`check::PASSWORD_MAX`] bytes (a longer value under a password's name is a
+    /// blob: a SealedSecret's ciphertext, a hash list).
+    Password(f64),
+    /// The value of an HTTP `Basic` credential: standard base64 of `user:password`
+    /// (printable, the password no placeholder). The rule *claims* its value: a match
+    /// of another rule inside it (a JWT where the credentials should be) is not
+    /// reported, whether this rule reports the value or rejects it.
+    BasicCredentials,
+}
+
+impl Check {
+    /// Whether a match of a rule with this check claims its secret's bytes from the other
+    /// rules (see [`Check::BasicCredentials`]).
+    fn claims_value(self) -> bool {
+        matches!(self, Check::BasicCredentials)
+    }
 }
 
 /// How many bytes of regex work a rule may spend per byte of a buffer (plus
@@ -453,6 +470,8 @@ impl Rules {
         let Some(prefilter) = &self.prefilter else { return };
         let first_new = hits.len();
         let decoding = self.rules.len();
+        // The secrets rules claimed (`Check::claims_value`): by rule, absolute ranges.
+        let mut claims: Vec<(usize, Range<u64>)> = Vec::new();
         // A hit this far back had its whole window in the previous buffer, for every rule.
         let at = done.saturating_sub(self.max_after);
         if at >= buf.len() {
@@ -511,12 +530,36 @@ impl Rules {
                     };
                     if let Some(m) = &located.found {
                         let window = &buf[lo..hi];
-                        let cost = self.accept(ri, window, base + lo as u64, m, verdict, hits);
+                        let cost = self.accept(
+                            ri,
+                            window,
+                            base + lo as u64,
+                            m,
+                            verdict,
+                            hits,
+                            &mut claims,
+                        );
                         work.charge(ri, cost, true);
                     }
                 }
             }
         });
+        // A match inside a value another rule claimed is that rule's to report or not.
+        if !claims.is_empty() {
+            let claimed = |h: &RuleHit| {
+                let from = h.offset + u64::from(h.secret.start);
+                let to = h.offset + u64::from(h.secret.end);
+                claims.iter().any(|(ri, c)| *ri != h.rule && c.start <= from && to <= c.end)
+            };
+            let mut i = first_new;
+            while i < hits.len() {
+                if claimed(&hits[i]) {
+                    hits.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+        }
         // One secret found from two literals of a rule (`mysql+pymysql://` holds
         // `mysql://` twice over) is one hit: the earliest, longest match.
         // Sorted and deduplicated in place: most buffers have no hit, and none allocates.
@@ -606,6 +649,7 @@ impl Rules {
     /// alike (whether the secret is a placeholder, what it decodes to as a JWT) is decided
     /// once, in `verdict`. Returns the work that cost: [`CHECK_COST`] and the secret's
     /// length for each decision made, none for one taken from `verdict`.
+    #[allow(clippy::too_many_arguments)]
     fn accept(
         &self,
         ri: usize,
@@ -614,10 +658,15 @@ impl Rules {
         m: &Matched,
         verdict: &mut Verdict,
         hits: &mut Vec<RuleHit>,
+        claims: &mut Vec<(usize, Range<u64>)>,
     ) -> usize {
         let rule = &self.rules[ri];
         let value = &window[m.secret.clone()];
         let mut cost = 0;
+        if rule.spec.check.claims_value() {
+            let secret = wbase + m.secret.start as u64..wbase + m.secret.end as u64;
+            claims.push((ri, secret));
+        }
         let placeholder = *verdict.placeholder.get_or_insert_with(|| {
             cost += CHECK_COST + value.len();
             check::is_placeholder(value)

@@ -40,11 +40,33 @@
 use super::{lit, lit_at, lit_in, word, word_at, Check, Literal, RuleSpec};
 use crate::finding::{JwtKind, Severity};
 
-/// Separator between PEM lines: whitespace, or `\n`/`\r` escaped once to three times (a
-/// key inside a JSON string, or JSON inside JSON).
+/// Where a key's lines are string literals joined in code (Java's and Go's `" +` at a line
+/// end, Python's and C's adjacent literals): a quote, an optional `+`, a line break and the
+/// next line's opening quote.
+macro_rules! pem_join {
+    () => {
+        r#""[ \t]*\+?[ \t]*\r?\n[ \t]*\+?[ \t]*""#
+    };
+}
+
+/// Separator between PEM lines: whitespace, `\n`/`\r` escaped once to three times (a key
+/// inside a JSON string, or JSON inside JSON), or string literals joined in code.
 macro_rules! pem_sep {
     () => {
-        r"(?:[ \t\r\n]|\\{1,3}[rn]){1,8}"
+        concat!(r"(?:[ \t\r\n]|\\{1,3}[rn]|", pem_join!(), "){1,8}")
+    };
+}
+
+/// A PEM body of at least `$min` characters: base64 lines and their separators.
+macro_rules! pem_body {
+    ($min:literal) => {
+        concat!(
+            r"[A-Za-z0-9+/](?:[A-Za-z0-9+/=\\ \t\r\n]|",
+            pem_join!(),
+            "){",
+            $min,
+            r",}[A-Za-z0-9+/=]"
+        )
     };
 }
 
@@ -58,7 +80,25 @@ macro_rules! pem_begin {
     };
 }
 
-/// A PEM block with label `$label` and a base64 body of at least `$min` characters.
+/// The whole lines of a PEM body cut before its END line: at least four of 64 characters
+/// (OpenSSL's width) or three of 76 (MIME's), a part line after them left out, so text
+/// after the cut (a log line's rest, the next line of a file) is never taken for key.
+macro_rules! pem_cut_body {
+    () => {
+        concat!(
+            r"[A-Za-z0-9+/]{64}(?:(?:\r?\n[ \t]*|\\{1,3}[rn]|",
+            pem_join!(),
+            r")?[A-Za-z0-9+/]{64}){3,}|[A-Za-z0-9+/]{76}(?:(?:\r?\n[ \t]*|\\{1,3}[rn]|",
+            pem_join!(),
+            r")?[A-Za-z0-9+/]{76}){2,}"
+        )
+    };
+}
+
+/// A PEM block with label `$label` and a base64 body of at least `$min` characters; or,
+/// cut before its END line (a truncated copy, a log line's excerpt), whole lines of at
+/// least 228 characters of body ([`pem_cut_body!`]), which a documentation stub does not
+/// have. A cut key's finding covers those lines.
 macro_rules! pem_key {
     ($label:literal, $min:literal) => {
         concat!(
@@ -66,13 +106,15 @@ macro_rules! pem_key {
             $label,
             "-----",
             pem_sep!(),
-            r"(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=\\ \t\r\n]{",
-            $min,
-            r",}[A-Za-z0-9+/=])",
+            r"(?:(?P<secret>",
+            pem_body!($min),
+            ")",
             pem_sep!(),
             "-----END ",
             $label,
-            "-----"
+            "-----|(?P<span>",
+            pem_cut_body!(),
+            "))"
         )
     };
 }
@@ -117,12 +159,6 @@ const JWT: &str = concat!(
 const JWT_BEFORE: usize = 1024 + 8;
 
 mod cloud;
-// Generic assignments and HTTP credentials: written, and at target on the labelled example
-// set, but not in the built-in set yet: on a real host's `/usr` they report Go format
-// strings (`password=%s`) and the documented example values of libraries' tests and docs
-// (oauthlib's RFC 6749 tokens, kubectl's help text), which the precision bar of issue 32
-// does not allow. `generic::tests` keeps them compiling and tested meanwhile.
-#[allow(dead_code)]
 mod generic;
 
 /// Every built-in rule, in the order `kresidue rules` lists them: this file's, then those
@@ -138,7 +174,7 @@ const OWN: &[RuleSpec] = &[
         description: "PEM RSA private key (PKCS#1)",
         severity: Severity::Critical,
         literals: &[pem_begin!("RSA PRIVATE KEY")],
-        pattern: pem_key!("RSA PRIVATE KEY", 400),
+        pattern: pem_key!("RSA PRIVATE KEY", 200),
         before: 0,
         after: 16384,
         check: Check::Entropy(4.5),
@@ -147,15 +183,19 @@ const OWN: &[RuleSpec] = &[
             "  tls.key: |\n    {pem:RSA PRIVATE KEY:609}\n",
             "{{\"key\":\"{json:{pem:RSA PRIVATE KEY:2349}\n}\"}\n",
             "{crlf:{pem:RSA PRIVATE KEY:1190}\n}",
+            // Cut before its END line: still most of a key.
+            "-----BEGIN RSA PRIVATE KEY-----\n{pembody:1190}\n",
+            // Lines of string literals joined in Go (and Java's `\" +`).
+            "const k = \"-----BEGIN RSA PRIVATE KEY-----\\n\" +\n\t\"MIIEpAIBAAKCAQEA{b:48}\\n\" +\n\t\"{b:64}\\n\" +\n\t\"{b:64}\\n\" +\n\t\"{b:64}\\n\" +\n\t\"-----END RSA PRIVATE KEY-----\\n\"\n",
         ],
         negative: &[
             // A certificate is public.
             "{pem:CERTIFICATE:900}\n",
             // Body too short to be a key.
             "{pem:RSA PRIVATE KEY:120}\n",
-            // No END line: truncated or a documentation stub.
-            "-----BEGIN RSA PRIVATE KEY-----\n{pembody:1190}\n",
+            // A documentation stub.
             "-----BEGIN RSA PRIVATE KEY-----\n...\n-----END RSA PRIVATE KEY-----\n",
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA{b:40}\n...\n",
             // Legacy-encrypted keys are their own rule.
             "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,{X:32}\n\n{pembody:1200}\n-----END RSA PRIVATE KEY-----\n",
         ],
@@ -209,7 +249,8 @@ const OWN: &[RuleSpec] = &[
         negative: &[
             "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{b:43} user@host\n",
             "{pem:OPENSSH PRIVATE KEY:90}\n",
-            "-----BEGIN OPENSSH PRIVATE KEY-----\n{pembody:290}\n-----END RSA PRIVATE KEY-----\n",
+            // END's label is another's: no whole block (and too short for a cut one).
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n{pembody:150}\n-----END RSA PRIVATE KEY-----\n",
         ],
     },
     RuleSpec {
@@ -1243,13 +1284,62 @@ const OWN: &[RuleSpec] = &[
         id: "vault-token-legacy",
         description: "HashiCorp Vault token in the format before Vault 1.10 (s., b., r.)",
         severity: Severity::High,
-        literals: &[lit("VAULT_TOKEN"), lit("Vault-Token"), lit("vault_token"), lit("vault-token")],
-        pattern: r#"(?-u)^(?:VAULT_TOKEN|Vault-Token|vault_token|vault-token)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[sbr]\.[A-Za-z0-9]{24,})\b"#,
-        before: 0,
-        after: 200,
+        // Named by Vault's variable or header, or printed as a token (`recovery token
+        // generated: r.…`, `token: s.…`): the bare prefixes are too short to key on.
+        literals: &[lit("VAULT_TOKEN"), lit("Vault-Token"), lit("vault_token"), lit("vault-token"), lit(": s."), lit(": b."), lit(": r.")],
+        pattern: concat!(
+            r#"(?-u)(?:(?:VAULT_TOKEN|Vault-Token|vault_token|vault-token)["']?[ \t]*[:=][ \t]*["']?"#,
+            r"|[Tt]oken[^\n:=]{0,24}: )",
+            r"(?P<secret>[sbr]\.[A-Za-z0-9_-]{24,1024})(?:[^A-Za-z0-9_.-]|$)"
+        ),
+        before: 40,
+        after: 1100,
         check: Check::Entropy(3.0),
-        positive: &["export VAULT_TOKEN=s.{a:24}\n", "curl -H \"X-Vault-Token: s.{a:24}\" https://vault.internal:8200/v1/secret/app\n", "vault_token: \"b.{a:90}\"\n", "NOMAD_VAULT_TOKEN=s.{a:24}\n", "x-vault-token: s.{a:24}\n"],
-        negative: &["export VAULT_TOKEN=s.{a:10}\n", "export VAULT_TOKEN=root\n"],
+        positive: &[
+            "export VAULT_TOKEN=s.{a:24}\n",
+            "curl -H \"X-Vault-Token: s.{a:24}\" https://vault.internal:8200/v1/secret/app\n",
+            "vault_token: \"b.{a:90}\"\n",
+            "NOMAD_VAULT_TOKEN=s.{a:24}\n",
+            "x-vault-token: s.{a:24}\n",
+            "VAULT_TOKEN=b.AAAAAQ{B:140}\n",
+            "2025-01-02T03:04:05Z INFO ops: recovery token generated: r.{a:24}\n",
+        ],
+        negative: &[
+            "export VAULT_TOKEN=s.{a:10}\n",
+            "export VAULT_TOKEN=root\n",
+            "token: s.{a:24}.example.com\n",
+        ],
+    },
+    RuleSpec {
+        id: "vault-unseal-key",
+        description: "HashiCorp Vault unseal or recovery key share (operator init output, operator unseal)",
+        severity: Severity::Critical,
+        literals: &[lit("operator unseal"), lit("Unseal Key "), lit("Recovery Key "), lit_at("\"unseal_keys_", 1), lit_at("\"recovery_keys_", 1)],
+        // A share is 33 bytes: 44 characters of base64, or 66 of hex (`-format=json`
+        // prints both; the first share of a list stands for the list).
+        pattern: concat!(
+            r"(?-u)^(?:operator[ \t]+unseal(?:[ \t]+-[A-Za-z-]+(?:=[^\s]*)?)*[ \t]+",
+            r"|(?:Unseal|Recovery) Key [0-9]{1,2}:[ \t]*",
+            r#"|"(?:unseal|recovery)_keys_(?:b64|hex)"[ \t]*:[ \t]*\[\s*")"#,
+            r"(?P<secret>[A-Za-z0-9+/]{44}|[0-9a-f]{66})(?:[^A-Za-z0-9+/=]|$)"
+        ),
+        before: 0,
+        after: 160,
+        check: Check::Entropy(3.0),
+        positive: &[
+            "Unseal Key 1: {b:44}\nUnseal Key 2: {b:44}\n\nInitial Root Token: hvs.{a:24}\n",
+            "Recovery Key 1: {b:44}\n",
+            "vault operator unseal {b:44}\n",
+            "vault operator unseal -address=https://vault.{l:6}.test:8200 {b:44}\n",
+            "{{\n  \"unseal_keys_b64\": [\n    \"{b:44}\"\n  ],\n  \"unseal_keys_hex\": [\n    \"{x:66}\"\n  ]\n}\n",
+        ],
+        negative: &[
+            "Unseal Key 1: <redacted>\n",
+            "vault operator unseal\nvault token lookup -accessor\n",
+            "vault operator unseal -reset\n",
+            "{{\"recovery_keys_b64\": [], \"unseal_shares\": 3}\n",
+            "Unseal Key 1: {b:20}\n",
+        ],
     },
     // ---- Database URLs with an inline password ------------------------------------
     RuleSpec {

@@ -38,8 +38,10 @@ pub(super) const RULES: &[RuleSpec] = &[
         severity: Severity::Critical,
         literals: &[lit_at("AWS_SECRET_ACCESS_KEY", 3), lit_at("aws_secret_access_key", 3), lit_at("SecretAccessKey", 4), lit_at("secretAccessKey", 4)],
         pattern: concat!(
-            "(?-u)^",
+            "(?-u)^(?:",
             named!("AWS_SECRET_ACCESS_KEY|aws_secret_access_key|[Ss]ecretAccessKey"),
+            // `aws configure set aws_secret_access_key <key>`.
+            r"|aws_secret_access_key[ \t]+)",
             r"(?P<secret>[A-Za-z0-9+/]{40})(?:[^A-Za-z0-9+/=]|$)"
         ),
         before: 0,
@@ -51,6 +53,7 @@ pub(super) const RULES: &[RuleSpec] = &[
             "{{\"Credentials\": {{\"SecretAccessKey\": \"{b:40}\", \"Expiration\": \"2026-01-01T00:00:00Z\"}}\n",
             "        - name: AWS_SECRET_ACCESS_KEY\n          value: \"{b:40}\"\n",
             "  s3:\n    secretAccessKey: {b:40}\n",
+            "aws configure set aws_secret_access_key {b:40} --profile {l:6}\n",
         ],
         negative: &[
             "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
@@ -58,6 +61,30 @@ pub(super) const RULES: &[RuleSpec] = &[
             "AWS_SECRET_ACCESS_KEY={b:41}\n",
             "AWS_SECRET_ACCESS_KEY=${{AWS_SECRET_ACCESS_KEY}\n",
             "secretAccessKeyRef:\n  name: {l:8}\n",
+            "aws configure set aws_secret_access_key ${{AWS_SECRET_ACCESS_KEY}\n",
+        ],
+    },
+    RuleSpec {
+        id: "aws-access-key-id",
+        description: "AWS access key id without its secret access key (names the key; a lead, not a credential)",
+        severity: Severity::Medium,
+        literals: &[word("AKIA"), word("ASIA")],
+        // With its secret after or before it, `aws-access-key` or
+        // `aws-access-key-secret-first` reports the pair, whose span holds this match.
+        pattern: r"(?-u)^(?P<secret>(?:AKIA|ASIA)[A-Z2-7]{16})(?:[^A-Za-z0-9]|$)",
+        before: 0,
+        after: 24,
+        check: Check::Entropy(3.0),
+        positive: &[
+            "2025-01-02T03:04:05Z WARN s3: AccessDenied for key AKIA{[A-Z2-7]:16} on bucket {l:8}\n",
+            "{{\"userIdentity\":{{\"type\":\"IAMUser\",\"accessKeyId\":\"ASIA{[A-Z2-7]:16}\"}}\n",
+        ],
+        negative: &[
+            "aws_access_key_id = AKIAIOSFODNN7EXAMPLE\n",
+            "id=AKIA{[A-Z2-7]:15}\n",
+            "role=AROA{[A-Z2-7]:16}\n",
+            "x=AKIA{[A-Z2-7]:16}{[A-Z2-7]:4}\n",
+            "key=AKIAAAAAAAAAAAAAAAAA\n",
         ],
     },
     RuleSpec {
@@ -112,19 +139,26 @@ pub(super) const RULES: &[RuleSpec] = &[
     },
     RuleSpec {
         id: "aws-bedrock-api-key",
-        description: "Amazon Bedrock long-term API key",
+        description: "Amazon Bedrock API key (long-term ABSK…, or short-term bedrock-api-key-…)",
         severity: Severity::High,
-        literals: &[word_at("ABSKQmVkcm9ja0FQSUtleS", 4)],
-        pattern: r"(?-u)^(?P<secret>ABSKQmVkcm9ja0FQSUtleS[A-Za-z0-9+/]{80,260}={0,2})(?:[^A-Za-z0-9+/=]|$)",
+        // A short-term key is `bedrock-api-key-` and the base64 of a presigned URL of
+        // `bedrock.amazonaws.com` (`YmVkcm9jay5hbWF6b25hd3MuY29t`).
+        literals: &[word_at("ABSKQmVkcm9ja0FQSUtleS", 4), word_at("bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t", 16)],
+        pattern: concat!(
+            r"(?-u)^(?P<secret>ABSKQmVkcm9ja0FQSUtleS[A-Za-z0-9+/]{80,260}={0,2}",
+            r"|bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t[A-Za-z0-9+/]{200,}={0,2})(?:[^A-Za-z0-9+/=]|$)"
+        ),
         before: 0,
-        after: 300,
+        after: 8192,
         check: Check::Entropy(4.0),
         positive: &[
             "AWS_BEARER_TOKEN_BEDROCK=ABSKQmVkcm9ja0FQSUtleS{b:110}=\n",
             "  \"bedrockApiKey\": \"ABSKQmVkcm9ja0FQSUtleS{b:150}\",\n",
+            "AWS_BEARER_TOKEN_BEDROCK=bedrock-api-key-{b64:bedrock.amazonaws.com/?Action=CallWithBearerToken&X-Amz-Credential=ASIA{[A-Z2-7]:16}%2F20260102%2Fus-west-2%2Fbedrock%2Faws4_request&X-Amz-Security-Token={b:300}&X-Amz-Signature={x:64}&Version=1}\n",
         ],
         negative: &[
             "AWS_BEARER_TOKEN_BEDROCK=ABSKQmVkcm9ja0FQSUtleS{b:20}\n",
+            "AWS_BEARER_TOKEN_BEDROCK=bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t\n",
             "AWS_BEARER_TOKEN_BEDROCK=XYABSKQmVkcm9ja0FQSUtleS{b:110}\n",
         ],
     },
@@ -132,14 +166,20 @@ pub(super) const RULES: &[RuleSpec] = &[
         id: "azure-storage-account-key",
         description: "Azure Storage account key named by its variable or field",
         severity: Severity::Critical,
-        literals: &[lit_at("AZURE_STORAGE_KEY", 5), lit_at("AZURE_STORAGE_ACCOUNT_KEY", 5), lit_at("AZURE_STORAGE_ACCESS_KEY", 5), lit_at("ARM_ACCESS_KEY", 3), lit("account_key"), lit("account_access_key"), lit("accountKey")],
+        literals: &[lit_at("AZURE_STORAGE_KEY", 5), lit_at("AZURE_STORAGE_ACCOUNT_KEY", 5), lit_at("AZURE_STORAGE_ACCESS_KEY", 5), lit_at("ARM_ACCESS_KEY", 3), lit("account_key"), lit("account_access_key"), lit("accountKey"), lit_at("--account-key", 2), lit_at("azurestorageaccountkey", 5)],
         pattern: concat!(
-            "(?-u)^",
+            "(?-u)^(?:(?:",
             named!("AZURE_STORAGE_(?:ACCOUNT_|ACCESS_)?KEY|ARM_ACCESS_KEY|account_(?:access_)?key|accountKey"),
-            r"(?P<secret>[A-Za-z0-9+/]{86}==)(?:[^A-Za-z0-9+/=]|$)"
+            // `az storage … --account-key <key>`.
+            r"|--account-key(?:[ \t]+|=))",
+            r"(?P<secret>[A-Za-z0-9+/]{86}==)",
+            // The Azure Files CSI driver's Secret: its `data` holds the key base64-encoded
+            // again (88 bytes: 118 characters and `==`).
+            r#"|azurestorageaccountkey["']?[ \t]*:[ \t]*["']?(?P<span>[A-Za-z0-9+/]{118}==))"#,
+            r"(?:[^A-Za-z0-9+/=]|$)"
         ),
         before: 0,
-        after: 140,
+        after: 160,
         check: Check::Entropy(4.5),
         positive: &[
             "export AZURE_STORAGE_KEY={b:86}==\n",
@@ -147,13 +187,35 @@ pub(super) const RULES: &[RuleSpec] = &[
             "storage_config:\n  azure:\n    account_name: {l:10}\n    account_key: {b:86}==\n",
             "{{\"accountName\": \"{l:10}\", \"accountKey\": \"{b:86}==\"}\n",
             "resource \"azurerm_function_app\" \"f\" {{\n  storage_account_access_key = \"{b:86}==\"\n}\n",
+            "az storage container create --account-name {l:10} --account-key {b:86}== --name {l:6}\n",
+            "data:\n  azurestorageaccountname: {b64:{l:10}}\n  azurestorageaccountkey: {b64:{b:86}==}\n",
         ],
         negative: &[
             "AZURE_STORAGE_KEY={b:60}==\n",
             "account_key: ${{AZURE_STORAGE_KEY}\n",
             "account_key: Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==\n",
             "account_key_file: /etc/azure/key\n",
+            "az storage blob list --account-name {l:10} --account-key \"$AZURE_STORAGE_KEY\"\n",
+            "data:\n  azurestorageaccountkey: {b64:{b:60}==}\n",
         ],
+    },
+    RuleSpec {
+        id: "azure-devops-pat-named",
+        description: "Azure DevOps personal access token (52-character format) named by its variable",
+        severity: Severity::High,
+        literals: &[lit_at("AZURE_DEVOPS_EXT_PAT", 6), lit_at("AZURE_DEVOPS_PAT", 6), lit_at("AZURE_DEVOPS_TOKEN", 6), lit_at("AZDO_PERSONAL_ACCESS_TOKEN", 5)],
+        // The format before 2024: 52 characters of lower-case base32. Alone it is any
+        // such run, so only a name Azure DevOps' tools read makes it one.
+        pattern: concat!(
+            "(?-u)^",
+            named!("AZURE_DEVOPS_(?:EXT_PAT|PAT|TOKEN)|AZDO_PERSONAL_ACCESS_TOKEN"),
+            r"(?P<secret>[a-z2-7]{52})(?:[^A-Za-z0-9]|$)"
+        ),
+        before: 0,
+        after: 100,
+        check: Check::Entropy(3.5),
+        positive: &["AZURE_DEVOPS_EXT_PAT={[a-z2-7]:52}\n", "  env:\n    AZDO_PERSONAL_ACCESS_TOKEN: \"{[a-z2-7]:52}\"\n"],
+        negative: &["AZURE_DEVOPS_EXT_PAT={[a-z2-7]:40}\n", "AZURE_DEVOPS_EXT_PAT=$(System.AccessToken)\n", "AZURE_DEVOPS_ORG={[a-z2-7]:52}\n"],
     },
     RuleSpec {
         id: "azure-sas-token",
