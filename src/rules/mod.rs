@@ -281,11 +281,14 @@ struct Compiled {
     regex: Arc<OnceLock<Pattern>>,
 }
 
-/// A rule's regex and the indices of its `secret` and `span` groups.
+/// A rule's regex and the indices of its `secret` and `span` groups: a group named
+/// `secret` or `secret_<anything>` (and `span`, `span_<anything>`), so that alternatives
+/// of one pattern can each name their own (a regex names a group once); the first that
+/// took part in a match counts.
 struct Pattern {
     regex: Regex,
-    secret_group: Option<usize>,
-    span_group: Option<usize>,
+    secret_groups: Vec<usize>,
+    span_groups: Vec<usize>,
 }
 
 impl Pattern {
@@ -302,9 +305,20 @@ impl Pattern {
             .syntax(syntax::Config::new().utf8(false))
             .build(spec.pattern)
             .map_err(|e| anyhow::anyhow!("rule {}: bad pattern: {e}", spec.id))?;
-        let group = |name| regex.group_info().to_index(PatternID::ZERO, name);
-        let (secret_group, span_group) = (group("secret"), group("span"));
-        Ok(Pattern { regex, secret_group, span_group })
+        let groups = |kind: &str| -> Vec<usize> {
+            let names = regex.group_info().pattern_names(PatternID::ZERO);
+            names
+                .enumerate()
+                .filter(|(_, name)| {
+                    name.is_some_and(|n| {
+                        n.strip_prefix(kind).is_some_and(|t| t.is_empty() || t.starts_with('_'))
+                    })
+                })
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let (secret_groups, span_groups) = (groups("secret"), groups("span"));
+        Ok(Pattern { regex, secret_groups, span_groups })
     }
 }
 
@@ -819,13 +833,9 @@ impl Located {
             let input = Input::new(window).span(m.range()).anchored(Anchored::Yes);
             pattern.regex.search_captures(&input, &mut caps);
             let all = caps.get_match().map_or(m.range(), |c| c.range());
-            let whole = pattern
-                .span_group
-                .and_then(|g| caps.get_group(g))
-                .map_or(all.clone(), |s| s.range());
-            let secret = pattern
-                .secret_group
-                .and_then(|g| caps.get_group(g))
+            let first = |groups: &[usize]| groups.iter().find_map(|&g| caps.get_group(g));
+            let whole = first(&pattern.span_groups).map_or(all.clone(), |s| s.range());
+            let secret = first(&pattern.secret_groups)
                 .map(|s| s.range())
                 .filter(|s| whole.start <= s.start && s.end <= whole.end)
                 .unwrap_or(whole.clone());

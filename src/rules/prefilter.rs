@@ -8,7 +8,7 @@
 //! The search is our Teddy (`src/rules/teddy.rs`), whose buckets are assigned by a cost model
 //! when the rules are compiled, so a rule set of any size needs no hand-placed table.
 
-use super::teddy::Teddy;
+use super::teddy::{Kernel, Teddy};
 use super::Literal;
 
 /// A literal as the prefilter sees it: its text, where its key starts, and the rules
@@ -91,12 +91,16 @@ impl Prefilter {
 
     /// The key search, as `-v` names it.
     pub fn name(&self) -> &'static str {
-        match (self.search.uses_avx2(), self.search.sets()) {
-            (false, _) => "Teddy, scalar",
-            (true, 1) => "Teddy, AVX2, 8 buckets",
-            (true, 2) => "Teddy, AVX2, 16 buckets",
-            (true, 3) => "Teddy, AVX2, 24 buckets",
-            (true, _) => "Teddy, AVX2, 32 buckets",
+        match (self.search.kernel(), self.search.sets()) {
+            (Kernel::Scalar, _) => "Teddy, scalar",
+            (Kernel::Avx2, 1) => "Teddy, AVX2, 8 buckets",
+            (Kernel::Avx2, 2) => "Teddy, AVX2, 16 buckets",
+            (Kernel::Avx2, 3) => "Teddy, AVX2, 24 buckets",
+            (Kernel::Avx2, _) => "Teddy, AVX2, 32 buckets",
+            (Kernel::Avx512, 1) => "Teddy, AVX-512, 8 buckets",
+            (Kernel::Avx512, 2) => "Teddy, AVX-512, 16 buckets",
+            (Kernel::Avx512, 3) => "Teddy, AVX-512, 24 buckets",
+            (Kernel::Avx512, _) => "Teddy, AVX-512, 32 buckets",
         }
     }
 }
@@ -201,8 +205,8 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
         /// Our Teddy finds exactly what aho-corasick's automaton finds, key by key, from
-        /// every start (and, bounded, what starts before `end`), with the AVX2 kernel
-        /// (where the CPU has it) and the scalar one: the built-in keys and random key sets
+        /// every start (and, bounded, what starts before `end`), with the widest kernel the
+        /// CPU has, the AVX2 one (where it has it) and the scalar one: the built-in keys and random key sets
         /// (short keys among them) planted anywhere (across the 32-byte steps, in the tail,
         /// cut by the end) in text made of their own bytes, so that candidates abound.
         #[test]
@@ -228,7 +232,8 @@ mod tests {
             let all = keys.clone();
             keys.retain(|k| !all.iter().any(|o| o != k && o.starts_with(k)));
             let teddy = Teddy::new(&keys).expect("keys of 2 bytes or more");
-            let scalar = teddy.clone().scalar();
+            let scalar = teddy.clone().with_kernel(Kernel::Scalar).expect("scalar runs anywhere");
+            let avx2 = teddy.clone().with_kernel(Kernel::Avx2);
             let automaton = AhoCorasick::builder().match_kind(MatchKind::LeftmostFirst).build(&keys).unwrap();
             let data = with_keys(filler, &keys, plants);
             let at = at.min(data.len());
@@ -237,6 +242,11 @@ mod tests {
             });
             proptest::prop_assert_eq!(&all_hits(&data, at, |d, from| teddy.find(d, from, d.len())), &want);
             proptest::prop_assert_eq!(&all_hits(&data, at, |d, from| scalar.find(d, from, d.len())), &want);
+            if let Some(avx2) = &avx2 {
+                proptest::prop_assert_eq!(&all_hits(&data, at, |d, from| avx2.find(d, from, d.len())), &want);
+                let bounded: Vec<(usize, usize)> = want.iter().copied().filter(|&(_, s)| s < end).collect();
+                proptest::prop_assert_eq!(&all_hits(&data, at, |d, from| avx2.find(d, from, end)), &bounded);
+            }
             // Bounded: the same hits that start before `end` (their key may run past).
             let bounded: Vec<(usize, usize)> = want.iter().copied().filter(|&(_, s)| s < end).collect();
             proptest::prop_assert_eq!(&all_hits(&data, at, |d, from| teddy.find(d, from, end)), &bounded);

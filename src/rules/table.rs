@@ -29,7 +29,9 @@
 //!   bounded by the rule's window (`before`/`after`) instead: the window is what bounds
 //!   a match and the regex work, and a bound like `{400,16000}` compiles into a
 //!   16000-state automaton that searches a hundred times slower;
-//! - a group named `secret` holds the secret part whenever the match has context;
+//! - a group named `secret` holds the secret part whenever the match has context (and a
+//!   group `span`, when there is one, the part a finding covers); alternatives that each
+//!   need their own name them `secret_…`/`span_…`;
 //! - at least two positive and two negative examples each, generated, never real.
 //!
 //! Severity is that of the material ([`Severity`]): private keys, cloud credentials and

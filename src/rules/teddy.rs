@@ -22,6 +22,10 @@
 //! against a 65,536-bit set of the keys' first four bytes (most are dismissed by that one
 //! bit), then against the keys with those four bytes, by binary search.
 //!
+//! The kernels: AVX-512 (F and BW) takes 64 positions a step, AVX2 32, and a scalar one
+//! checks each position against the key set; all find the same (a test compares them with
+//! aho-corasick's automaton).
+//!
 //! Keys shorter than [`MASK`] (at least 2 bytes) match any byte past their end; they are
 //! compared directly at each position their bucket lets through.
 //!
@@ -88,8 +92,19 @@ pub(super) struct Teddy {
     short: Vec<(usize, &'static [u8])>,
     /// Each key's bucket (set × 8 + bucket), by id.
     bucket_of: Vec<usize>,
-    /// The AVX2 kernel runs (else the scalar one).
-    avx2: bool,
+    /// The kernel that runs.
+    kernel: Kernel,
+}
+
+/// The implementations of the search: the same result, the widest the CPU has (or
+/// `KRESIDUE_KERNEL` asks for).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kernel {
+    Scalar,
+    /// 32 positions a step.
+    Avx2,
+    /// 64 positions a step (AVX-512 F and BW).
+    Avx512,
 }
 
 /// The bit of [`Teddy::heads`] for a position whose next four bytes are `head`.
@@ -114,7 +129,7 @@ impl Teddy {
             by_head: Vec::new(),
             short: Vec::new(),
             bucket_of,
-            avx2: avx2_runs_here(),
+            kernel: kernel_here(),
         };
         for (id, &key) in keys.iter().enumerate() {
             let (s, bit) = (t.bucket_of[id] / 8, 1u8 << (t.bucket_of[id] % 8));
@@ -148,16 +163,22 @@ impl Teddy {
         self.sets
     }
 
-    /// Whether the AVX2 kernel runs.
-    pub(super) fn uses_avx2(&self) -> bool {
-        self.avx2
+    /// The kernel that runs.
+    pub(super) fn kernel(&self) -> Kernel {
+        self.kernel
     }
 
-    /// The same search with the scalar kernel.
+    /// The same search with `kernel`, where the CPU has it (else `None`).
     #[cfg(test)]
-    pub(super) fn scalar(mut self) -> Teddy {
-        self.avx2 = false;
-        self
+    pub(super) fn with_kernel(mut self, kernel: Kernel) -> Option<Teddy> {
+        let here = kernel_here();
+        let runs = match kernel {
+            Kernel::Scalar => true,
+            Kernel::Avx2 => here != Kernel::Scalar,
+            Kernel::Avx512 => here == Kernel::Avx512,
+        };
+        self.kernel = kernel;
+        runs.then_some(self)
     }
 
     /// Each key's bucket, by id, for tests.
@@ -174,16 +195,30 @@ impl Teddy {
             return None;
         }
         #[cfg(target_arch = "x86_64")]
-        if self.avx2 {
-            // SAFETY: `avx2` is set only where the CPU has AVX2.
-            return unsafe {
-                match self.sets {
-                    1 => self.find_avx2::<1>(buf, at, end),
-                    2 => self.find_avx2::<2>(buf, at, end),
-                    3 => self.find_avx2::<3>(buf, at, end),
-                    _ => self.find_avx2::<4>(buf, at, end),
-                }
-            };
+        match self.kernel {
+            // SAFETY: `kernel` is `Avx512` only where the CPU has AVX-512 F and BW.
+            Kernel::Avx512 => {
+                return unsafe {
+                    match self.sets {
+                        1 => self.find_avx512::<1>(buf, at, end),
+                        2 => self.find_avx512::<2>(buf, at, end),
+                        3 => self.find_avx512::<3>(buf, at, end),
+                        _ => self.find_avx512::<4>(buf, at, end),
+                    }
+                };
+            }
+            // SAFETY: `kernel` is `Avx2` only where the CPU has AVX2.
+            Kernel::Avx2 => {
+                return unsafe {
+                    match self.sets {
+                        1 => self.find_avx2::<1>(buf, at, end),
+                        2 => self.find_avx2::<2>(buf, at, end),
+                        3 => self.find_avx2::<3>(buf, at, end),
+                        _ => self.find_avx2::<4>(buf, at, end),
+                    }
+                };
+            }
+            Kernel::Scalar => {}
         }
         (at..end).find_map(|pos| self.key_at(buf, pos).map(|id| (id, pos)))
     }
@@ -252,7 +287,73 @@ impl Teddy {
             }
             !(_mm256_movemask_epi8(_mm256_cmpeq_epi8(any, _mm256_setzero_si256())) as u32)
         };
-        let verify = |p: usize, mut cand: u32| {
+        // Two steps of 32 positions make the driver's 64.
+        let step64 = |p: *const u8| -> u64 {
+            // SAFETY: the driver keeps `p + 64 + 3` within its block.
+            u64::from(step(p)) | u64::from(step(unsafe { p.add(32) })) << 32
+        };
+        self.drive(buf, at, end, step64)
+    }
+
+    /// [`Teddy::find_avx2`] with 64 positions a step.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F and BW.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn find_avx512<const S: usize>(
+        &self,
+        buf: &[u8],
+        at: usize,
+        end: usize,
+    ) -> Option<(usize, usize)> {
+        use std::arch::x86_64::*;
+        // SAFETY: 16 bytes of a table, broadcast to the four 128-bit lanes.
+        let table =
+            |t: &[u8; 16]| unsafe { _mm512_broadcast_i32x4(_mm_loadu_si128(t.as_ptr().cast())) };
+        let lo: [[__m512i; MASK]; S] =
+            std::array::from_fn(|s| std::array::from_fn(|j| table(&self.lo[s][j])));
+        let hi: [[__m512i; MASK]; S] =
+            std::array::from_fn(|s| std::array::from_fn(|j| table(&self.hi[s][j])));
+        let nibble = _mm512_set1_epi8(0xf);
+        // The candidates among the 64 positions at `p`, each reading bytes `p..p + 67`.
+        let step = |p: *const u8| -> u64 {
+            let mut any = _mm512_setzero_si512();
+            let mut ln = [_mm512_setzero_si512(); MASK];
+            let mut hn = [_mm512_setzero_si512(); MASK];
+            for j in 0..MASK {
+                // SAFETY: the caller keeps `p + j + 64` within its buffer.
+                let v = unsafe { _mm512_loadu_si512(p.add(j).cast()) };
+                ln[j] = _mm512_and_si512(v, nibble);
+                hn[j] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), nibble);
+            }
+            for s in 0..S {
+                let mut m = _mm512_set1_epi8(-1);
+                for j in 0..MASK {
+                    let l = _mm512_shuffle_epi8(lo[s][j], ln[j]);
+                    let h = _mm512_shuffle_epi8(hi[s][j], hn[j]);
+                    // m & l & h.
+                    m = _mm512_ternarylogic_epi32::<0x80>(m, l, h);
+                }
+                any = _mm512_or_si512(any, m);
+            }
+            _mm512_test_epi8_mask(any, any)
+        };
+        self.drive(buf, at, end, step)
+    }
+
+    /// Runs a kernel's `step` (the candidates among the 64 positions at a pointer, each
+    /// reading 3 bytes past it) over the positions `at..end` of `buf` and checks each
+    /// candidate: the first key found, with its position.
+    #[inline(always)]
+    fn drive(
+        &self,
+        buf: &[u8],
+        at: usize,
+        end: usize,
+        step: impl Fn(*const u8) -> u64,
+    ) -> Option<(usize, usize)> {
+        let verify = |p: usize, mut cand: u64| {
             while cand != 0 {
                 let i = cand.trailing_zeros() as usize;
                 cand &= cand - 1;
@@ -267,11 +368,9 @@ impl Teddy {
         let mut p = at;
         while p + 64 + MASK - 1 <= read {
             // SAFETY: bytes p..p + 67 of `buf`, checked above.
-            let c0 = step(unsafe { buf.as_ptr().add(p) });
-            // SAFETY: as above.
-            let c1 = step(unsafe { buf.as_ptr().add(p + 32) });
-            if c0 | c1 != 0 {
-                if let Some(hit) = verify(p, c0).or_else(|| verify(p + 32, c1)) {
+            let cand = step(unsafe { buf.as_ptr().add(p) });
+            if cand != 0 {
+                if let Some(hit) = verify(p, cand) {
                     return Some(hit);
                 }
             }
@@ -282,27 +381,40 @@ impl Teddy {
         // masked off).
         while p < end {
             let rest = &buf[p..read];
-            let mut tail = [0u8; 32 + MASK - 1];
+            let mut tail = [0u8; 64 + MASK - 1];
             let n = rest.len().min(tail.len());
             tail[..n].copy_from_slice(&rest[..n]);
             let cand = step(tail.as_ptr());
-            let live = if end - p >= 32 { u32::MAX } else { u32::MAX >> (32 - (end - p)) };
+            let live = if end - p >= 64 { u64::MAX } else { u64::MAX >> (64 - (end - p)) };
             if let Some(hit) = verify(p, cand & live) {
                 return Some(hit);
             }
-            p += 32;
+            p += 64;
         }
         None
     }
 }
 
-/// AVX2 is there and `KRESIDUE_KERNEL` does not ask for the scalar kernel.
-fn avx2_runs_here() -> bool {
+/// The widest kernel the CPU has, narrowed by `KRESIDUE_KERNEL` (`scalar`, `avx2`; any
+/// other value, or none, leaves the widest).
+fn kernel_here() -> Kernel {
     #[cfg(target_arch = "x86_64")]
-    return std::env::var("KRESIDUE_KERNEL").ok().is_none_or(|k| k != "scalar")
-        && std::arch::is_x86_feature_detected!("avx2");
+    {
+        let asked = std::env::var("KRESIDUE_KERNEL").ok();
+        let asked = asked.as_deref();
+        if asked == Some("scalar") || !std::arch::is_x86_feature_detected!("avx2") {
+            return Kernel::Scalar;
+        }
+        if asked != Some("avx2")
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+        {
+            return Kernel::Avx512;
+        }
+        Kernel::Avx2
+    }
     #[cfg(not(target_arch = "x86_64"))]
-    false
+    Kernel::Scalar
 }
 
 /// A bucket as the cost model sees it: for each of the [`MASK`] positions, the low and

@@ -172,16 +172,33 @@ macro_rules! bare_end {
 
 /// A value quoted (bytes `$quoted`, the `secret` group) or not (bytes `$bare` ending at
 /// `$end`, the `span` group).
+/// With `$suffix`, the groups are `secret$suffix` and `span$suffix` (for a pattern that
+/// holds two values, one in each of two alternatives).
 macro_rules! quoted_or_bare {
     ($quoted:expr, $bare:expr, $end:expr) => {
-        concat!(r#"(?:\\?["'](?P<secret>"#, $quoted, r#")\\?["']|(?P<span>"#, $bare, ")", $end, ")")
+        quoted_or_bare!($quoted, $bare, $end, "")
+    };
+    ($quoted:expr, $bare:expr, $end:expr, $suffix:literal) => {
+        concat!(
+            r#"(?:\\?["'](?P<secret"#,
+            $suffix,
+            ">",
+            $quoted,
+            r#")\\?["']|(?P<span"#,
+            $suffix,
+            ">",
+            $bare,
+            ")",
+            $end,
+            ")"
+        )
     };
 }
 
 /// A password-like value, quoted or not.
 macro_rules! password_value {
-    () => {
-        quoted_or_bare!(quoted_password!(), bare_password!(), bare_end!())
+    ($($suffix:literal)?) => {
+        quoted_or_bare!(quoted_password!(), bare_password!(), bare_end!() $(, $suffix)?)
     };
 }
 
@@ -204,16 +221,36 @@ macro_rules! word_bytes {
 
 /// A token-like value, quoted or not.
 macro_rules! token_assigned {
-    () => {
-        quoted_or_bare!(token_value!(), token_value!(), bare_end!())
+    ($($suffix:literal)?) => {
+        quoted_or_bare!(token_value!(), token_value!(), bare_end!() $(, $suffix)?)
     };
 }
 
 /// After a key's name: its closing quote, if any, and an assignment (`=`, `:`, `:=`,
-/// `=>`, with spaces around; never `==`) or an XML element's `>`.
+/// `=>`, with spaces around; never `==`).
 macro_rules! assign {
     () => {
-        r#"(?:\\?["'])?(?:[ \t]{0,8}(?::=|=>|[:=])[ \t]{0,8}|>)"#
+        r#"(?:\\?["'])?[ \t]{0,8}(?::=|=>|[:=])[ \t]{0,8}"#
+    };
+}
+
+/// A key's name (`$names`, a regex) assigned a value (`$value`), or an XML element of
+/// that name whose text is bare bytes `$bare` up to its end tag (`<password>…</`, never
+/// `<password>` before other markup).
+macro_rules! assigned {
+    ($names:expr, $value:expr, $bare:expr) => {
+        concat!(
+            "(?:(?:",
+            $names,
+            ")",
+            assign!(),
+            $value,
+            "|(?:",
+            $names,
+            ")>(?P<secret_xml>",
+            $bare,
+            ")</)"
+        )
     };
 }
 
@@ -257,11 +294,15 @@ pub(super) const RULES: &[RuleSpec] = &[
             lit("PASS\""),
         ],
         pattern: concat!(
-            r"(?-u)^(?:--(?:password|passwd)[ \t]+|(?:--)?",
-            r"(?:[Pp]assword|PASSWORD|[Pp]asswd|PASSWD|passphrase|pass|PASS)",
-            assign!(),
-            ")",
-            password_value!()
+            r"(?-u)^(?:--(?:password|passwd)[ \t]+",
+            password_value!("_flag"),
+            "|(?:--)?",
+            assigned!(
+                r"[Pp]assword|PASSWORD|[Pp]asswd|PASSWD|passphrase|pass|PASS",
+                password_value!(),
+                bare_password!()
+            ),
+            ")"
         ),
         before: 0,
         after: 300,
@@ -273,6 +314,7 @@ pub(super) const RULES: &[RuleSpec] = &[
             "{{\"user\":\"{l:6}\",\"dbPassword\":\"{p:18}\"}\n",
             "[database]\npassword = \"{a:16}{d:2}\"\n",
             "<settings><password>{a:16}{d:2}</password></settings>\n",
+            "<Password>{a:16}{d:2}</Password>\n",
             "docker login -u {l:6} --password {a:20}{d:1} registry.{l:6}.test\n",
             "wget --user={l:6} --http-password={a:16}{d:2} https://{l:6}.test/f\n",
             "openssl pkcs12 -export -passout pass:{a:16}{d:2} -out a.p12\n",
@@ -281,6 +323,8 @@ pub(super) const RULES: &[RuleSpec] = &[
             "ssl_key_passphrase: \"{a:16}{d:2}\"\n",
         ],
         negative: &[
+            // An element's `>` takes a value only up to its end tag.
+            "echo 'usage: login <password>{d:2}x{l:12} [--host h]'\n",
             // Code reads the password from somewhere.
             "password = os.getenv(\"DB_PASSWORD\")\n",
             "password := os.Getenv(\"DB_PASSWORD\")\n",
@@ -324,10 +368,15 @@ pub(super) const RULES: &[RuleSpec] = &[
         severity: Severity::High,
         literals: &[lit_at("secret", 1), lit_at("Secret", 1), lit_at("SECRET", 1)],
         pattern: concat!(
-            r"(?-u)^(?:(?:[Ss]ecret|SECRET)(?:[_-]?(?:key|token)(?:_base)?|[_-]?(?:KEY|TOKEN)(?:_BASE)?|Key|Token)?",
-            r"|[Cc]redentials)",
-            assign!(),
-            password_value!()
+            "(?-u)^",
+            assigned!(
+                concat!(
+                    r"(?:[Ss]ecret|SECRET)(?:[_-]?(?:key|token)(?:_base)?|[_-]?(?:KEY|TOKEN)(?:_BASE)?|Key|Token)?",
+                    r"|[Cc]redentials"
+                ),
+                password_value!(),
+                bare_password!()
+            )
         ),
         before: 0,
         after: 300,
@@ -374,9 +423,12 @@ pub(super) const RULES: &[RuleSpec] = &[
             word_at("accessKey", 1),
         ],
         pattern: concat!(
-            r"(?-u)^(?:api[_-]?key|apiKey|API-Key|API[_-]KEY|access_key|ACCESS_KEY|accessKey)",
-            assign!(),
-            token_assigned!()
+            "(?-u)^",
+            assigned!(
+                r"api[_-]?key|apiKey|API-Key|API[_-]KEY|access_key|ACCESS_KEY|accessKey",
+                token_assigned!(),
+                token_value!()
+            )
         ),
         before: 0,
         after: 300,
@@ -407,10 +459,11 @@ pub(super) const RULES: &[RuleSpec] = &[
         severity: Severity::High,
         literals: &[lit("token"), lit("Token"), lit("TOKEN"), lit("--token")],
         pattern: concat!(
-            r"(?-u)^(?:--token(?:[ \t]+|=)|(?:token|Token|TOKEN)",
-            assign!(),
-            ")",
-            token_assigned!()
+            r"(?-u)^(?:--token(?:[ \t]+|=)",
+            token_assigned!("_flag"),
+            "|",
+            assigned!("token|Token|TOKEN", token_assigned!(), token_value!()),
+            ")"
         ),
         before: 0,
         after: 300,
