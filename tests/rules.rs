@@ -1668,11 +1668,11 @@ fn package_shipped_files_are_info() {
     assert_eq!(out.json()["summary"]["shipped"], 3);
 }
 
-/// Issue 47 item 3 and the precision the generic rules needed: a token inside an HTTP
-/// `Basic` header is the header's to report (a JWT there is no credential: no finding,
-/// not a `jwt` one either), a Basic credential is reported once, and values that only
-/// look like passwords under a password's name (a SealedSecret's ciphertext, a Secret's
-/// base64 of a placeholder) are not reported.
+/// Issue 47 item 3 and the precision the generic rules needed: a Basic credential is the
+/// header rule's, once; a token sent as `Basic` (a JWT, a GitHub token) is no Basic
+/// credential and is reported by its own rule, once. Values that only look like
+/// passwords under a password's name (a SealedSecret's ciphertext, a Secret's base64 of
+/// a placeholder) are not reported.
 #[test]
 fn a_header_reports_its_value_once_and_blobs_are_no_passwords() {
     let tree = NodeTree::new();
@@ -1685,12 +1685,19 @@ fn a_header_reports_its_value_once_and_blobs_are_no_passwords() {
     tree.guard(basic.as_bytes());
     let ciphertext = String::from_utf8(render("Ag{b:730}", 4731)).unwrap();
     tree.guard(ciphertext.as_bytes());
+    let ghp = String::from_utf8(render("{ghtoken:ghp}", 4731)).unwrap();
+    tree.guard(ghp.as_bytes());
     let files = [
-        ("jwt-in-basic.log", format!("GET /api HTTP/1.1\nAuthorization: Basic {jwt}\n"), vec![]),
+        ("jwt-in-basic.log", format!("GET /api HTTP/1.1\nAuthorization: Basic {jwt}\n"), vec![JWT_RULE]),
         (
             "nginx.conf",
             format!("location / {{\n    proxy_set_header Authorization \"Basic {jwt}\";\n}}\n"),
-            vec![],
+            vec![JWT_RULE],
+        ),
+        (
+            "ghp-in-basic.log",
+            format!("Authorization: Basic {ghp}\n"),
+            vec!["github-personal-access-token"],
         ),
         (
             "basic.log",

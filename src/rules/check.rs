@@ -338,6 +338,11 @@ fn is_template_reference(s: &[u8]) -> bool {
         || enclosed(b"$(", b")", &shell_variable)
         || enclosed(b"{{", b"}}", &anything)
         || enclosed(b"%(", b")s", &name)
+        // A format string's field (`{self.password}`, Python's f-strings and `format`), a
+        // batch file's `%NAME%`, a Makefile's `$$NAME`.
+        || (s.len() >= 4 && s[0] == b'{' && s[s.len() - 1] == b'}' && name(&s[1..s.len() - 1]))
+        || (s.len() >= 4 && s[0] == b'%' && s[s.len() - 1] == b'%' && name(&s[1..s.len() - 1]))
+        || s.strip_prefix(b"$$").is_some_and(shell_variable)
 }
 
 /// A value that is the name of a credential, not one: upper-case words joined by `_`, one

@@ -134,9 +134,9 @@ pub enum Check {
     /// blob: a SealedSecret's ciphertext, a hash list).
     Password(f64),
     /// The value of an HTTP `Basic` credential: standard base64 of `user:password`
-    /// (printable, the password no placeholder). The rule *claims* its value: a match
-    /// of another rule inside it (a JWT where the credentials should be) is not
-    /// reported, whether this rule reports the value or rejects it.
+    /// (printable, the password no placeholder). A value this rule reports is its own:
+    /// a match of another rule inside it is not reported. A value it rejects (a token
+    /// sent as `Basic`) is left to the other rules.
     BasicCredentials,
 }
 
@@ -677,10 +677,6 @@ impl Rules {
         let rule = &self.rules[ri];
         let value = &window[m.secret.clone()];
         let mut cost = 0;
-        if rule.spec.check.claims_value() {
-            let secret = wbase + m.secret.start as u64..wbase + m.secret.end as u64;
-            claims.push((ri, secret));
-        }
         let placeholder = *verdict.placeholder.get_or_insert_with(|| {
             cost += CHECK_COST + value.len();
             check::is_placeholder(value)
@@ -709,6 +705,9 @@ impl Rules {
                 (rule.spec.severity, None)
             }
         };
+        if rule.spec.check.claims_value() {
+            claims.push((ri, wbase + m.secret.start as u64..wbase + m.secret.end as u64));
+        }
         hits.push(RuleHit {
             offset: wbase + m.whole.start as u64,
             len: m.whole.len() as u32,

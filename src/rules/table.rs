@@ -1286,15 +1286,14 @@ const OWN: &[RuleSpec] = &[
         id: "vault-token-legacy",
         description: "HashiCorp Vault token in the format before Vault 1.10 (s., b., r.)",
         severity: Severity::High,
-        // Named by Vault's variable or header, or printed as a token (`recovery token
-        // generated: r.…`, `token: s.…`): the bare prefixes are too short to key on.
-        literals: &[lit("VAULT_TOKEN"), lit("Vault-Token"), lit("vault_token"), lit("vault-token"), lit(": s."), lit(": b."), lit(": r.")],
+        // Named by Vault's variable or header: the bare prefixes are too short to key on,
+        // and `token: s.x` is as often code (`s.bootstrapTokenSecretName`) as a token.
+        literals: &[lit("VAULT_TOKEN"), lit("Vault-Token"), lit("vault_token"), lit("vault-token")],
         pattern: concat!(
-            r#"(?-u)(?:(?:VAULT_TOKEN|Vault-Token|vault_token|vault-token)["']?[ \t]*[:=][ \t]*["']?"#,
-            r"|[Tt]oken[^\n:=]{0,24}: )",
+            r#"(?-u)^(?:VAULT_TOKEN|Vault-Token|vault_token|vault-token)["']?[ \t]*[:=][ \t]*["']?"#,
             r"(?P<secret>[sbr]\.[A-Za-z0-9_-]{24,1024})(?:[^A-Za-z0-9_.-]|$)"
         ),
-        before: 40,
+        before: 0,
         after: 1100,
         check: Check::Entropy(3.0),
         positive: &[
@@ -1304,12 +1303,11 @@ const OWN: &[RuleSpec] = &[
             "NOMAD_VAULT_TOKEN=s.{a:24}\n",
             "x-vault-token: s.{a:24}\n",
             "VAULT_TOKEN=b.AAAAAQ{B:140}\n",
-            "2025-01-02T03:04:05Z INFO ops: recovery token generated: r.{a:24}\n",
         ],
         negative: &[
             "export VAULT_TOKEN=s.{a:10}\n",
             "export VAULT_TOKEN=root\n",
-            "token: s.{a:24}.example.com\n",
+            "\t\tToken: s.bootstrapTokenSecretNameForNode,\n",
         ],
     },
     RuleSpec {

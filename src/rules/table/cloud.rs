@@ -65,29 +65,6 @@ pub(super) const RULES: &[RuleSpec] = &[
         ],
     },
     RuleSpec {
-        id: "aws-access-key-id",
-        description: "AWS access key id without its secret access key (names the key; a lead, not a credential)",
-        severity: Severity::Medium,
-        literals: &[word("AKIA"), word("ASIA")],
-        // With its secret after or before it, `aws-access-key` or
-        // `aws-access-key-secret-first` reports the pair, whose span holds this match.
-        pattern: r"(?-u)^(?P<secret>(?:AKIA|ASIA)[A-Z2-7]{16})(?:[^A-Za-z0-9]|$)",
-        before: 0,
-        after: 24,
-        check: Check::Entropy(3.0),
-        positive: &[
-            "2025-01-02T03:04:05Z WARN s3: AccessDenied for key AKIA{[A-Z2-7]:16} on bucket {l:8}\n",
-            "{{\"userIdentity\":{{\"type\":\"IAMUser\",\"accessKeyId\":\"ASIA{[A-Z2-7]:16}\"}}\n",
-        ],
-        negative: &[
-            "aws_access_key_id = AKIAIOSFODNN7EXAMPLE\n",
-            "id=AKIA{[A-Z2-7]:15}\n",
-            "role=AROA{[A-Z2-7]:16}\n",
-            "x=AKIA{[A-Z2-7]:16}{[A-Z2-7]:4}\n",
-            "key=AKIAAAAAAAAAAAAAAAAA\n",
-        ],
-    },
-    RuleSpec {
         id: "aws-session-token",
         description: "AWS temporary session token named by its variable or field",
         severity: Severity::High,

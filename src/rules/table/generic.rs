@@ -235,10 +235,10 @@ macro_rules! assign {
 }
 
 /// A key's name (`$names`, a regex) assigned a value (`$value`), or an XML element of
-/// that name whose text is bare bytes `$bare` up to its end tag (`<password>…</`, never
+/// that name whose text is bytes `$xml` up to its end tag (`<password>…</`, never
 /// `<password>` before other markup).
 macro_rules! assigned {
-    ($names:expr, $value:expr, $bare:expr) => {
+    ($names:expr, $value:expr, $xml:expr) => {
         concat!(
             "(?:(?:",
             $names,
@@ -247,9 +247,9 @@ macro_rules! assigned {
             $value,
             "|(?:",
             $names,
-            ")>(?P<secret_xml>",
-            $bare,
-            ")</)"
+            r")>[ \t\r\n]*(?P<secret_xml>",
+            $xml,
+            r")[ \t\r\n]*</)"
         )
     };
 }
@@ -300,7 +300,7 @@ pub(super) const RULES: &[RuleSpec] = &[
             assigned!(
                 r"[Pp]assword|PASSWORD|[Pp]asswd|PASSWD|passphrase|pass|PASS",
                 password_value!(),
-                bare_password!()
+                quoted_password!()
             ),
             ")"
         ),
@@ -315,6 +315,7 @@ pub(super) const RULES: &[RuleSpec] = &[
             "[database]\npassword = \"{a:16}{d:2}\"\n",
             "<settings><password>{a:16}{d:2}</password></settings>\n",
             "<Password>{a:16}{d:2}</Password>\n",
+            "<password>\n  {a:10},{a:8}4;\n</password>\n",
             "docker login -u {l:6} --password {a:20}{d:1} registry.{l:6}.test\n",
             "wget --user={l:6} --http-password={a:16}{d:2} https://{l:6}.test/f\n",
             "openssl pkcs12 -export -passout pass:{a:16}{d:2} -out a.p12\n",
@@ -375,7 +376,7 @@ pub(super) const RULES: &[RuleSpec] = &[
                     r"|[Cc]redentials"
                 ),
                 password_value!(),
-                bare_password!()
+                quoted_password!()
             )
         ),
         before: 0,
@@ -659,6 +660,7 @@ pub(super) const RULES: &[RuleSpec] = &[
             "machine api.{l:6}.test login {l:6} password $NETRC_PASSWORD\n",
             "machine host.test login user password password\n",
             "machine learning models password policies\n",
+            "f'machine {{hostname}{{path} login {{self.username} password {{self.password}'\n",
             "machine host.test login {l:6}\n",
         ],
     },
@@ -689,6 +691,7 @@ pub(super) const RULES: &[RuleSpec] = &[
             "curl -u \"$USER:$PASS\" https://{l:6}.test/\n",
             "curl -u {l:6}: https://{l:6}.test/\n",
             "curl -u admin:${{ADMIN_PASSWORD} https://{l:6}.test/\n",
+            "cmd = f'curl -u {{user}:{{self.password} {{url}'\n",
             "curl -X GET https://{l:6}.test/ -H 'Accept: */*'\n",
         ],
     },
@@ -712,6 +715,8 @@ pub(super) const RULES: &[RuleSpec] = &[
             "wget --user=ci --password=$WGET_PASSWORD https://{l:6}.test/x\n",
             "wget --user=ci --ask-password https://{l:6}.test/x\n",
             "wget --password=changeme https://{l:6}.test/x\n",
+            "wget --password=%WGET_PASSWORD% https://{l:6}.test/x\n",
+            "\twget --password=$$WGET_PASSWORD https://{l:6}.test/x\n",
         ],
     },
 ];
