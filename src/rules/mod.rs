@@ -484,8 +484,6 @@ impl Rules {
         let Some(prefilter) = &self.prefilter else { return };
         let first_new = hits.len();
         let decoding = self.rules.len();
-        // The secrets rules claimed (`Check::claims_value`): by rule, absolute ranges.
-        let mut claims: Vec<(usize, Range<u64>)> = Vec::new();
         // A hit this far back had its whole window in the previous buffer, for every rule.
         let at = done.saturating_sub(self.max_after);
         if at >= buf.len() {
@@ -544,21 +542,21 @@ impl Rules {
                     };
                     if let Some(m) = &located.found {
                         let window = &buf[lo..hi];
-                        let cost = self.accept(
-                            ri,
-                            window,
-                            base + lo as u64,
-                            m,
-                            verdict,
-                            hits,
-                            &mut claims,
-                        );
+                        let cost = self.accept(ri, window, base + lo as u64, m, verdict, hits);
                         work.charge(ri, cost, true);
                     }
                 }
             }
         });
-        // A match inside a value another rule claimed is that rule's to report or not.
+        // A match inside a value another rule claimed (one it reports, found at this depth)
+        // is that rule's.
+        let claims: Vec<(usize, Range<u64>)> = hits[first_new..]
+            .iter()
+            .filter(|h| h.plain.is_none() && self.rules[h.rule].spec.check.claims_value())
+            .map(|h| {
+                (h.rule, h.offset + u64::from(h.secret.start)..h.offset + u64::from(h.secret.end))
+            })
+            .collect();
         if !claims.is_empty() {
             let claimed = |h: &RuleHit| {
                 let from = h.offset + u64::from(h.secret.start);
@@ -663,7 +661,6 @@ impl Rules {
     /// alike (whether the secret is a placeholder, what it decodes to as a JWT) is decided
     /// once, in `verdict`. Returns the work that cost: [`CHECK_COST`] and the secret's
     /// length for each decision made, none for one taken from `verdict`.
-    #[allow(clippy::too_many_arguments)]
     fn accept(
         &self,
         ri: usize,
@@ -672,7 +669,6 @@ impl Rules {
         m: &Matched,
         verdict: &mut Verdict,
         hits: &mut Vec<RuleHit>,
-        claims: &mut Vec<(usize, Range<u64>)>,
     ) -> usize {
         let rule = &self.rules[ri];
         let value = &window[m.secret.clone()];
@@ -705,9 +701,6 @@ impl Rules {
                 (rule.spec.severity, None)
             }
         };
-        if rule.spec.check.claims_value() {
-            claims.push((ri, wbase + m.secret.start as u64..wbase + m.secret.end as u64));
-        }
         hits.push(RuleHit {
             offset: wbase + m.whole.start as u64,
             len: m.whole.len() as u32,
