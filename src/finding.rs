@@ -168,7 +168,7 @@ pub struct ContainerRef {
     pub live: Option<bool>,
     /// The runtime whose own records name the container (`docker`, `cri-o`, `podman`),
     /// when they, not CRI's, are its witness.
-    pub runtime: Option<&'static str>,
+    pub runtime: Option<crate::runtimes::Keeper>,
 }
 
 /// What matched: a known value (fingerprint) or a rule.

@@ -24,8 +24,9 @@
 //!     server's JSON) and [`bbolt`] (the runtime's metadata databases, containerd's
 //!     `meta.db` and the snapshotters' `metadata.db`, read from bytes);
 //! 13. [`sys`] (the only home of system calls);
-//! 14. [`text`] (how node bytes become text: paths, names withheld, text safe to show) and
-//!     [`prng`] (the seeded generator of rule examples and of the tests' and benches' data).
+//! 14. [`text`] (how node bytes become text: paths, names withheld, text safe to show),
+//!     [`prng`] (the seeded generator of rule examples and of the tests' and benches' data)
+//!     and [`runtimes`] (the container runtimes kresidue knows, as data).
 #![deny(missing_docs)]
 
 pub mod app;
@@ -44,6 +45,7 @@ pub mod prng;
 pub mod progress;
 pub mod report;
 pub mod rules;
+pub mod runtimes;
 pub mod scan;
 pub mod severity;
 pub mod sites;
@@ -90,7 +92,7 @@ const LAYERS: &[&[&str]] = &[
     &["fingerprint"],
     &["finding", "kubectl", "bbolt"],
     &["sys"],
-    &["text", "prng"],
+    &["text", "prng", "runtimes"],
 ];
 
 #[cfg(test)]

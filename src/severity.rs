@@ -23,7 +23,8 @@ use crate::finding::{rank, Category, Finding, MatchInfo, MatchKind, Severity, Si
 pub fn judge(findings: &mut [Finding], live: Option<&Live>, runtime: Option<&str>) {
     // The runtime CRI is (its name, as `Version` gives it: `containerd`, `cri-o`, `docker`
     // for cri-dockerd): it lists every container of its own.
-    let cri_is = runtime.and_then(|r| r.split_whitespace().next()).map(str::to_ascii_lowercase);
+    let cri_is =
+        runtime.and_then(crate::runtimes::Runtime::of_cri).map(crate::runtimes::Keeper::from);
     // What each pod's volumes hold now: (pod uid, volume, fingerprinted value).
     let current: std::collections::BTreeSet<(String, String, MatchInfo)> = findings
         .iter()
@@ -46,7 +47,7 @@ pub fn judge(findings: &mut [Finding], live: Option<&Live>, runtime: Option<&str
                 // A container another runtime's records name (Docker's, Podman's) may be
                 // one CRI never knew: CRI speaks of it only when it lists it, or when it is
                 // that runtime.
-                (Some(id), _, _) if c.runtime.is_some() && c.runtime != cri_is.as_deref() => {
+                (Some(id), _, _) if c.runtime.is_some() && c.runtime != cri_is => {
                     live.containers.get(id).map(crate::cri::Container::live)
                 }
                 (Some(id), _, _) => Some(live.container_live(id)),
@@ -132,7 +133,7 @@ mod tests {
     use super::*;
     use crate::cri::{Container, Pod};
     use crate::finding::{ContainerRef, PodRef};
-    use crate::sites::{site, Ownership};
+    use crate::sites::Ownership;
     use Category as C;
     use Severity::{Critical as Cr, High as H, Info as I, Medium as M};
 
@@ -147,11 +148,11 @@ mod tests {
             for tmpfs in [true, false] {
                 for owner in &records {
                     let asked = std::cell::Cell::new(false);
-                    let mut on_tmpfs = || {
+                    let on_tmpfs = || {
                         asked.set(true);
                         tmpfs
                     };
-                    let got = site(id).category(id, owner.as_ref(), &mut on_tmpfs);
+                    let got = crate::sites::base_category(id, owner.as_ref(), on_tmpfs);
                     let from_records = owner.as_ref().map_or(C::Other, |o| o.category);
                     let want = match id {
                         SiteId::KubeletSecretVolume

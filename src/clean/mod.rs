@@ -22,6 +22,7 @@ pub mod witness;
 use crate::cri::Live;
 use crate::finding::{Category, Finding, Severity, SiteId};
 use crate::node::kubelet;
+use crate::runtimes::{Clean, Runtime};
 use crate::sites::{self, Advice};
 use crate::sys::tree::Ident;
 use crate::text::{display_path, redisplay, withhold};
@@ -599,22 +600,19 @@ pub fn plan(
             );
         }
     }
-    // Only the node's containerd's containers are removed, through CRI when CRI is that
-    // containerd: a record another runtime keeps (Docker's own containerd, whose
+    // Only the containers of a runtime whose clean policy removes them (containerd's) are
+    // removed, through CRI when CRI is that runtime: a record another runtime keeps (Docker's own containerd, whose
     // containers cri-dockerd would `docker rm`), or one whose keeper is unknown, is never
     // acted on, nor is a container any such record names.
-    let cri_is_containerd = opts
-        .cri_runtime
-        .and_then(|r| r.split_whitespace().next())
-        .is_some_and(|name| name.eq_ignore_ascii_case(sites::containerd::CONTAINERD));
-    if let (true, Some(live), true) = (opts.remove_exited, live, cri_is_containerd) {
+    let cri = opts.cri_runtime.and_then(Runtime::of_cri);
+    let removes = cri.filter(|r| r.spec().clean == Clean::RemoveExited);
+    if let (true, Some(live), Some(cri)) = (opts.remove_exited, live, removes) {
         let mut by_container: BTreeMap<&str, u64> = BTreeMap::new();
         let mut foreign: BTreeSet<&str> = BTreeSet::new();
         for f in findings {
             let Some(c) = f.container.as_ref() else { continue };
             let Some(id) = c.id.as_deref() else { continue };
-            let ours = c.runtime == Some(sites::containerd::CONTAINERD)
-                && sites::site(f.site).container_owned(f.site);
+            let ours = c.runtime == Some(cri.into()) && sites::props(f.site).container_owned;
             if !ours {
                 foreign.insert(id);
             } else if live.containers.get(id).is_some_and(|c| c.exited()) {
@@ -661,7 +659,7 @@ fn leftovers(
         actions.iter().any(|a| match (&a.path, &a.container) {
             (Some(p), _) => within(&f.path, p),
             (None, Some(c)) => {
-                sites::site(f.site).container_owned(f.site)
+                sites::props(f.site).container_owned
                     && f.container.as_ref().and_then(|fc| fc.id.as_deref()) == Some(c.id.as_str())
             }
             _ => false,

@@ -6,6 +6,7 @@
 use super::*;
 use crate::cri::{Container, Live, Pod};
 use crate::finding::{ContainerRef, PodRef};
+use crate::runtimes::Keeper;
 
 const NOW: i64 = 1_800_000_000;
 const HOUR: i64 = 3600;
@@ -26,7 +27,7 @@ fn finding(
         live: Some(false),
     });
     // The node's containerd keeps the records of its sites' containers.
-    let keeper = crate::sites::site(site).container_owned(site).then_some("containerd");
+    let keeper = crate::sites::props(site).container_owned.then_some(Runtime::Containerd.into());
     f.container = container.map(|c| ContainerRef {
         id: Some(c.into()),
         name: None,
@@ -245,7 +246,7 @@ fn exited_containers_only_when_asked_and_only_exited() {
     // Issue 46, break 6: never for a container whose records another runtime keeps
     // (Docker's own containerd, namespace `moby`: cri-dockerd would `docker rm` it), or an
     // unknown one, nor when CRI is not containerd, nor when CRI's name is not known.
-    for keeper in [Some("docker"), None] {
+    for keeper in [Some(Runtime::Docker.into()), None] {
         let mut theirs = findings.clone();
         theirs[2].container.as_mut().unwrap().runtime = keeper;
         let planned = plan(&theirs, Some(&live), &[], NOW, &opts);
@@ -333,10 +334,10 @@ fn plan_file_round_trips_and_restricts() {
 /// what the runtime's records say of the container decides.
 #[test]
 fn advice_names_each_runtimes_own_tool() {
-    let of = |site, category, path: &str, runtime: Option<&'static str>, live| {
+    let of = |site, category, path: &str, runtime: Option<Runtime>, live| {
         let mut f = finding(site, category, path, None, Some("c1"));
         let c = f.container.as_mut().unwrap();
-        (c.runtime, c.live) = (runtime, live);
+        (c.runtime, c.live) = (runtime.map(Keeper::from), live);
         f
     };
     let image = |site, category, path: &str| {
@@ -346,11 +347,23 @@ fn advice_names_each_runtimes_own_tool() {
     };
     let cases = [
         (
-            of(SiteId::DockerStorage, Category::DeadContainer, "/d/c", Some("docker"), Some(false)),
+            of(
+                SiteId::DockerStorage,
+                Category::DeadContainer,
+                "/d/c",
+                Some(Runtime::Docker),
+                Some(false),
+            ),
             "docker rm c1",
         ),
         (
-            of(SiteId::DockerStorage, Category::EnvPersisted, "/d/l", Some("docker"), Some(true)),
+            of(
+                SiteId::DockerStorage,
+                Category::EnvPersisted,
+                "/d/l",
+                Some(Runtime::Docker),
+                Some(true),
+            ),
             "restart the pod",
         ),
         (
@@ -358,7 +371,7 @@ fn advice_names_each_runtimes_own_tool() {
                 SiteId::ContainersStorage,
                 Category::DeadContainer,
                 "/s/c",
-                Some("podman"),
+                Some(Runtime::Podman),
                 Some(false),
             ),
             "podman rm c1",
@@ -368,7 +381,7 @@ fn advice_names_each_runtimes_own_tool() {
             "by hand",
         ),
         (
-            of(SiteId::RuntimeLog, Category::PodLog, "/d/log", Some("docker"), Some(false)),
+            of(SiteId::RuntimeLog, Category::PodLog, "/d/log", Some(Runtime::Docker), Some(false)),
             "docker rm c1",
         ),
         (image(SiteId::DockerStorage, Category::ImageConfig, "/d/i"), "(docker rmi)"),
@@ -394,13 +407,18 @@ fn advice_names_each_runtimes_own_tool() {
         SiteId::ContainerdSnapshot,
         Category::DeadContainer,
         "/c/s",
-        Some("containerd"),
+        Some(Runtime::Containerd),
         Some(false),
     );
     let mut gone = gone;
     gone.container.as_mut().unwrap().id = Some("c-gone".into());
-    let docker =
-        of(SiteId::DockerStorage, Category::DeadContainer, "/d/x", Some("docker"), Some(false));
+    let docker = of(
+        SiteId::DockerStorage,
+        Category::DeadContainer,
+        "/d/x",
+        Some(Runtime::Docker),
+        Some(false),
+    );
     let planned = plan(&[gone, docker], Some(&live), &[], NOW, &OPTS);
     let manual = |path: &str| planned.left.iter().find(|l| l.path == path).unwrap().manual.clone();
     assert!(manual("/c/s").contains("garbage collection"), "{}", manual("/c/s"));

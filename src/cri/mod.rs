@@ -29,27 +29,33 @@ pub mod proto {
 }
 
 use crate::node::kubelet;
+use crate::runtimes::Runtime;
 use crate::sys::{RootDir, Socket};
 use proto::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::Channel;
 
-/// The sockets tried, in turn, when no `--cri` is given and the root is `/`: containerd's,
-/// CRI-O's and cri-dockerd's defaults, as each documents them.
-pub const DEFAULT_ENDPOINTS: [&str; 3] =
-    ["/run/containerd/containerd.sock", "/var/run/crio/crio.sock", "/var/run/cri-dockerd.sock"];
+/// The sockets tried, in turn, when no `--cri` is given and the root is `/`: each
+/// runtime's defaults, as each documents them ([`Runtime::endpoints`]: containerd's,
+/// CRI-O's, cri-dockerd's).
+pub fn default_endpoints() -> Vec<&'static str> {
+    Runtime::endpoints().collect()
+}
 
 /// The sockets looked for beneath a root other than `/` when no `--cri` is given (see
-/// [`beneath`]): [`DEFAULT_ENDPOINTS`], each `/var/run/…` one also as `/run/…`. `/var/run`
+/// [`beneath`]): [`default_endpoints`], each `/var/run/…` one also as `/run/…`. `/var/run`
 /// is a symlink to `/run` on current distributions, an absolute one on some (Debian,
 /// Ubuntu), and an absolute target is a path of this process's view to
 /// [`RootDir::resolve`], which does not follow it out of the root.
-pub const BENEATH_ENDPOINTS: [&str; 5] = [
-    "/run/containerd/containerd.sock",
-    "/var/run/crio/crio.sock",
-    "/run/crio/crio.sock",
-    "/var/run/cri-dockerd.sock",
-    "/run/cri-dockerd.sock",
-];
+pub fn beneath_endpoints() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in default_endpoints() {
+        out.push(PathBuf::from(p));
+        if let Some(run) = p.strip_prefix("/var/run/") {
+            out.push(Path::new("/run").join(run));
+        }
+    }
+    out
+}
 
 /// The default timeout of each call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -575,10 +581,12 @@ pub fn connect(choice: &Choice, timeout: Duration) -> Result<Option<Client>, Unr
         Choice::Disabled => return Ok(None),
         Choice::Given(e) | Choice::Found(e) => e.clone(),
         Choice::Defaults => {
-            let found = DEFAULT_ENDPOINTS.iter().find(|p| Path::new(p).exists());
+            let defaults = default_endpoints();
+            let found = defaults.iter().find(|p| Path::new(p).exists());
             let Some(path) = found else {
+                let shown: Vec<_> = defaults.iter().map(|p| format!("unix://{p}")).collect();
                 return Err(Unreachable {
-                    endpoint: DEFAULT_ENDPOINTS.map(|p| format!("unix://{p}")).join(", "),
+                    endpoint: shown.join(", "),
                     error: Error(
                         "no container runtime socket found (give one with --cri)".to_owned(),
                     ),
@@ -600,15 +608,15 @@ pub fn connect(choice: &Choice, timeout: Duration) -> Result<Option<Client>, Unr
 }
 
 /// The runtime socket beneath a root other than `/`, when no `--cri` is given: the first
-/// of [`BENEATH_ENDPOINTS`] that is a socket beneath `root` ([`RootDir::socket`]: never
+/// of [`beneath_endpoints`] that is a socket beneath `root` ([`RootDir::socket`]: never
 /// through a symlink leading out of it). Beneath `kubectl debug node/NAME`'s `/host`, the
 /// node's `/`, that is the node's runtime, and the host paths it names are node paths.
 /// `None` when none is there: a mounted disk image has no socket (its runtime does not
 /// run), and asks no runtime, as before. A socket there that does not answer (a stale one)
 /// is the runtime unreachable, as with the root `/`.
 pub fn beneath(root: &RootDir) -> Option<Endpoint> {
-    BENEATH_ENDPOINTS.iter().find_map(|node| {
-        let socket = root.socket(Path::new(node)).ok()?;
+    beneath_endpoints().iter().find_map(|node| {
+        let socket = root.socket(node).ok()?;
         Some(Endpoint { path: socket.path().to_owned(), beneath: Some(socket) })
     })
 }

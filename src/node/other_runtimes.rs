@@ -4,6 +4,7 @@
 
 use super::json::{self, Capped};
 use super::MAX_NAME;
+use crate::runtimes::{Keeper, Runtime};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -50,7 +51,7 @@ pub fn storage_containers(json: &mut dyn std::io::Read) -> Option<Capped<Storage
         let meta = meta.unwrap_or_else(|| vec![None; META.len()]).into_iter().map(short);
         let [uid, namespace, pod_id, kubelet_name, name] =
             <[Option<String>; 5]>::try_from(meta.collect::<Vec<_>>()).ok()?;
-        let runtime = Some(if pod_id.is_some() { "cri-o" } else { "podman" });
+        let runtime = Some(if pod_id.is_some() { Runtime::CriO } else { Runtime::Podman }.into());
         // A sandbox's own record: its `metadata-name` is the pod's name.
         let pod_name = uid.as_ref().and(kubelet_name.clone());
         let record = ContainerRecord {
@@ -283,7 +284,7 @@ pub struct ContainerRecord {
     /// Whether it runs (Docker's `State.Running`), when the record says.
     pub running: Option<bool>,
     /// The runtime that keeps the record (`docker`, `cri-o`, `podman`).
-    pub runtime: Option<&'static str>,
+    pub runtime: Option<Keeper>,
 }
 
 /// A Docker container's `config.v2.json`, parsed as it is read (the rest of the config is
@@ -313,7 +314,7 @@ pub fn docker_container(json: &mut dyn std::io::Read) -> Option<ContainerRecord>
         pod_namespace: short(namespace),
         pod_name: short(pod),
         running,
-        runtime: Some("docker"),
+        runtime: Some(Runtime::Docker.into()),
     })
 }
 

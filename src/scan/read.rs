@@ -344,13 +344,15 @@ impl Worker {
         // allocate fewer blocks than they hold bytes, compressed or inline, and are asked).
         let sparse = md.blocks().saturating_mul(512) < size;
         let cx = Cx { job, searchers, place };
-        let read = match sites::site(job.owner.site).reading(job.owner.site) {
+        let read = match sites::props(job.owner.site).reading {
             // A sparse log (truncated while a writer kept its offset) is streamed raw,
             // its holes skipped, rather than read zero by zero as content.
             Reading::LogContent if !(sparse && sys::has_hole(&f, size)) => {
                 self.scan_log(f, size, &cx)?
             }
-            Reading::Whole { cap } if size <= cap => self.scan_whole(f, size, &cx)?,
+            Reading::Whole { cap, attribute } if size <= cap => {
+                self.scan_whole(f, size, &cx, attribute)?
+            }
             _ => {
                 let (chunk, overlap) = (self.chunk, self.overlap);
                 let mut bytes = FileBytes { f: &f, size, sparse, pos: 0, read: 0, chunk, overlap };
@@ -362,13 +364,14 @@ impl Worker {
     }
 
     /// Reads a file of at most its site's cap whole, searches it as one buffer, and has its
-    /// site attribute the matches ([`crate::sites::Site::attribute_whole`]), from what it
+    /// site `attribute` the matches ([`crate::sites::Attribute`]), from what it
     /// parsed of the same file at discovery when it kept that ([`crate::sites::Kept`]).
     fn scan_whole(
         &mut self,
         mut f: File,
         size: u64,
         cx: &Cx<'_>,
+        attribute: sites::Attribute,
     ) -> Result<(u64, Vec<Finding>), String> {
         let mut data = Vec::new();
         f.by_ref().take(size).read_to_end(&mut data).map_err(|e| io_message(&e))?;
@@ -387,10 +390,9 @@ impl Worker {
         // What the site parsed of the file at discovery, if it is still that file.
         let kept = cx.job.owner.kept();
         let kept = kept.filter(|k| f.metadata().is_ok_and(|m| sites::FileId::of(&m) == k.identity));
-        let id = cx.job.owner.site;
         let parsed = kept.map(|k| &*k.parsed);
-        let runtime = cx.job.owner.records.as_deref().and_then(|o| o.record.runtime);
-        let attributed = sites::site(id).attribute_whole(id, parsed, runtime, &data, &mut raw);
+        let keeper = cx.job.owner.records.as_deref().and_then(|o| o.record.runtime);
+        let attributed = attribute(parsed, keeper, &data, &mut raw);
         self.file_errors.extend(attributed);
         Ok((n as u64, aggregate(raw)))
     }

@@ -2,22 +2,27 @@
 //! overlayfs and native snapshotters' layers. Facts in `docs/NODE-LAYOUT.md`
 //! (containerd); the record formats are read by [`crate::node::containerd`].
 
-use super::{Advice, Discovery, FileId, Kept, Ownership, Reading, ScopeKind, Site};
+use super::{Advice, Discovery, FileId, Kept, Ownership, ScopeKind, Site};
 use crate::finding::{Category, ContainerRef, Finding, Images, ScanError, SiteId};
 use crate::node::containerd::{self, MetaDb, Owner, SnapshotKind};
 use crate::node::other_runtimes::containerd_dirs;
+use crate::runtimes::containerd::SPEC;
+use crate::runtimes::{Keeper, Runtime};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The default containerd root (`root` in `config.toml`).
-pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
+pub const DEFAULT_ROOT: &str = SPEC.dirs.root;
 /// The metadata database, relative to the containerd root.
 pub const META_DB: &str = "io.containerd.metadata.v1.bolt/meta.db";
 /// The default containerd state dir (`state` in `config.toml`, a tmpfs).
-pub const DEFAULT_STATE: &str = "/run/containerd";
+pub const DEFAULT_STATE: &str = match SPEC.dirs.state {
+    Some(state) => state,
+    None => DEFAULT_ROOT,
+};
 /// containerd's configuration, which may name another `root` and `state`.
-pub const CONFIG_TOML: &str = "/etc/containerd/config.toml";
+pub const CONFIG_TOML: &str = SPEC.dirs.config[0];
 
 /// The largest `config.toml` read.
 const MAX_CONFIG: u64 = 1 << 20;
@@ -50,11 +55,7 @@ const BUNDLE_SPEC: &str = "config.json";
 pub const MAX_DB: u64 = 128 << 20;
 
 /// The largest bundle spec read whole to attribute its matches.
-const MAX_SPEC: u64 = 16 << 20;
-
-/// The runtime whose records the node's containerd keeps (the one Docker starts for
-/// itself keeps Docker's: [`super::docker`]).
-pub const CONTAINERD: &str = "containerd";
+pub const MAX_SPEC: u64 = 16 << 20;
 
 /// What an orphaned snapshot dir is.
 const ORPHAN: &str = "a snapshot dir the snapshotter's database does not know (an orphan \
@@ -77,104 +78,12 @@ fn parsed(kept: &Kept) -> Option<&Parsed> {
 }
 
 impl Site for Containerd {
-    fn ids(&self) -> &'static [SiteId] {
-        &[
-            SiteId::ContainerdSnapshot,
-            SiteId::ContainerdMetadata,
-            SiteId::ContainerdContent,
-            SiteId::OciBundle,
-        ]
-    }
-
     /// The containerd of `--containerd-root` and `--containerd-state` (or of its
     /// `config.toml`). The one dockerd starts for itself is found by Docker's family,
     /// which knows Docker's data root (through `discover_one`).
     fn discover(&self, cx: &mut Discovery<'_>) {
         let (root, state, named_by) = configured(cx);
-        discover_one(cx, &root, &state, named_by, CONTAINERD);
-    }
-
-    /// `meta.db` (megabytes) and bundle specs (kilobytes) are read whole and attributed by
-    /// what the file says about itself.
-    fn reading(&self, id: SiteId) -> Reading {
-        match id {
-            SiteId::ContainerdMetadata => Reading::Whole { cap: MAX_DB },
-            SiteId::OciBundle => Reading::Whole { cap: MAX_SPEC },
-            // The layers, and (never asked here: `site(id)`) other families' ids.
-            _ => Reading::Stream,
-        }
-    }
-
-    /// In `meta.db` by offset, to the container whose record holds a match, or to a freed
-    /// page (a removed container's data, marked stale); in a bundle's `config.json` to the
-    /// pod and container its CRI annotations name (the container id is the bundle dir's).
-    fn attribute_whole(
-        &self,
-        id: SiteId,
-        parsed: Option<&(dyn std::any::Any + Send + Sync)>,
-        runtime: Option<&'static str>,
-        data: &[u8],
-        found: &mut [Finding],
-    ) -> Vec<String> {
-        let mut errors = Vec::new();
-        match id {
-            SiteId::ContainerdMetadata => {
-                let reparsed;
-                let meta = match parsed.and_then(|p| p.downcast_ref::<Parsed>()) {
-                    Some(kept) => kept,
-                    None => {
-                        reparsed = MetaDb::read(data).map_err(|e| e.to_string());
-                        &reparsed
-                    }
-                };
-                match meta {
-                    Ok((db, errs)) => {
-                        errors.extend(errs.iter().map(|e| format!("containerd metadata: {e}")));
-                        for f in found {
-                            attribute(f, db.owner(f.offset..f.offset + f.length), runtime);
-                        }
-                    }
-                    Err(e) => errors.push(format!(
-                        "containerd metadata: {e}; its matches are not attributed to containers"
-                    )),
-                }
-            }
-            SiteId::OciBundle => {
-                let owner = containerd::spec_owner(data);
-                for f in found {
-                    if let Some(c) = &mut f.container {
-                        c.name.clone_from(&owner.name);
-                    }
-                    f.pod = owner.pod();
-                }
-            }
-            // Layers and image configs are streamed; only the two above are read whole.
-            SiteId::ContainerdSnapshot | SiteId::ContainerdContent => {}
-            // Not this family's: `site(id)` never hands it here.
-            _ => {}
-        }
-        errors
-    }
-
-    /// A container's env at rest in its spec or the database; a layer as the records say.
-    fn category(
-        &self,
-        id: SiteId,
-        owner: Option<&Ownership>,
-        _on_tmpfs: &mut dyn FnMut() -> bool,
-    ) -> Category {
-        match id {
-            SiteId::ContainerdSnapshot | SiteId::ContainerdContent => {
-                owner.map_or(Category::Other, |o| o.category)
-            }
-            _ => Category::EnvPersisted,
-        }
-    }
-
-    /// A container's env at rest, in its spec or the database; a layer as the records
-    /// say; an image's config is no container's.
-    fn container_owned(&self, id: SiteId) -> bool {
-        id != SiteId::ContainerdContent
+        discover_one(cx, &root, &state, named_by, Runtime::Containerd);
     }
 
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
@@ -182,15 +91,63 @@ impl Site for Containerd {
     }
 }
 
+/// Attributes the matches in `meta.db` by offset ([`super::Attribute`]): to the container
+/// whose record holds a match, or to a freed page (a removed container's data, marked
+/// stale), from the parse kept at discovery when it is of these bytes.
+pub fn attribute_meta_db(
+    parsed: Option<&(dyn std::any::Any + Send + Sync)>,
+    keeper: Option<Keeper>,
+    data: &[u8],
+    found: &mut [Finding],
+) -> Vec<String> {
+    let reparsed;
+    let meta = match parsed.and_then(|p| p.downcast_ref::<Parsed>()) {
+        Some(kept) => kept,
+        None => {
+            reparsed = MetaDb::read(data).map_err(|e| e.to_string());
+            &reparsed
+        }
+    };
+    match meta {
+        Ok((db, errs)) => {
+            for f in found {
+                attribute(f, db.owner(f.offset..f.offset + f.length), keeper);
+            }
+            errs.iter().map(|e| format!("containerd metadata: {e}")).collect()
+        }
+        Err(e) => {
+            vec![format!("containerd metadata: {e}; its matches are not attributed to containers")]
+        }
+    }
+}
+
+/// Attributes the matches in a task bundle's `config.json` ([`super::Attribute`]) to the
+/// pod and container its CRI annotations name (the container id is the bundle dir's).
+pub fn attribute_bundle(
+    _parsed: Option<&(dyn std::any::Any + Send + Sync)>,
+    _keeper: Option<Keeper>,
+    data: &[u8],
+    found: &mut [Finding],
+) -> Vec<String> {
+    let owner = containerd::spec_owner(data);
+    for f in found {
+        if let Some(c) = &mut f.container {
+            c.name.clone_from(&owner.name);
+        }
+        f.pod = owner.pod();
+    }
+    Vec::new()
+}
+
 /// Sets the owner of a match in `meta.db`.
-fn attribute(f: &mut Finding, owner: Owner<'_>, runtime: Option<&'static str>) {
+fn attribute(f: &mut Finding, owner: Owner<'_>, keeper: Option<Keeper>) {
     let part = match owner {
         Owner::Container(c) => {
             f.container = Some(ContainerRef {
                 id: Some(c.id.clone()),
                 name: c.name.clone(),
                 live: None,
-                runtime,
+                runtime: keeper,
             });
             f.pod = c.pod();
             format!("container={}/{}", c.namespace, c.id)
@@ -208,7 +165,7 @@ fn attribute(f: &mut Finding, owner: Owner<'_>, runtime: Option<&'static str>) {
 /// The `config.json` of every task bundle under `tasks` (`<namespace>/<id>/`), live or
 /// left behind by a crashed delete (`<namespace>/.<id>/`). The bundle's `rootfs` (the
 /// container's mounted filesystem) is not walked.
-fn bundles(cx: &mut Discovery<'_>, tasks: &Path, runtime: &'static str) {
+fn bundles(cx: &mut Discovery<'_>, tasks: &Path, runtime: Runtime) {
     let tasks_rel = match super::resolve(cx.root, tasks) {
         Ok(rel) => rel,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -228,7 +185,7 @@ fn bundles(cx: &mut Discovery<'_>, tasks: &Path, runtime: &'static str) {
                 Some(name.strip_prefix('.').unwrap_or(&name).to_owned()),
                 None,
             );
-            own.record.runtime = Some(runtime);
+            own.record.runtime = Some(runtime.into());
             cx.scopes.push(super::Scope {
                 node_path: tasks.join(&ns).join(&id).join(BUNDLE_SPEC),
                 kind: ScopeKind::Owned(own),
@@ -268,7 +225,7 @@ pub(super) fn discover_one(
     root: &Path,
     state: &Path,
     named_by: Option<&str>,
-    runtime: &'static str,
+    runtime: Runtime,
 ) {
     let mut kept = None;
     match super::resolve(cx.root, root) {
@@ -295,7 +252,7 @@ pub(super) fn discover_one(
             let mut own =
                 Ownership::new(SiteId::ContainerdMetadata, Category::EnvPersisted, None, None);
             own.kept = kept.clone();
-            own.record.runtime = Some(runtime);
+            own.record.runtime = Some(runtime.into());
             cx.push(&path, ScopeKind::Owned(own), super::Unresolved::UnlessMissing);
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && named_by.is_none() => {}
@@ -344,7 +301,7 @@ fn image_configs(cx: &mut Discovery<'_>, root: &Path, db: &MetaDb) {
 /// key in `meta.db`, is that container's writable layer; a committed one is an image layer
 /// (scanned once however many containers share it), named after the images whose chains
 /// hold it; one no record names is an orphan.
-fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>, runtime: &'static str) {
+fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>, runtime: Runtime) {
     let present: Vec<_> = SNAPSHOTTERS
         .iter()
         .filter_map(|&(name, dir, files)| {
@@ -386,7 +343,7 @@ fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>, runtime
         for (id, name) in ids {
             let mut own =
                 Ownership::new(SiteId::ContainerdSnapshot, Category::ContainerLayer, None, None);
-            own.record.runtime = Some(runtime);
+            own.record.runtime = Some(runtime.into());
             match records.get(&id) {
                 Some(s) if s.kind == SnapshotKind::Committed => {
                     own.category = Category::ImageLayer;
@@ -447,7 +404,7 @@ mod tests {
 
     /// `meta.db` is read and parsed once, at discovery: its scope carries the bytes and
     /// the parse, the snapshots are owned from that parse, and the scan's attribution uses
-    /// it too (the bytes given to `attribute_whole` are not parsed again).
+    /// it too (the bytes given to `attribute_meta_db` are not parsed again).
     #[test]
     fn meta_db_is_read_and_parsed_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -493,15 +450,13 @@ mod tests {
         (f.offset, f.length) = (at, 1);
         let parsed = Some(&*kept.parsed);
         let one = std::slice::from_mut(&mut f);
-        let errors =
-            Containerd.attribute_whole(SiteId::ContainerdMetadata, parsed, None, &[0; 64], one);
+        let errors = attribute_meta_db(parsed, None, &[0; 64], one);
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(f.container.and_then(|x| x.id).as_deref(), Some(ID));
         // Without it, the bytes given are parsed: these are no database.
         let mut g = Finding::sample(SiteId::ContainerdMetadata, Category::EnvPersisted, "m");
         let one = std::slice::from_mut(&mut g);
-        let errors =
-            Containerd.attribute_whole(SiteId::ContainerdMetadata, None, None, &[0; 64], one);
+        let errors = attribute_meta_db(None, None, &[0; 64], one);
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(g.container.is_none());
         // A file written since is another version: its kept parse is not used for it.

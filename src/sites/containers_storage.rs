@@ -20,17 +20,18 @@ use crate::node::other_runtimes::{
     storage_graphroot, storage_images, storage_layer_parents, ContainerRecord, StorageContainer,
     StorageImages, MAX_CONTAINERS, MAX_LAYERS, MAX_RECORD,
 };
+use crate::runtimes::{Keeper, Runtime, SharedStore};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 /// CRI-O's default graph root.
-pub const CRIO_ROOT: &str = "/var/lib/containers/storage";
+pub const CRIO_ROOT: &str = Runtime::CriO.spec().dirs.root;
 
 /// containers/storage's record files of containers, as c/storage loads them.
 const RECORD_FILES: [&str; 2] = ["containers.json", "volatile-containers.json"];
 
 /// The runtime of a container whose records could not be read.
-const EITHER: &str = "containers-storage";
+const EITHER: Keeper = Keeper::Shared(SharedStore::ContainersStorage);
 
 /// Podman's state database, under the graph root (libpod's `static_dir`).
 const LIBPOD_STATE: &str = "libpod/bolt_state.db";
@@ -56,14 +57,14 @@ const SECRETS_NOTE: &str = "Podman's secret store (`podman secret create`, and t
     `podman kube play` makes): every secret's value, base64";
 
 /// containers/storage's configuration, which may name another root (`graphroot`).
-pub const STORAGE_CONF: &str = "/etc/containers/storage.conf";
+pub const STORAGE_CONF: &str = Runtime::Podman.spec().dirs.config[0];
 
 /// What a layer is that no record read names, when some records were not read.
 const UNNAMED_LAYER: &str = "a layer no record read names (the container records were not \
     all read): a container's or an image's, unknown";
 
 /// CRI-O's configuration, which may name its own storage root (`[crio] root`).
-pub const CRIO_CONF: &str = "/etc/crio/crio.conf";
+pub const CRIO_CONF: &str = Runtime::CriO.spec().dirs.config[0];
 
 /// The largest configuration file read.
 const MAX_CONF: u64 = 1 << 20;
@@ -72,24 +73,10 @@ const MAX_CONF: u64 = 1 << 20;
 pub struct ContainersStorage;
 
 impl Site for ContainersStorage {
-    fn ids(&self) -> &'static [SiteId] {
-        &[SiteId::ContainersStorage]
-    }
-
     fn discover(&self, cx: &mut Discovery<'_>) {
         for graph in graph_roots(cx) {
             discover_graph(cx, &graph);
         }
-    }
-
-    /// As the records say: a container's layer or spec, or an image layer.
-    fn category(
-        &self,
-        _id: SiteId,
-        owner: Option<&Ownership>,
-        _on_tmpfs: &mut dyn FnMut() -> bool,
-    ) -> Category {
-        owner.map_or(Category::Other, |o| o.category)
     }
 
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
@@ -142,7 +129,7 @@ fn discover_graph(cx: &mut Discovery<'_>, graph: &Path) {
     // Podman's own state: whether each of its containers runs.
     let state_db = graph.join(LIBPOD_STATE);
     if let Some(podman) = cx.parse(&state_db, MAX_RECORD, libpod_containers) {
-        for c in records.iter_mut().filter(|c| c.record.runtime == Some("podman")) {
+        for c in records.iter_mut().filter(|c| c.record.runtime == Some(Runtime::Podman.into())) {
             if let Some((name, running)) = podman.get(&c.id) {
                 c.record.running = *running;
                 c.record.name = c.record.name.take().or_else(|| name.clone());

@@ -20,25 +20,27 @@ use crate::node::other_runtimes::{
     add_names, docker_chain_ids, docker_container, docker_data_root, docker_image_names,
     ContainerRecord, MAX_IMAGE_NAMES, MAX_NAMES_PER_LAYER, MAX_RECORD,
 };
+use crate::runtimes::docker::SPEC;
+use crate::runtimes::Runtime;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The runtime whose records Docker's data root and its own containerd keep.
-pub const DOCKER: &str = "docker";
-
 /// Docker's default data root.
-pub const DOCKER_ROOT: &str = "/var/lib/docker";
+pub const DOCKER_ROOT: &str = SPEC.dirs.root;
 
 /// Docker's daemon configuration, which may name another data root (`data-root`).
-pub const DAEMON_JSON: &str = "/etc/docker/daemon.json";
+pub const DAEMON_JSON: &str = SPEC.dirs.config[0];
 
 /// The dir of the containerd dockerd starts for itself, under Docker's data root (its
 /// root) and exec root (its state) (moby `libcontainerd/supervisor/remote_daemon.go`).
 const OWN_CONTAINERD: &str = "containerd/daemon";
 
 /// Docker's default exec root, where its containerd keeps its state.
-const EXEC_ROOT: &str = "/run/docker";
+const EXEC_ROOT: &str = match SPEC.dirs.state {
+    Some(state) => state,
+    None => DOCKER_ROOT,
+};
 
 /// The largest `daemon.json` read.
 const MAX_DAEMON_JSON: u64 = 1 << 20;
@@ -81,7 +83,7 @@ pub struct Docker;
 /// The record of a Docker container whose `config.v2.json` could not be read: Docker's
 /// still, so CRI's silence does not make it gone.
 fn unread() -> ContainerRecord {
-    ContainerRecord { runtime: Some(DOCKER), ..ContainerRecord::default() }
+    ContainerRecord { runtime: Some(Runtime::Docker.into()), ..ContainerRecord::default() }
 }
 
 /// Docker's data root: `--docker-root`, else what `daemon.json` names, else the default
@@ -100,10 +102,6 @@ fn data_root(cx: &mut Discovery<'_>) -> Option<PathBuf> {
 }
 
 impl Site for Docker {
-    fn ids(&self) -> &'static [SiteId] {
-        &[SiteId::DockerStorage]
-    }
-
     /// Also the containerd dockerd starts for itself when it is given none (namespace
     /// `moby`), scanned as containerd's family scans the node's.
     fn discover(&self, cx: &mut Discovery<'_>) {
@@ -113,7 +111,7 @@ impl Site for Docker {
         // The node's containerd, when pointed there, is scanned already.
         if own != cx.layout.containerd_root && super::resolve(cx.root, &own).is_ok() {
             let state = Path::new(EXEC_ROOT).join(OWN_CONTAINERD);
-            super::containerd::discover_one(cx, &own, &state, None, DOCKER);
+            super::containerd::discover_one(cx, &own, &state, None, Runtime::Docker);
         }
         let site = SiteId::DockerStorage;
         let image_layers = image_configs(cx, data);
@@ -173,16 +171,6 @@ impl Site for Docker {
                 Unresolved::Quiet,
             );
         }
-    }
-
-    /// As the records say: a container's layer or config, or an image layer.
-    fn category(
-        &self,
-        _id: SiteId,
-        owner: Option<&Ownership>,
-        _on_tmpfs: &mut dyn FnMut() -> bool,
-    ) -> Category {
-        owner.map_or(Category::Other, |o| o.category)
     }
 
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {

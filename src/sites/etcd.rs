@@ -2,8 +2,8 @@
 //! cluster, in plaintext when encryption at rest is off. Facts in `docs/NODE-LAYOUT.md`
 //! (etcd).
 
-use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
-use crate::finding::{Category, Finding, SiteId};
+use super::{Advice, Discovery, ScopeKind, Site, Unresolved};
+use crate::finding::{Finding, SiteId};
 use std::path::Path;
 
 /// etcd's data dir as kubeadm sets it up.
@@ -13,10 +13,6 @@ pub const DEFAULT_ETCD_DIR: &str = "/var/lib/etcd";
 pub struct Etcd;
 
 impl Site for Etcd {
-    fn ids(&self) -> &'static [SiteId] {
-        &[SiteId::Etcd]
-    }
-
     fn discover(&self, cx: &mut Discovery<'_>) {
         let kind = || ScopeKind::Site(SiteId::Etcd);
         if cx.layout.etcd.is_empty() {
@@ -25,15 +21,6 @@ impl Site for Etcd {
         for p in cx.layout.etcd.clone() {
             cx.push(&p, kind(), Unresolved::Always);
         }
-    }
-
-    fn category(
-        &self,
-        _id: SiteId,
-        _owner: Option<&Ownership>,
-        _on_tmpfs: &mut dyn FnMut() -> bool,
-    ) -> Category {
-        Category::EtcdPlaintext
     }
 
     fn advice(&self, _f: &Finding, _cx: Advice<'_>) -> (String, String) {

@@ -1,30 +1,17 @@
 //! Site `other`: the paths given with `--path`, and the files of a pod dir outside its
 //! Secret volumes and subPaths (found through [`super::kubelet`]'s pod scopes).
 
-use super::{Advice, Discovery, Ownership, ScopeKind, Site, Unresolved};
-use crate::finding::{Category, Finding, SiteId};
+use super::{Advice, Discovery, ScopeKind, Site, Unresolved};
+use crate::finding::{Finding, SiteId};
 
 /// Extra paths and the rest of each pod dir.
 pub struct Extra;
 
 impl Site for Extra {
-    fn ids(&self) -> &'static [SiteId] {
-        &[SiteId::Other]
-    }
-
     fn discover(&self, cx: &mut Discovery<'_>) {
         for p in cx.layout.extra.clone() {
             cx.push(&p, ScopeKind::Site(SiteId::Other), Unresolved::Always);
         }
-    }
-
-    fn category(
-        &self,
-        _id: SiteId,
-        _owner: Option<&Ownership>,
-        _on_tmpfs: &mut dyn FnMut() -> bool,
-    ) -> Category {
-        Category::Other
     }
 
     /// In a pod dir, as kubelet's; elsewhere, left to the user.

@@ -2,8 +2,8 @@
 //! each pod dir (site `other`). Facts in `docs/NODE-LAYOUT.md` (kubelet); the path
 //! classification and the atomic writer's naming are in [`crate::node::kubelet`].
 
-use super::{Advice, Discovery, Owner, Ownership, Reading, ScopeKind, Site};
-use crate::finding::{Category, Finding, SiteId};
+use super::{Advice, Discovery, Owner, ScopeKind, Site};
+use crate::finding::{Category, Finding};
 use crate::node::kubelet::{self, AtomicVolume, PODS, SUBPATHS, VOLUMES, VOLUME_PLUGINS};
 use crate::sys::walk::DirFd;
 use std::collections::HashMap;
@@ -19,15 +19,6 @@ pub const DEFAULT_KUBELET_DIR: &str = "/var/lib/kubelet";
 pub struct Kubelet;
 
 impl Site for Kubelet {
-    fn ids(&self) -> &'static [SiteId] {
-        &[
-            SiteId::KubeletSecretVolume,
-            SiteId::KubeletProjectedVolume,
-            SiteId::KubeletCsiVolume,
-            SiteId::KubeletSubpath,
-        ]
-    }
-
     /// One scope per pod dir, with its atomic-writer volumes read.
     fn discover(&self, cx: &mut Discovery<'_>) {
         let pods_node = cx.layout.kubelet_dir.join(PODS);
@@ -53,26 +44,6 @@ impl Site for Kubelet {
                 rel,
                 start: crate::sys::walk::Start::Crossing,
             });
-        }
-    }
-
-    fn reading(&self, _id: SiteId) -> Reading {
-        Reading::Stream
-    }
-
-    /// A Secret volume's data on disk instead of tmpfs outlives the pod and a reboot; on
-    /// tmpfs it is an orphaned mount unless its pod lives; subPath copies are pinned at
-    /// container start and go stale.
-    fn category(
-        &self,
-        id: SiteId,
-        _owner: Option<&Ownership>,
-        on_tmpfs: &mut dyn FnMut() -> bool,
-    ) -> Category {
-        match id {
-            SiteId::KubeletSubpath => Category::StaleSubpath,
-            _ if on_tmpfs() => Category::OrphanedVolume,
-            _ => Category::NonTmpfsVolume,
         }
     }
 

@@ -2,8 +2,8 @@
 //! `.gz`): what an app printed, in the CRI log format. Facts in `docs/NODE-LAYOUT.md`
 //! (pod logs); the format and the owner from the path are in [`crate::node::logs`].
 
-use super::{Advice, Discovery, Owner, Ownership, Reading, ScopeKind, Site, Unresolved};
-use crate::finding::{Category, Finding, SiteId};
+use super::{Advice, Discovery, Owner, ScopeKind, Site, Unresolved};
+use crate::finding::{Finding, SiteId};
 use crate::node::logs::LogOwner;
 use crate::sys::Kind;
 use std::collections::HashMap;
@@ -18,27 +18,9 @@ pub const DEFAULT_DIR: &str = "/var/log/pods";
 pub struct PodLogs;
 
 impl Site for PodLogs {
-    fn ids(&self) -> &'static [SiteId] {
-        &[SiteId::PodLog]
-    }
-
     fn discover(&self, cx: &mut Discovery<'_>) {
         let dir = cx.layout.pod_logs.clone();
         cx.push(&dir, ScopeKind::Site(SiteId::PodLog), Unresolved::UnlessMissing);
-    }
-
-    fn reading(&self, _id: SiteId) -> Reading {
-        Reading::LogContent
-    }
-
-    /// Printed by an app: in the log until it rotates out, and shipped wherever logs go.
-    fn category(
-        &self,
-        _id: SiteId,
-        _owner: Option<&Ownership>,
-        _on_tmpfs: &mut dyn FnMut() -> bool,
-    ) -> Category {
-        Category::PodLog
     }
 
     /// The pod and container the log's path names.

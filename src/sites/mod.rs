@@ -5,9 +5,11 @@
 //! are read, attributes what a whole file says about its matches, gives the category of a
 //! place before liveness, and the cleanup advice for what no action removes.
 //!
-//! The scan engine, the severity model and `clean` ask [`site`] for a [`SiteId`]'s family;
-//! that match has no catch-all arm, so a new `SiteId` without a site does not compile, and
-//! [`REGISTRY`] is checked against [`SiteId::ALL`] by a test. Node facts behind the code
+//! What each site is (its family, how its files are read, whether its residue is a
+//! container's, its category before liveness, the runtimes whose data it holds) is one row
+//! of [`props`], a match with no catch-all arm: a new `SiteId` does not compile until its
+//! row is written, and [`REGISTRY`] (the families in discovery order) is checked against
+//! the rows by a test. Node facts behind the code
 //! are in `docs/NODE-LAYOUT.md`.
 
 pub mod containerd;
@@ -24,6 +26,7 @@ use crate::finding::{Category, Finding, ScanError, SiteId};
 use crate::node::kubelet::AtomicVolume;
 use crate::node::logs::LogOwner;
 use crate::node::other_runtimes::ContainerRecord;
+use crate::runtimes::{Clean, Keeper, Runtime};
 use crate::sys::walk::Start;
 use crate::sys::{Kind, RootDir};
 use std::collections::HashMap;
@@ -152,7 +155,7 @@ pub struct Ownership {
 pub struct Kept {
     /// The file as it was read.
     pub identity: FileId,
-    /// The site's parse of it, for the site's own [`Site::attribute_whole`].
+    /// The site's parse of it, for the [`Attribute`] its row names.
     pub parsed: Box<dyn std::any::Any + Send + Sync>,
 }
 
@@ -254,8 +257,24 @@ impl Owner {
 
     /// The category of the file's place before liveness, as its site says; `on_tmpfs` is
     /// asked only where that depends on it.
-    pub fn category(&self, mut on_tmpfs: impl FnMut() -> bool) -> Category {
-        site(self.site).category(self.site, self.records.as_deref(), &mut on_tmpfs)
+    pub fn category(&self, on_tmpfs: impl FnOnce() -> bool) -> Category {
+        base_category(self.site, self.records.as_deref(), on_tmpfs)
+    }
+}
+
+/// The category of a place of site `id` before liveness ([`Base`]): `owner` is what the
+/// runtime's records say of its layer or container; `on_tmpfs` is asked only where the
+/// category depends on it.
+pub fn base_category(
+    id: SiteId,
+    owner: Option<&Ownership>,
+    on_tmpfs: impl FnOnce() -> bool,
+) -> Category {
+    match props(id).base {
+        Base::Is(c) => c,
+        Base::Records => owner.map_or(Category::Other, |o| o.category),
+        Base::Volume if on_tmpfs() => Category::OrphanedVolume,
+        Base::Volume => Category::NonTmpfsVolume,
     }
 }
 
@@ -400,16 +419,30 @@ impl Layout {
     }
 }
 
+/// How the matches in a file read whole ([`Reading::Whole`]) are attributed, once it was
+/// searched: from what `data` says about itself, or from `parsed`, what its site parsed of
+/// these very bytes at discovery ([`Kept`]); `keeper` is the runtime whose records the file
+/// is, as discovery named it. It returns problems, messages for the file's error entry.
+pub type Attribute = fn(
+    parsed: Option<&(dyn std::any::Any + Send + Sync)>,
+    keeper: Option<Keeper>,
+    data: &[u8],
+    found: &mut [Finding],
+) -> Vec<String>;
+
 /// How the engine reads a site's files.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub enum Reading {
     /// Streamed in chunks (holes of a sparse file skipped).
     Stream,
-    /// Read whole when at most `cap` bytes, searched, then given to
-    /// [`Site::attribute_whole`]; a larger file is streamed, its matches unattributed.
+    /// Read whole when at most `cap` bytes, searched, then its (not yet aggregated)
+    /// matches attributed by `attribute`; a larger file is streamed, its matches
+    /// unattributed.
     Whole {
         /// The largest file read whole.
         cap: u64,
+        /// Who its matches belong to.
+        attribute: Attribute,
     },
     /// A CRI log: its content searched (partial lines joined, `.gz` inflated), offsets
     /// mapped back to the file; a sparse log is streamed raw.
@@ -425,44 +458,11 @@ pub struct Advice<'a> {
     pub live: Option<&'a Live>,
 }
 
-/// A family of sites: what kresidue knows of one kind of place on a node.
+/// A family of sites: how kresidue finds and advises on one kind of place on a node.
+/// What each of its sites is (how read, whose, its category) is [`props`]'s row.
 pub trait Site: Sync {
-    /// The report ids of the family's sites.
-    fn ids(&self) -> &'static [SiteId];
-
     /// Adds the family's scopes that exist on the node.
     fn discover(&self, cx: &mut Discovery<'_>);
-
-    /// How a file of site `id` is read.
-    fn reading(&self, _id: SiteId) -> Reading {
-        Reading::Stream
-    }
-
-    /// After a file of site `id` read whole ([`Reading::Whole`]) was searched: attributes
-    /// its (not yet aggregated) findings from what `data` says about itself, or from
-    /// `parsed`, what the site parsed of these very bytes at discovery ([`Kept`]);
-    /// problems are messages for the file's error entry. `runtime` is the runtime whose
-    /// records the file is, as discovery named it.
-    fn attribute_whole(
-        &self,
-        _id: SiteId,
-        _parsed: Option<&(dyn std::any::Any + Send + Sync)>,
-        _runtime: Option<&'static str>,
-        _data: &[u8],
-        _found: &mut [Finding],
-    ) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// The category of a file's place, before liveness is known: `owner` is what the
-    /// runtime's records say of its layer or container; `on_tmpfs` is asked only where
-    /// the category depends on it.
-    fn category(
-        &self,
-        id: SiteId,
-        owner: Option<&Ownership>,
-        on_tmpfs: &mut dyn FnMut() -> bool,
-    ) -> Category;
 
     /// The owner of a file of site `id` at `inner`, relative to its scope (not a pod dir:
     /// those are kubelet's).
@@ -470,48 +470,144 @@ pub trait Site: Sync {
         Owner::of(id)
     }
 
-    /// Whether residue of site `id` belongs to one container and goes when the runtime
-    /// removes it.
-    fn container_owned(&self, _id: SiteId) -> bool {
-        false
-    }
-
     /// Why `f` is left by `clean`, and the manual step.
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String);
+}
+
+/// What a site's place is before liveness is known ([`Owner::category`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Base {
+    /// Always this category.
+    Is(Category),
+    /// What the runtime's records say of the file's layer or container (a container's
+    /// layer or env, an image's layer or config); `other` when no record does.
+    Records,
+    /// A volume: orphaned on a tmpfs, on a disk where it should never have been.
+    Volume,
+}
+
+/// What one site is: a row of [`props`].
+#[derive(Clone, Copy, Debug)]
+pub struct Props {
+    /// The family that finds it and advises on it.
+    pub family: Family,
+    /// How the engine reads its files.
+    pub reading: Reading,
+    /// Whether its residue belongs to one container and goes when the runtime removes it.
+    pub container_owned: bool,
+    /// Its category before liveness.
+    pub base: Base,
+    /// The runtimes whose data it holds: whose tools remove what it holds when its
+    /// records name no runtime, and, all of them, whose images a store shared by several
+    /// is (containers/storage's images are CRI-O's and Podman's alike).
+    pub runtimes: &'static [Runtime],
+}
+
+/// Every site's properties, one row each. No catch-all arm: a new [`SiteId`] does not
+/// compile until its row is written, and its family's methods never decide these.
+pub fn props(id: SiteId) -> Props {
+    use crate::runtimes::Runtime::{Containerd, CriO, Docker, Podman};
+    let row = |family, reading, container_owned, base, runtimes| Props {
+        family,
+        reading,
+        container_owned,
+        base,
+        runtimes,
+    };
+    let (stream, log) = (Reading::Stream, Reading::LogContent);
+    let (kubelet, ctrd) = (Family::Kubelet, Family::Containerd);
+    match id {
+        SiteId::KubeletSecretVolume | SiteId::KubeletProjectedVolume | SiteId::KubeletCsiVolume => {
+            row(kubelet, stream, false, Base::Volume, &[])
+        }
+        SiteId::KubeletSubpath => {
+            row(kubelet, stream, false, Base::Is(Category::StaleSubpath), &[])
+        }
+        SiteId::ContainerdSnapshot => row(ctrd, stream, true, Base::Records, &[Containerd]),
+        SiteId::ContainerdMetadata => {
+            let attribute = containerd::attribute_meta_db;
+            let whole = Reading::Whole { cap: containerd::MAX_DB, attribute };
+            row(ctrd, whole, true, Base::Is(Category::EnvPersisted), &[Containerd])
+        }
+        SiteId::OciBundle => {
+            let attribute = containerd::attribute_bundle;
+            let whole = Reading::Whole { cap: containerd::MAX_SPEC, attribute };
+            row(ctrd, whole, true, Base::Is(Category::EnvPersisted), &[Containerd])
+        }
+        SiteId::ContainerdContent => row(ctrd, stream, false, Base::Records, &[Containerd]),
+        SiteId::PodLog => row(Family::PodLogs, log, false, Base::Is(Category::PodLog), &[]),
+        SiteId::ContainersStorage => {
+            let family = Family::ContainersStorage;
+            row(family, stream, false, Base::Records, &[CriO, Podman])
+        }
+        SiteId::DockerStorage => row(Family::Docker, stream, false, Base::Records, &[Docker]),
+        SiteId::RuntimeLog => {
+            let base = Base::Is(Category::PodLog);
+            row(Family::RuntimeData, log, false, base, &[Docker, Podman])
+        }
+        SiteId::RuntimeVolume => {
+            let base = Base::Is(Category::Other);
+            row(Family::RuntimeData, stream, false, base, &[Docker, Podman])
+        }
+        SiteId::Etcd => row(Family::Etcd, stream, false, Base::Is(Category::EtcdPlaintext), &[]),
+        SiteId::Other => row(Family::Extra, stream, false, Base::Is(Category::Other), &[]),
+    }
+}
+
+/// The families of sites, one file each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Kubelet's pod dirs ([`kubelet`]).
+    Kubelet,
+    /// The pod logs ([`logs`]).
+    PodLogs,
+    /// containerd's root and state ([`containerd`]).
+    Containerd,
+    /// containers/storage, CRI-O's and Podman's ([`containers_storage`]).
+    ContainersStorage,
+    /// Docker's data root ([`docker`]).
+    Docker,
+    /// The runtimes' logs and volumes ([`runtime_data`]).
+    RuntimeData,
+    /// etcd's data ([`etcd`]).
+    Etcd,
+    /// Extra paths ([`extra`]).
+    Extra,
+}
+
+impl Family {
+    /// Its implementation.
+    pub fn site(self) -> &'static dyn Site {
+        match self {
+            Family::Kubelet => &kubelet::Kubelet,
+            Family::PodLogs => &logs::PodLogs,
+            Family::Containerd => &containerd::Containerd,
+            Family::ContainersStorage => &containers_storage::ContainersStorage,
+            Family::Docker => &docker::Docker,
+            Family::RuntimeData => &runtime_data::RuntimeData,
+            Family::Etcd => &etcd::Etcd,
+            Family::Extra => &extra::Extra,
+        }
+    }
 }
 
 /// Every family, in discovery order, which is the order the walk reads them in (and so
 /// what a `--timeout` reaches first): kubelet's pod dirs, the pod logs, then the
 /// runtimes' records and layers (gigabytes of image layers come after what the pods left).
-pub const REGISTRY: [&dyn Site; 8] = [
-    &kubelet::Kubelet,
-    &logs::PodLogs,
-    &containerd::Containerd,
-    &containers_storage::ContainersStorage,
-    &docker::Docker,
-    &runtime_data::RuntimeData,
-    &etcd::Etcd,
-    &extra::Extra,
+pub const REGISTRY: [Family; 8] = [
+    Family::Kubelet,
+    Family::PodLogs,
+    Family::Containerd,
+    Family::ContainersStorage,
+    Family::Docker,
+    Family::RuntimeData,
+    Family::Etcd,
+    Family::Extra,
 ];
 
-/// The family of `id`. No catch-all arm: a new [`SiteId`] must be given its family.
+/// The family of `id` ([`props`]).
 pub fn site(id: SiteId) -> &'static dyn Site {
-    match id {
-        SiteId::KubeletSecretVolume
-        | SiteId::KubeletProjectedVolume
-        | SiteId::KubeletCsiVolume
-        | SiteId::KubeletSubpath => &kubelet::Kubelet,
-        SiteId::ContainerdSnapshot
-        | SiteId::ContainerdMetadata
-        | SiteId::ContainerdContent
-        | SiteId::OciBundle => &containerd::Containerd,
-        SiteId::PodLog => &logs::PodLogs,
-        SiteId::ContainersStorage => &containers_storage::ContainersStorage,
-        SiteId::DockerStorage => &docker::Docker,
-        SiteId::RuntimeLog | SiteId::RuntimeVolume => &runtime_data::RuntimeData,
-        SiteId::Etcd => &etcd::Etcd,
-        SiteId::Other => &extra::Extra,
-    }
+    props(id).family.site()
 }
 
 /// What discovery works with: the root, the layout, and what it found.
@@ -689,7 +785,7 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
     let running = std::cell::OnceCell::new();
     let mut cx = Discovery { root, layout, scopes: Vec::new(), errors, running };
     for family in REGISTRY {
-        family.discover(&mut cx);
+        family.site().discover(&mut cx);
     }
     logs::link_runtime_logs(&mut cx);
     cx.scopes
@@ -743,28 +839,33 @@ fn sys_running() -> std::collections::HashSet<String> {
     crate::sys::running_container_ids(1 << 16)
 }
 
-/// The tool that removes a runtime's containers and images, by the runtime whose records
-/// name the container, else by site: Docker's and Podman's own CLIs, `crictl` for CRI's
-/// runtimes (containerd, CRI-O).
-fn runtime_tool(f: &Finding) -> &'static str {
-    match (f.container.as_ref().and_then(|c| c.runtime), f.site) {
-        (Some("docker"), _) | (None, SiteId::DockerStorage) => "docker",
-        (Some("podman"), _) => "podman",
-        _ => "crictl",
+/// The distinct tools of `runtimes`, in order.
+fn tools(runtimes: &[Runtime]) -> Vec<&'static str> {
+    let mut tools: Vec<&'static str> = Vec::new();
+    for r in runtimes {
+        if !tools.contains(&r.spec().tool) {
+            tools.push(r.spec().tool);
+        }
     }
+    tools
 }
 
 /// The advice on residue in a container runtime's storage (containerd, CRI-O, Podman,
 /// Docker): images are never removed; a container's residue goes with the container,
-/// removed with its runtime's own tool.
+/// removed with its runtime's own tool (the runtime its records name, else the site's).
 fn runtime_advice(f: &Finding, live: Option<&Live>) -> (String, String) {
     let s = |a: &str, b: String| (a.to_owned(), b);
-    let tool = runtime_tool(f);
-    // containers/storage's images are CRI-O's or Podman's alike.
-    let rmi = match (tool, f.site) {
-        ("crictl", SiteId::ContainersStorage) => "crictl rmi, or podman rmi".to_owned(),
-        (tool, _) => format!("{tool} rmi"),
-    };
+    let props = props(f.site);
+    let container = f.container.as_ref();
+    let keeper = container.and_then(|c| c.runtime);
+    // Who keeps the container: its records' runtime, else any of the site's.
+    let who = keeper.map_or(props.runtimes, |k| k.runtimes());
+    let tool = tools(who).first().copied().unwrap_or("the runtime's tool");
+    // Whose images these are: every runtime of a store they share (containers/storage's
+    // images are CRI-O's and Podman's alike), else the keeper's (Docker's own
+    // containerd's are Docker's).
+    let store = if who.iter().all(|r| props.runtimes.contains(r)) { props.runtimes } else { who };
+    let rmi = tools(store).iter().map(|t| format!("{t} rmi")).collect::<Vec<_>>().join(", or ");
     match f.category {
         Category::ImageLayer => {
             return s(
@@ -779,7 +880,7 @@ fn runtime_advice(f: &Finding, live: Option<&Live>) -> (String, String) {
             );
         }
         _ if f.site == SiteId::RuntimeVolume => {
-            let tool = if tool == "crictl" { "docker or podman" } else { tool };
+            let tool = tools(who).join(" or ");
             return s(
                 "volumes are never removed by kresidue",
                 format!("rotate the secret, then remove the volume once no container uses it ({tool} volume rm)"),
@@ -787,18 +888,17 @@ fn runtime_advice(f: &Finding, live: Option<&Live>) -> (String, String) {
         }
         _ => {}
     }
-    let container = f.container.as_ref();
     let id = container.and_then(|c| c.id.as_deref());
     let state = id.and_then(|id| live?.containers.get(id)).map(|c| c.state);
     // What a runtime's own records say (containerd's say nothing of it: CRI does).
-    let own_records = container.and_then(|c| c.runtime).filter(|r| *r != containerd::CONTAINERD);
+    let own_records = keeper.filter(|k| k.runtimes().iter().all(|r| r.spec().records_tell_running));
     let records_say = own_records.and(container.and_then(|c| c.live));
-    // Only the node's containerd's containers are removed by `clean` (its sites are
+    // Only the containers of a runtime `clean` removes are removed by it (its sites are
     // container-owned, and its records name it).
-    let containerd = site(f.site).container_owned(f.site)
-        && container.and_then(|c| c.runtime) == Some(containerd::CONTAINERD);
+    let removable = props.container_owned
+        && keeper.and_then(Keeper::runtime).is_some_and(|r| r.spec().clean == Clean::RemoveExited);
     match (id, state, records_say) {
-        (Some(id), Some(crate::cri::EXITED), _) if containerd => s(
+        (Some(id), Some(crate::cri::EXITED), _) if removable => s(
             "the container has exited",
             format!("remove it: {tool} rm {id} (or kresidue clean --remove-exited-containers)"),
         ),
@@ -820,7 +920,7 @@ fn runtime_advice(f: &Finding, live: Option<&Live>) -> (String, String) {
                     .to_owned(),
             )
         }
-        (Some(_), None, None) if live.is_some() && containerd => s(
+        (Some(_), None, None) if live.is_some() && removable => s(
             "the runtime no longer knows the container",
             "the runtime's garbage collection removes what no container references; if it stays, remove it with the runtime's tools (ctr)".to_owned(),
         ),
@@ -839,48 +939,36 @@ fn runtime_advice(f: &Finding, live: Option<&Live>) -> (String, String) {
 mod tests {
     use super::*;
 
-    /// Every `SiteId` is in `SiteId::ALL` once, belongs to exactly one family of the
-    /// registry, and that family is the one [`site`] names.
+    /// Every `SiteId` is in `SiteId::ALL` once, and its family is in the registry once.
     #[test]
-    fn every_site_id_has_one_family() {
+    fn every_site_id_has_one_family_in_the_registry() {
         let all = SiteId::ALL;
         for (i, id) in all.iter().enumerate() {
             assert!(!all[i + 1..].contains(id), "{id:?} twice in SiteId::ALL");
-            let owners: Vec<_> = REGISTRY.iter().filter(|f| f.ids().contains(id)).collect();
-            assert_eq!(owners.len(), 1, "{id:?} in {} families", owners.len());
-            assert!(std::ptr::addr_eq(*owners[0], site(*id)), "{id:?}: site() names another");
+            let family = props(*id).family;
+            let entries = REGISTRY.iter().filter(|f| **f == family).count();
+            assert_eq!(entries, 1, "{id:?}'s family is in the registry {entries} times");
         }
-        // Every id a family claims is in ALL (the enum's count, through the match in
-        // `site`, which names every variant).
-        let claimed: usize = REGISTRY.iter().map(|f| f.ids().len()).sum();
-        assert_eq!(claimed, all.len());
+        // Every family of the registry has a site.
+        for f in REGISTRY {
+            assert!(all.iter().any(|id| props(*id).family == f), "{f:?} has no site");
+        }
     }
 
-    /// How every site's files are read, and whether its residue is a container's: one
-    /// exhaustive match, so a new `SiteId` must be decided here (its family's methods
-    /// may fall back on a default for ids they do not name).
+    /// A site that holds a runtime's data names the runtimes whose tools its advice
+    /// gives (the advice of a family that gives runtime advice needs one).
     #[test]
-    fn every_site_is_read_and_owned_as_decided() {
-        use crate::sites::containerd::MAX_DB;
+    fn runtime_sites_name_their_runtimes() {
         for &id in SiteId::ALL {
-            let (reading, container) = match id {
-                SiteId::KubeletSecretVolume
-                | SiteId::KubeletProjectedVolume
-                | SiteId::KubeletCsiVolume
-                | SiteId::KubeletSubpath => (Reading::Stream, false),
-                SiteId::ContainerdSnapshot => (Reading::Stream, true),
-                SiteId::ContainerdMetadata => (Reading::Whole { cap: MAX_DB }, true),
-                SiteId::OciBundle => (Reading::Whole { cap: 16 << 20 }, true),
-                SiteId::ContainerdContent => (Reading::Stream, false),
-                SiteId::PodLog | SiteId::RuntimeLog => (Reading::LogContent, false),
-                SiteId::Etcd
-                | SiteId::ContainersStorage
-                | SiteId::DockerStorage
-                | SiteId::RuntimeVolume
-                | SiteId::Other => (Reading::Stream, false),
-            };
-            assert_eq!(site(id).reading(id), reading, "{id:?}");
-            assert_eq!(site(id).container_owned(id), container, "{id:?}");
+            let p = props(id);
+            let runtime_family = matches!(
+                p.family,
+                Family::Containerd
+                    | Family::ContainersStorage
+                    | Family::Docker
+                    | Family::RuntimeData
+            );
+            assert_eq!(runtime_family, !p.runtimes.is_empty(), "{id:?}");
         }
     }
 
@@ -888,7 +976,7 @@ mod tests {
     /// a `--timeout` cuts the layers, not what the pods left.
     #[test]
     fn pods_and_logs_are_walked_before_the_runtimes_layers() {
-        let at = |id| REGISTRY.iter().position(|f| f.ids().contains(&id)).unwrap();
+        let at = |id| REGISTRY.iter().position(|f| *f == props(id).family).unwrap();
         assert_eq!(at(SiteId::KubeletSecretVolume), 0);
         assert_eq!(at(SiteId::PodLog), 1);
         for id in [SiteId::ContainerdSnapshot, SiteId::ContainersStorage, SiteId::DockerStorage] {

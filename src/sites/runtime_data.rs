@@ -5,7 +5,7 @@
 //! `userdata/ctr.log`), read as a pod log is (and reported as site `pod-log` when the
 //! records name the container's pod), and a named volume's data (`volumes/<name>/_data`).
 
-use super::{Advice, Discovery, Ownership, Reading, Site};
+use super::{Advice, Discovery, Ownership, Site};
 use crate::finding::{Category, Finding, SiteId};
 use crate::node::other_runtimes::ContainerRecord;
 
@@ -20,34 +20,8 @@ pub fn log_of(container: &str, record: &ContainerRecord) -> Ownership {
 pub struct RuntimeData;
 
 impl Site for RuntimeData {
-    fn ids(&self) -> &'static [SiteId] {
-        &[SiteId::RuntimeLog, SiteId::RuntimeVolume]
-    }
-
     /// Nothing of its own: the runtimes' families push these scopes.
     fn discover(&self, _cx: &mut Discovery<'_>) {}
-
-    /// A log is what an app printed; a volume's data is the app's.
-    fn category(
-        &self,
-        id: SiteId,
-        _owner: Option<&Ownership>,
-        _on_tmpfs: &mut dyn FnMut() -> bool,
-    ) -> Category {
-        match id {
-            SiteId::RuntimeLog => Category::PodLog,
-            _ => Category::Other,
-        }
-    }
-
-    /// A log's content as a pod log's is read (a runtime writes CRI lines, JSON lines or
-    /// its own frames; a line of another format is searched whole; `.gz` inflated).
-    fn reading(&self, id: SiteId) -> Reading {
-        match id {
-            SiteId::RuntimeLog => Reading::LogContent,
-            _ => Reading::Stream,
-        }
-    }
 
     /// As for the container's other residue; a log's secret was printed, so rotate it first.
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
