@@ -156,6 +156,7 @@ fn layout(args: &SearchArgs, fixed_kubelet_dir: bool, max_file_size: Option<u64>
         containerd_root: or(&args.containerd_root, containerd::DEFAULT_ROOT),
         etcd: args.etcd.iter().map(|p| node_path(p)).collect(),
         pod_logs: or(&args.pod_log_dir, logs::DEFAULT_DIR),
+        pod_logs_explicit: args.pod_log_dir.is_some(),
         containerd_root_explicit: args.containerd_root.is_some(),
         containerd_state_explicit: args.containerd_state.is_some(),
         extra: args.paths.iter().map(|p| node_path(p)).collect(),

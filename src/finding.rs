@@ -663,6 +663,9 @@ pub struct Summary {
     /// Findings of category `shipped`: a rule's match in a file its package installed,
     /// unchanged.
     pub shipped: u64,
+    /// The Kubernetes distributions whose layout the node has (`k3s`, `rke2`,
+    /// `microk8s`, `k0s`, `talos`, `bottlerocket`), besides the default (kubeadm's).
+    pub distributions: Vec<String>,
 }
 
 /// A whole scan report: schema `kresidue/report/v1`.

@@ -26,7 +26,27 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("mountinfo", mountinfo),
     ("cri_responses", cri_responses),
     ("kubectl_pods", kubectl_pods),
+    ("distro_settings", distro_settings),
 ];
+
+/// A distribution's settings file (k3s's `config.yaml`, a k0s systemd unit, a MicroK8s
+/// args file): the values that move its places read out of it, each a path of bounded
+/// length with no variable left unexpanded.
+pub fn distro_settings(data: &[u8]) {
+    use crate::node::distro::{flag_value, yaml_scalar};
+    for key in ["data-dir", "d"] {
+        if let Some(v) = yaml_scalar(data, key) {
+            assert!(!v.is_empty() && v.len() <= 4096);
+        }
+    }
+    let vars = [("SNAP_COMMON", "/var/snap/microk8s/common"), ("SNAP_DATA", "/x")];
+    for flag in ["--data-dir", "--root", "--root-dir", "--state"] {
+        if let Some(v) = flag_value(data, flag, &vars) {
+            assert!(!v.is_empty() && v.len() <= 4096);
+            assert!(!v.contains("${"), "a variable left: {v}");
+        }
+    }
+}
 
 /// `kubectl get secrets -o json` output.
 pub fn kubectl_json(data: &[u8]) {

@@ -22,7 +22,8 @@
 //! 11. [`fingerprint`] (what known values are searched as);
 //! 12. [`finding`] (the model: findings, severities, the exit contract), [`kubectl`] (the API
 //!     server's JSON) and [`bbolt`] (the runtime's metadata databases, containerd's
-//!     `meta.db` and the snapshotters' `metadata.db`, read from bytes);
+//!     `meta.db` and the snapshotters' `metadata.db`, read from bytes) and [`distros`] (the
+//!     Kubernetes distributions' node layouts, as data);
 //! 13. [`sys`] (the only home of system calls);
 //! 14. [`text`] (how node bytes become text: paths, names withheld, text safe to show),
 //!     [`prng`] (the seeded generator of rule examples and of the tests' and benches' data)
@@ -35,6 +36,7 @@ pub mod clean;
 pub mod cli;
 pub mod config;
 pub mod cri;
+pub mod distros;
 pub mod finding;
 pub mod fingerprint;
 pub mod fuzzing;
@@ -90,7 +92,7 @@ const LAYERS: &[&[&str]] = &[
     &["rules"],
     &["matcher"],
     &["fingerprint"],
-    &["finding", "kubectl", "bbolt"],
+    &["finding", "kubectl", "bbolt", "distros"],
     &["sys"],
     &["text", "prng", "runtimes"],
 ];

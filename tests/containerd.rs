@@ -546,3 +546,148 @@ fn real_containerd_over_cri() {
         }
     }
 }
+
+/// Issue 48: a real containerd laid out as k3s, RKE2, MicroK8s and k0s lay theirs out (root,
+/// state and socket at their paths, beneath a node root), a pod whose container holds a
+/// Secret's value in its env, and the pod's Secret volume in the distribution's kubelet
+/// dir: a plain `scan --root NODE` (no option naming a dir, no `--cri`) finds the env in
+/// `meta.db` and the bundle, attributed to the container and pod and live by CRI through
+/// the distribution's socket; `pods` finds that socket too; `clean` plans in the
+/// distribution's kubelet dir.
+#[test]
+fn distributions_over_a_real_containerd() {
+    if !containerd::available("distributions_over_a_real_containerd") {
+        return;
+    }
+    let value = String::from_utf8(fake_secret(4811)).unwrap();
+    let layouts = [
+        (
+            "k3s",
+            "/var/lib/kubelet",
+            "/var/lib/rancher/k3s/agent/containerd",
+            "/run/k3s/containerd",
+            "/run/k3s/containerd/containerd.sock",
+        ),
+        (
+            "rke2",
+            "/var/lib/kubelet",
+            "/var/lib/rancher/rke2/agent/containerd",
+            "/run/k3s/containerd",
+            "/run/k3s/containerd/containerd.sock",
+        ),
+        (
+            "microk8s",
+            "/var/snap/microk8s/common/var/lib/kubelet",
+            "/var/snap/microk8s/common/var/lib/containerd",
+            "/var/snap/microk8s/common/run/containerd",
+            "/var/snap/microk8s/common/run/containerd.sock",
+        ),
+        (
+            "k0s",
+            "/var/lib/k0s/kubelet",
+            "/var/lib/k0s/containerd",
+            "/run/k0s/containerd",
+            "/run/k0s/containerd.sock",
+        ),
+    ];
+    for (distro, kubelet, root, state, sock) in layouts {
+        let c = Containerd::start_laid_out(root, state, sock);
+        c.import_image(PAUSE, &["/bin/sleep", "2147483647"], &[]);
+        c.import_image(IMAGE, &["/bin/sh"], &[]);
+        let mut cri = c.cri();
+        let node = c.node();
+        let at = |p: &str| node.join(p.trim_start_matches('/'));
+        let pods = at(kubelet).join("pods");
+        for uid in [POD_UID, DEAD_UID] {
+            let vol = pods.join(uid).join("volumes/kubernetes.io~secret/db");
+            std::fs::create_dir_all(&vol).unwrap();
+            std::fs::write(vol.join("password"), &value).unwrap();
+        }
+        let old = std::time::SystemTime::now() - Duration::from_secs(7200);
+        std::fs::File::open(pods.join(DEAD_UID)).unwrap().set_modified(old).unwrap();
+        let volume = pods.join(POD_UID).join("volumes/kubernetes.io~secret/db");
+        let (_, id) = run_pod(&c, &mut cri, &[("MY_SECRET", &value)], "exec sleep 600", &volume);
+
+        let work = tempfile::tempdir().unwrap();
+        let secrets = work.path().join("secrets.json");
+        let db = Secret::opaque("shop", "db", &[("password", value.as_bytes())]);
+        std::fs::write(&secrets, kubectl_json(&[db])).unwrap();
+        let run = |args: &[&std::ffi::OsStr]| {
+            let out = Command::new(env!("CARGO_BIN_EXE_kresidue"))
+                .args(args)
+                .env("KRESIDUE_LOCK", work.path().join("kresidue.lock"))
+                .output()
+                .unwrap();
+            for stream in [&out.stdout, &out.stderr] {
+                assert!(!contains(stream, value.as_bytes()), "{distro}: a value is printed");
+            }
+            let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                panic!("{distro}: {e}: {}", String::from_utf8_lossy(&out.stderr))
+            });
+            (out.status.code(), doc)
+        };
+        let os = |s: &str| std::ffi::OsString::from(s);
+        let base = [os("--root"), node.clone().into_os_string(), os("--format"), os("json")];
+        let scan_args: Vec<_> = [os("scan")]
+            .into_iter()
+            .chain(base.clone())
+            .chain([os("--secrets"), secrets.clone().into_os_string()])
+            .collect();
+        let (code, report) = run(&scan_args.iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
+        assert_eq!(code, Some(1), "{distro}: {report:#}");
+        assert_eq!(report["cri"]["status"], "ok", "{distro}: {report:#}");
+        assert!(
+            report["cri"]["endpoint"].as_str().unwrap().ends_with(sock),
+            "{distro}: {report:#}"
+        );
+        assert!(
+            report["summary"]["distributions"].as_array().unwrap().iter().any(|d| d == distro),
+            "{distro}: {report:#}"
+        );
+        let findings = report["findings"].as_array().unwrap();
+        for site in ["containerd-metadata", "oci-bundle"] {
+            let f =
+                findings.iter().find(|f| f["site"] == site && f["container"]["id"] == id.as_str());
+            let f = f.unwrap_or_else(|| panic!("{distro}: no {site} of {id}: {report:#}"));
+            assert_eq!(f["pod"]["uid"], POD_UID, "{distro}: {f:#}");
+            assert_eq!(f["container"]["live"], true, "{distro}: {f:#}");
+            assert_eq!(f["container"]["runtime"], "containerd", "{distro}: {f:#}");
+        }
+        let volumes: Vec<(&str, bool)> = findings
+            .iter()
+            .filter(|f| f["site"] == "kubelet-secret-volume")
+            .map(|f| (f["pod"]["uid"].as_str().unwrap(), f["pod"]["live"] == true))
+            .collect();
+        assert!(volumes.contains(&(POD_UID, true)), "{distro}: {volumes:?}");
+        assert!(volumes.contains(&(DEAD_UID, false)), "{distro}: {volumes:?}");
+
+        let pods_args: Vec<_> = [os("pods")].into_iter().chain(base.clone()).collect();
+        let (code, listed) = run(&pods_args.iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
+        assert_eq!(code, Some(0), "{distro}: {listed:#}");
+        assert!(listed["pods"].as_array().unwrap().iter().any(|p| p["uid"] == POD_UID));
+
+        // clean's dry run plans in the distribution's kubelet dir (none named).
+        let api = work.path().join("pods.json");
+        std::fs::write(
+            &api,
+            crate::clean::pods_json(&[crate::clean::ApiPod::running(POD_UID, "node-1")]),
+        )
+        .unwrap();
+        let clean_args: Vec<_> = [os("clean")]
+            .into_iter()
+            .chain(base.clone())
+            .chain([
+                os("--secrets"),
+                secrets.clone().into_os_string(),
+                os("--pods"),
+                api.into_os_string(),
+            ])
+            .collect();
+        let (code, plan) = run(&clean_args.iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
+        assert_eq!(code, Some(0), "{distro}: {plan:#}");
+        let dead = format!("{kubelet}/pods/{DEAD_UID}/volumes/kubernetes.io~secret/db");
+        let planned: Vec<&str> =
+            plan["actions"].as_array().unwrap().iter().filter_map(|a| a["path"].as_str()).collect();
+        assert!(planned.contains(&dead.as_str()), "{distro}: {plan:#}");
+    }
+}

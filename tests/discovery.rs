@@ -270,7 +270,7 @@ fn symlinked_volume_dir_lists_nothing_outside() {
     // nothing listed outside.
     let root = kresidue::sys::RootDir::open(std::path::Path::new(tree.root_arg())).unwrap();
     let layout = kresidue::sites::Layout::defaults();
-    for scope in kresidue::sites::discover(&root, &layout, &mut Vec::new()) {
+    for scope in kresidue::sites::discover(&root, &layout, &mut Vec::new()).scopes {
         if let kresidue::sites::ScopeKind::Pod { volumes, .. } = scope.kind {
             assert!(volumes.is_empty(), "volumes listed outside the root: {volumes:?}");
         }

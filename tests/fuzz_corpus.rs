@@ -147,6 +147,17 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             "list",
             crate::clean::pods_json(&[crate::clean::ApiPod::running("u1", "node-1")]),
         ),
+        ("distro_settings", "k3s-config", b"data-dir: /data/k3s # moved\nnode-label:\n  - a=b\n".to_vec()),
+        (
+            "distro_settings",
+            "k0s-unit",
+            b"[Service]\nExecStart=/usr/local/bin/k0s controller \\\n --data-dir=/srv/k0s\n".to_vec(),
+        ),
+        (
+            "distro_settings",
+            "microk8s-args",
+            b"--root ${SNAP_COMMON}/var/lib/containerd\n--state \"$SNAP_COMMON/run\"\n--x ${UNSET}\n".to_vec(),
+        ),
     ]
 }
 

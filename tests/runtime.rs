@@ -18,7 +18,7 @@ const SPEC_URL: &str = "types.containerd.io/opencontainers/runtime-spec/1/Spec";
 const CRI_META_URL: &str = "github.com/containerd/cri/pkg/store/container/Metadata";
 pub(crate) const POD_UID: &str = "8d2f4c6a-1b3e-4f5a-9c7d-2e4f6a8b0c1d";
 
-fn id(n: u8) -> String {
+pub(crate) fn id(n: u8) -> String {
     format!("{:064x}", u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
@@ -89,7 +89,7 @@ pub(crate) fn container(
 /// A meta.db with: container 1 (kubelet labels; the value in its spec env and in the CRI
 /// metadata extension), container 2 (no labels; pod known from its spec's annotations;
 /// the same value), and a freed leaf page holding an old spec with `freed_value`.
-fn meta_db(value: &str, freed_value: &str) -> Vec<u8> {
+pub(crate) fn meta_db(value: &str, freed_value: &str) -> Vec<u8> {
     let labelled = container(
         &id(1),
         spec(&[("PATH", "/bin"), ("DB_PASSWORD", value)], json!({})),

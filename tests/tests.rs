@@ -46,6 +46,9 @@
 //! - `incluster`: the `dist` build is static and runs in an empty environment; its OCI
 //!   image (`scripts/build-image.sh`) imported into a real containerd and run as a pod
 //!   over CRI exactly as `deploy/daemonset.yaml` says, its textfile read back.
+//! - `distros`: every distribution's node layout (kubeadm, k3s, RKE2, MicroK8s, k0s, and
+//!   their data moved by their configs) found and attributed alike; a data dir a config
+//!   names that is missing is an error.
 //! - `runtime`: every runtime's records over generated trees: containerd's `meta.db`
 //!   (the crate's bbolt writer: attribution, freed pages, damaged databases), snapshots,
 //!   content-store configs; Docker's and containers/storage's records, names, liveness,
@@ -67,6 +70,7 @@ mod coverage;
 mod cri;
 mod deploy;
 mod discovery;
+mod distros;
 mod fingerprint;
 mod fleet;
 mod formats;

@@ -18,16 +18,21 @@ use std::time::Instant;
 
 /// Plans the removal of orphaned residue, prints the plan, and with `--apply` removes it.
 pub fn run(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
-    // Where kubelet keeps pods is `--kubelet-dir` or the default, never learned from what
-    // containers mount (a hostPath volume can look like a kubelet dir), for the dry run as
-    // for apply: the plan a person reviews is the plan carried out.
+    // Where kubelet keeps pods is `--kubelet-dir`, else the node's distribution's or the
+    // default, never learned from what containers mount (a hostPath volume can look like
+    // a kubelet dir), for the dry run as for apply: the plan a person reviews is the plan
+    // carried out.
     let needs = Needs {
         format: config::format(&args.search, None, 0),
         fixed_kubelet_dir: true,
         // Without the runtime nothing is provably orphaned: a dry run would prove nothing.
         require_cri: true,
     };
-    let cfg = ScanConfig::from_args(&args.search, needs)?;
+    let mut cfg = ScanConfig::from_args(&args.search, needs)?;
+    if args.search.kubelet_dir.is_none() {
+        // The distribution's, when the node has one (MicroK8s's, k0s's).
+        cfg.layout.kubelet_dir = crate::sites::node_kubelet_dir(&cfg.root, &cfg.layout);
+    }
     let searching = Searching::start(&cfg)?;
     let inputs = Inputs::read(args, &cfg)?;
     let _lock = take_lock(&cfg.lock, cfg.root.path(), args.apply)?;

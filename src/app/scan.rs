@@ -94,6 +94,7 @@ fn report_of(
             unread_mounts: result.unread_mounts.len() as u64,
             shipped: result.findings.iter().filter(|f| f.category == Category::Shipped).count()
                 as u64,
+            distributions: result.layouts.distributions.clone(),
         },
         findings: result.findings,
         errors: result.errors,
@@ -330,6 +331,7 @@ fn tell_scan(result: &ScanResult, printer: &mut Printer) {
         }
         lines
     });
+    printer.detail(VERBOSE, || result.layouts.lines.iter().map(|l| text::terminal_safe(l)));
     printer.detail(VERBOSE, || {
         result.sites.iter().map(|(site, s)| {
             format!(

@@ -36,9 +36,17 @@ use tonic::transport::Channel;
 
 /// The sockets tried, in turn, when no `--cri` is given and the root is `/`: each
 /// runtime's defaults, as each documents them ([`Runtime::endpoints`]: containerd's,
-/// CRI-O's, cri-dockerd's).
+/// CRI-O's, cri-dockerd's), then each distribution's kubelet runtime's
+/// ([`crate::distros::DISTROS`]: k3s's and RKE2's, MicroK8s's, k0s's).
 pub fn default_endpoints() -> Vec<&'static str> {
-    Runtime::endpoints().collect()
+    let mut out: Vec<&'static str> = Vec::new();
+    let distros = crate::distros::DISTROS.iter().flat_map(|d| d.sockets());
+    for p in Runtime::endpoints().chain(distros) {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// The sockets looked for beneath a root other than `/` when no `--cri` is given (see

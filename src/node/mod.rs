@@ -3,6 +3,7 @@
 //! JSON picker they share. No discovery here: [`crate::sites`] decides where to look.
 
 pub mod containerd;
+pub mod distro;
 pub mod dpkg;
 pub mod json;
 pub mod kubelet;

@@ -253,8 +253,12 @@ fn summary(r: &Report) -> String {
         0 => String::new(),
         n => format!("; {} not read", plural(n, "mount", "mounts")),
     };
+    let distros = match r.summary.distributions.as_slice() {
+        [] => String::new(),
+        names => format!("; distribution {}", names.join(", ")),
+    };
     format!(
-        "{}{counts} in {} files, {}, {} ms{sites}; {}{unread}; CRI {}",
+        "{}{counts} in {} files, {}, {} ms{sites}; {}{unread}; CRI {}{distros}",
         plural(r.findings.len(), "finding", "findings"),
         r.summary.files,
         super::human_size(r.summary.bytes),

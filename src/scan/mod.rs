@@ -69,8 +69,19 @@ pub struct ScanResult {
     /// Entries not read because they are not regular files, by kind (see
     /// [`WalkItem::Skipped`]).
     pub skipped: BTreeMap<&'static str, u64>,
+    /// The node's distributions and the places found.
+    pub layouts: Layouts,
     /// Mount points not read, sorted (see [`crate::walk`]).
     pub unread_mounts: Vec<UnreadMount>,
+}
+
+/// The distributions discovery found on the node, and its places (`-v`).
+#[derive(Clone, Debug, Default)]
+pub struct Layouts {
+    /// The distributions found, but for the default layout, by name.
+    pub distributions: Vec<String>,
+    /// What was found, a line each.
+    pub lines: Vec<String>,
 }
 
 /// What a scan read at one site.
@@ -126,7 +137,7 @@ struct WalkControl {
 /// first batches are then ready when the readers start.
 #[derive(Debug)]
 pub struct Walking {
-    found: std::sync::mpsc::Receiver<(Vec<String>, Vec<ScanError>)>,
+    found: std::sync::mpsc::Receiver<(Vec<String>, Vec<ScanError>, Layouts)>,
     batches: std::sync::mpsc::Receiver<Vec<WalkItem>>,
     control: std::sync::Arc<WalkControl>,
     thread: std::thread::JoinHandle<()>,
@@ -147,10 +158,11 @@ impl Walking {
         let c = control.clone();
         let thread = std::thread::spawn(move || {
             let mut errors = Vec::new();
-            let scopes = sites::discover(&root, &layout, &mut errors);
+            let sites::Discovered { scopes, distributions, lines } =
+                sites::discover(&root, &layout, &mut errors);
             let walked =
                 scopes.iter().map(|s| text::display_path(s.node_path.as_os_str())).collect();
-            if found_tx.send((walked, errors)).is_err() {
+            if found_tx.send((walked, errors, Layouts { distributions, lines })).is_err() {
                 return;
             }
             let on_time = || {
@@ -200,7 +212,7 @@ pub fn scan(
 ) -> anyhow::Result<ScanResult> {
     let Walking { found, batches: rx, control, thread } = walking;
     let _ = control.deadline.set(settings.deadline);
-    let Ok((walked, errors)) = found.recv() else {
+    let Ok((walked, errors, layouts)) = found.recv() else {
         // The walk's thread ended without a word: it panicked, and so does the scan.
         match thread.join() {
             Err(panic) => std::panic::resume_unwind(panic),
@@ -250,7 +262,7 @@ pub fn scan(
     if control.late.load(Ordering::Relaxed) {
         gathered.late.store(true, Ordering::Relaxed);
     }
-    Ok(gathered.into_result(walked))
+    Ok(gathered.into_result(walked, layouts))
 }
 
 /// What the readers gather, shared between them.
@@ -310,7 +322,7 @@ impl Gathered {
     }
 
     /// The result, sorted; `walked` are the scopes' node paths.
-    fn into_result(self, walked: Vec<String>) -> ScanResult {
+    fn into_result(self, walked: Vec<String>, layouts: Layouts) -> ScanResult {
         let mut findings = self.findings.into_inner().expect("lock");
         findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
         let mut errors = self.errors.into_inner().expect("lock");
@@ -334,6 +346,7 @@ impl Gathered {
             scopes: walked,
             skipped: self.skipped.into_inner().expect("lock"),
             unread_mounts,
+            layouts,
         }
     }
 }

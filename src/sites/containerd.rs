@@ -2,6 +2,7 @@
 //! overlayfs and native snapshotters' layers. Facts in `docs/NODE-LAYOUT.md`
 //! (containerd); the record formats are read by [`crate::node::containerd`].
 
+use super::places::ContainerdAt;
 use super::{Advice, Discovery, FileId, Kept, Ownership, ScopeKind, Site};
 use crate::finding::{Category, ContainerRef, Finding, Images, ScanError, SiteId};
 use crate::node::containerd::{self, MetaDb, Owner, SnapshotKind};
@@ -78,12 +79,25 @@ fn parsed(kept: &Kept) -> Option<&Parsed> {
 }
 
 impl Site for Containerd {
-    /// The containerd of `--containerd-root` and `--containerd-state` (or of its
-    /// `config.toml`). The one dockerd starts for itself is found by Docker's family,
-    /// which knows Docker's data root (through `discover_one`).
+    /// Every containerd of the node's places ([`super::places::Places::containerds`]):
+    /// `--containerd-root` and `--containerd-state`, else the default one and each
+    /// distribution's, each moved by its `config.toml`. One root or state dir is read
+    /// once, whoever names it. The one dockerd starts for itself is found by Docker's
+    /// family, which knows Docker's data root (through `discover_one`).
     fn discover(&self, cx: &mut Discovery<'_>) {
-        let (root, state, named_by) = configured(cx);
-        discover_one(cx, &root, &state, named_by, Runtime::Containerd);
+        let mut seen = Vec::new();
+        for at in cx.places.containerds.clone() {
+            let (root, state, named_by) = configured(cx, &at);
+            let rel = |cx: &Discovery<'_>, p: &Path| super::resolve(cx.root, p).ok();
+            let (root_rel, state_rel) = (rel(cx, &root), rel(cx, &state));
+            if root_rel.is_some() && seen.contains(&root_rel) {
+                continue;
+            }
+            let state_seen = state_rel.is_some() && seen.contains(&state_rel);
+            let state = (!state_seen).then_some(state);
+            seen.extend([root_rel, state_rel]);
+            discover_one(cx, &root, state.as_deref(), named_by.as_deref(), Runtime::Containerd);
+        }
     }
 
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
@@ -196,20 +210,20 @@ fn bundles(cx: &mut Discovery<'_>, tasks: &Path, runtime: Runtime) {
     }
 }
 
-/// containerd's root and state: `--containerd-root` and `--containerd-state`, else what
-/// its `config.toml` under `--root` names, else the defaults; and who named the root.
-fn configured(cx: &mut Discovery<'_>) -> (PathBuf, PathBuf, Option<&'static str>) {
-    let layout = cx.layout;
-    let (mut root, mut state) = (layout.containerd_root.clone(), layout.containerd_state.clone());
-    let mut named_by = layout.containerd_root_explicit.then_some("--containerd-root");
-    if !(layout.containerd_root_explicit && layout.containerd_state_explicit) {
-        let conf = cx.parse(Path::new(CONFIG_TOML), MAX_CONFIG, containerd_dirs);
+/// The root and state of the containerd `at`, moved by its `config.toml` (`root`,
+/// `state`) where not given; and who named the root.
+fn configured(cx: &mut Discovery<'_>, at: &ContainerdAt) -> (PathBuf, PathBuf, Option<String>) {
+    let (mut root, mut state, mut named_by) =
+        (at.root.clone(), at.state.clone(), at.named_by.clone());
+    let root_given = at.named_by.is_some();
+    if let Some(config) = at.config.as_ref().filter(|_| !(root_given && at.state_given)) {
+        let conf = cx.parse(config, MAX_CONFIG, containerd_dirs);
         let (conf_root, conf_state) = conf.unwrap_or_default();
-        if let Some(r) = conf_root.filter(|_| !layout.containerd_root_explicit) {
-            (root, named_by) =
-                (Path::new("/").join(r), Some("root in /etc/containerd/config.toml"));
+        if let Some(r) = conf_root.filter(|_| !root_given) {
+            root = Path::new("/").join(r);
+            named_by = Some(format!("root in {}", config.display()));
         }
-        if let Some(s) = conf_state.filter(|_| !layout.containerd_state_explicit) {
+        if let Some(s) = conf_state.filter(|_| !at.state_given) {
             state = Path::new("/").join(s);
         }
     }
@@ -218,12 +232,13 @@ fn configured(cx: &mut Discovery<'_>) -> (PathBuf, PathBuf, Option<&'static str>
 
 /// The scopes of one containerd: its `meta.db` (read and parsed once, here: the parse
 /// names the snapshots' containers, and attributes the matches in `meta.db` itself while
-/// the file is unchanged), its task bundles under `state`, its snapshots. A missing
+/// the file is unchanged), its task bundles under `state` (none when another containerd's
+/// scan read that dir), its snapshots. A missing
 /// `root` is an error entry when someone named it (`named_by`).
 pub(super) fn discover_one(
     cx: &mut Discovery<'_>,
     root: &Path,
-    state: &Path,
+    state: Option<&Path>,
     named_by: Option<&str>,
     runtime: Runtime,
 ) {
@@ -264,7 +279,9 @@ pub(super) fn discover_one(
             cx.errors.push(entry);
         }
     }
-    bundles(cx, &state.join(TASKS), runtime);
+    if let Some(state) = state {
+        bundles(cx, &state.join(TASKS), runtime);
+    }
     let meta = kept.as_deref().and_then(parsed).and_then(|p| p.as_ref().ok());
     snapshots(cx, root, meta.map(|(db, _)| db), runtime);
     if let Some((db, _)) = meta {
@@ -422,7 +439,8 @@ mod tests {
         }
         let root = crate::sys::RootDir::open(dir.path()).unwrap();
         let mut errors = Vec::new();
-        let scopes = super::super::discover(&root, &super::super::Layout::defaults(), &mut errors);
+        let scopes =
+            super::super::discover(&root, &super::super::Layout::defaults(), &mut errors).scopes;
         assert!(errors.is_empty(), "{errors:?}");
 
         fn owned(s: &super::super::Scope) -> Option<&Ownership> {

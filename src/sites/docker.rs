@@ -109,9 +109,10 @@ impl Site for Docker {
         let data = data.as_path();
         let own = data.join(OWN_CONTAINERD);
         // The node's containerd, when pointed there, is scanned already.
-        if own != cx.layout.containerd_root && super::resolve(cx.root, &own).is_ok() {
+        let scanned = cx.places.containerds.iter().any(|c| c.root == own);
+        if !scanned && super::resolve(cx.root, &own).is_ok() {
             let state = Path::new(EXEC_ROOT).join(OWN_CONTAINERD);
-            super::containerd::discover_one(cx, &own, &state, None, Runtime::Docker);
+            super::containerd::discover_one(cx, &own, Some(&state), None, Runtime::Docker);
         }
         let site = SiteId::DockerStorage;
         let image_layers = image_configs(cx, data);

@@ -4,22 +4,16 @@
 
 use super::{Advice, Discovery, ScopeKind, Site, Unresolved};
 use crate::finding::{Finding, SiteId};
-use std::path::Path;
 
-/// etcd's data dir as kubeadm sets it up.
-pub const DEFAULT_ETCD_DIR: &str = "/var/lib/etcd";
-
-/// etcd's data dirs: `--etcd-dir`, else the default one when it exists.
+/// etcd's data dirs: `--etcd-dir`, else kubeadm's and the distributions' that exist.
 pub struct Etcd;
 
 impl Site for Etcd {
     fn discover(&self, cx: &mut Discovery<'_>) {
         let kind = || ScopeKind::Site(SiteId::Etcd);
-        if cx.layout.etcd.is_empty() {
-            cx.push(Path::new(DEFAULT_ETCD_DIR), kind(), Unresolved::Quiet);
-        }
-        for p in cx.layout.etcd.clone() {
-            cx.push(&p, kind(), Unresolved::Always);
+        for (p, named) in cx.places.etcd.clone() {
+            let unresolved = if named { Unresolved::Always } else { Unresolved::Quiet };
+            cx.push_once(&p, kind(), unresolved);
         }
     }
 

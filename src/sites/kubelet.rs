@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The default kubelet root (`--root-dir` default).
-pub const DEFAULT_KUBELET_DIR: &str = "/var/lib/kubelet";
+pub const DEFAULT_KUBELET_DIR: &str = crate::distros::KUBEADM.kubelet.at;
 
 /// kubelet's pod dirs.
 pub struct Kubelet;
@@ -21,34 +21,44 @@ pub struct Kubelet;
 impl Site for Kubelet {
     /// One scope per pod dir, with its atomic-writer volumes read.
     fn discover(&self, cx: &mut Discovery<'_>) {
-        let pods_node = cx.layout.kubelet_dir.join(PODS);
-        let pods_rel = match super::resolve(cx.root, &pods_node) {
-            Ok(rel) => rel,
-            Err(e)
-                if e.kind() == std::io::ErrorKind::NotFound && !cx.layout.kubelet_dir_explicit =>
-            {
-                return
+        let mut seen = Vec::new();
+        for dir in cx.places.kubelet.clone() {
+            let rel = super::resolve(cx.root, &dir.join(PODS)).ok();
+            if rel.is_none() || !seen.contains(&rel) {
+                seen.push(rel);
+                pod_dirs(cx, &dir);
             }
-            Err(e) => return cx.errors.push(super::error_at(&pods_node, &e)),
-        };
-        let entries = match cx.root.list(&pods_rel) {
-            Ok(entries) => entries,
-            Err(e) => return cx.errors.push(super::error_at(&pods_node, &e)),
-        };
-        for (name, _) in entries.into_iter().filter(|(_, k)| *k == crate::sys::Kind::Dir) {
-            let rel = pods_rel.join(&name);
-            let volumes = atomic_volumes(cx, &rel);
-            cx.scopes.push(super::Scope {
-                node_path: pods_node.join(&name),
-                kind: ScopeKind::Pod { uid: name.to_string_lossy().into_owned(), volumes },
-                rel,
-                start: crate::sys::walk::Start::Crossing,
-            });
         }
     }
 
     fn advice(&self, f: &Finding, cx: Advice<'_>) -> (String, String) {
         pod_dir_advice(f, cx).unwrap_or_else(super::by_hand)
+    }
+}
+
+/// The pod dirs under kubelet's dir `dir`, a node path.
+fn pod_dirs(cx: &mut Discovery<'_>, dir: &Path) {
+    let pods_node = dir.join(PODS);
+    let pods_rel = match super::resolve(cx.root, &pods_node) {
+        Ok(rel) => rel,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !cx.layout.kubelet_dir_explicit => {
+            return
+        }
+        Err(e) => return cx.errors.push(super::error_at(&pods_node, &e)),
+    };
+    let entries = match cx.root.list(&pods_rel) {
+        Ok(entries) => entries,
+        Err(e) => return cx.errors.push(super::error_at(&pods_node, &e)),
+    };
+    for (name, _) in entries.into_iter().filter(|(_, k)| *k == crate::sys::Kind::Dir) {
+        let rel = pods_rel.join(&name);
+        let volumes = atomic_volumes(cx, &rel);
+        cx.scopes.push(super::Scope {
+            node_path: pods_node.join(&name),
+            kind: ScopeKind::Pod { uid: name.to_string_lossy().into_owned(), volumes },
+            rel,
+            start: crate::sys::walk::Start::Crossing,
+        });
     }
 }
 

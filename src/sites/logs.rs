@@ -12,15 +12,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The default pod log dir (kubelet's `podLogsRootDirectory`).
-pub const DEFAULT_DIR: &str = "/var/log/pods";
+pub const DEFAULT_DIR: &str = crate::distros::KUBEADM.pod_logs.at;
 
 /// The pod log dir.
 pub struct PodLogs;
 
 impl Site for PodLogs {
     fn discover(&self, cx: &mut Discovery<'_>) {
-        let dir = cx.layout.pod_logs.clone();
-        cx.push(&dir, ScopeKind::Site(SiteId::PodLog), Unresolved::UnlessMissing);
+        for dir in cx.places.pod_logs.clone() {
+            cx.push_once(&dir, ScopeKind::Site(SiteId::PodLog), Unresolved::UnlessMissing);
+        }
     }
 
     /// The pod and container the log's path names.

@@ -19,6 +19,7 @@ pub mod etcd;
 pub mod extra;
 pub mod kubelet;
 pub mod logs;
+pub mod places;
 pub mod runtime_data;
 
 use crate::cri::Live;
@@ -373,6 +374,9 @@ pub struct Layout {
     pub containerd_state: PathBuf,
     /// The pod log dir, a node path (`/var/log/pods`).
     pub pod_logs: PathBuf,
+    /// Whether `pod_logs` was given by the user (the distributions' are not looked at
+    /// then).
+    pub pod_logs_explicit: bool,
     /// etcd data dirs and backups given by the user; none means `/var/lib/etcd` when it
     /// exists.
     pub etcd: Vec<PathBuf>,
@@ -403,6 +407,7 @@ impl Layout {
             containerd_root: containerd::DEFAULT_ROOT.into(),
             containerd_state: containerd::DEFAULT_STATE.into(),
             pod_logs: logs::DEFAULT_DIR.into(),
+            pod_logs_explicit: false,
             etcd: Vec::new(),
             containerd_root_explicit: false,
             containerd_state_explicit: false,
@@ -622,6 +627,8 @@ pub struct Discovery<'a> {
     pub errors: &'a mut Vec<ScanError>,
     /// The ids of the containers this machine runs now, once asked ([`witnessed`]).
     pub running: std::cell::OnceCell<std::collections::HashSet<String>>,
+    /// Where this node keeps what the families look at ([`places::Places::of`]).
+    pub places: places::Places,
 }
 
 /// What discovery says of a node path it looks for and cannot resolve.
@@ -658,6 +665,17 @@ impl Discovery<'_> {
                 false
             }
         }
+    }
+
+    /// [`Discovery::push`] of a scope unless one at the same place was pushed already (a
+    /// dir two distributions, or an option and a distribution, both name).
+    pub fn push_once(&mut self, node: &Path, kind: ScopeKind, unresolved: Unresolved) -> bool {
+        if let Ok(rel) = resolve(self.root, node) {
+            if self.scopes.iter().any(|s| s.rel == rel) {
+                return false;
+            }
+        }
+        self.push(node, kind, unresolved)
     }
 
     /// The sorted names of the dirs (not symlinks to dirs) at the node path `node`;
@@ -779,16 +797,53 @@ pub(crate) fn cut_error(path: &Path, what: &str, kept: usize) -> ScanError {
     }
 }
 
-/// Lists every subtree to walk, family by family ([`REGISTRY`]). Problems go to
-/// `errors`; nothing here is fatal.
-pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) -> Vec<Scope> {
+/// What discovery found: the subtrees to walk, and the node's layout.
+#[derive(Debug)]
+pub struct Discovered {
+    /// The subtrees to walk, in walk order.
+    pub scopes: Vec<Scope>,
+    /// The distributions found, but for the default layout, by name.
+    pub distributions: Vec<String>,
+    /// What was found, a line each, for `-v` ([`places::Places::lines`]).
+    pub lines: Vec<String>,
+}
+
+/// Lists every subtree to walk, family by family ([`REGISTRY`]), in the places of the
+/// node's distributions ([`places::Places`]). Problems go to `errors`; nothing here is
+/// fatal.
+pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) -> Discovered {
     let running = std::cell::OnceCell::new();
-    let mut cx = Discovery { root, layout, scopes: Vec::new(), errors, running };
+    let places = places::Places::default();
+    let mut cx = Discovery { root, layout, scopes: Vec::new(), errors, running, places };
+    cx.places = places::Places::of(&mut cx);
     for family in REGISTRY {
         family.site().discover(&mut cx);
     }
     logs::link_runtime_logs(&mut cx);
-    cx.scopes
+    let distributions = cx.places.distribution_names();
+    let lines = cx.places.lines(root);
+    Discovered { scopes: cx.scopes, distributions, lines }
+}
+
+/// kubelet's dir on the node under `root` when `layout` does not name one, as `clean`
+/// takes it (never learned from what containers mount): the one kubelet dir of the
+/// distributions found that holds a `pods` dir, else the default.
+pub fn node_kubelet_dir(root: &RootDir, layout: &Layout) -> PathBuf {
+    let mut errors = Vec::new();
+    let open = Layout { kubelet_dir_explicit: false, ..layout.clone() };
+    let running = std::cell::OnceCell::new();
+    let places = places::Places::default();
+    let mut cx =
+        Discovery { root, layout: &open, scopes: Vec::new(), errors: &mut errors, running, places };
+    let found = places::Places::of(&mut cx).kubelet;
+    let with_pods: Vec<&PathBuf> = found
+        .iter()
+        .filter(|k| resolve(root, &k.join(crate::node::kubelet::PODS)).is_ok())
+        .collect();
+    match with_pods.as_slice() {
+        [one] => (*one).clone(),
+        _ => layout.kubelet_dir.clone(),
+    }
 }
 
 /// The sorted names of the dirs (not symlinks to dirs) in `rel`, relative to the root,

@@ -65,6 +65,8 @@ pub const CALL: Duration = Duration::from_secs(60);
 pub struct Containerd {
     /// Its config, root, state, socket, pods' logs and images, removed on drop.
     pub dir: tempfile::TempDir,
+    /// Its root, state dir, socket and pods' log dir.
+    at: [PathBuf; 4],
     child: Child,
     /// The pods' cgroup parent, unique per run.
     cgroup: String,
@@ -72,22 +74,48 @@ pub struct Containerd {
 
 impl Containerd {
     pub fn root(&self) -> PathBuf {
-        self.dir.path().join("root")
+        self.at[0].clone()
     }
 
     pub fn state(&self) -> PathBuf {
-        self.dir.path().join("state")
+        self.at[1].clone()
     }
 
     pub fn sock(&self) -> PathBuf {
-        self.dir.path().join("c.sock")
+        self.at[2].clone()
     }
 
+    /// A containerd in private dirs.
     pub fn start() -> Containerd {
+        Self::start_at(None)
+    }
+
+    /// A containerd whose root, state dir and socket are the node paths `root`, `state`
+    /// and `sock` of a node root at [`Containerd::node`], as a distribution lays them
+    /// out, and its pods' logs in the node's `/var/log/pods`.
+    pub fn start_laid_out(root: &str, state: &str, sock: &str) -> Containerd {
+        Self::start_at(Some([root, state, sock]))
+    }
+
+    /// The node root of [`Containerd::start_laid_out`].
+    pub fn node(&self) -> PathBuf {
+        self.dir.path().join("node")
+    }
+
+    fn start_at(laid_out: Option<[&str; 3]>) -> Containerd {
         // Short: unix socket paths must stay under 108 bytes.
         let dir = tempfile::Builder::new().prefix("krc").tempdir_in("/tmp").unwrap();
-        let d = dir.path().display().to_string();
-        for sub in ["cni/bin", "cni/net.d", "certs.d", "pods", "runc"] {
+        let base = dir.path();
+        let at = match laid_out {
+            None => ["root", "state", "c.sock", "pods"].map(|p| base.join(p)),
+            Some([root, state, sock]) => [root, state, sock, "/var/log/pods"]
+                .map(|p| base.join("node").join(p.trim_start_matches('/'))),
+        };
+        let [root, state, sock, pods] = at.clone().map(|p| p.display().to_string());
+        std::fs::create_dir_all(&pods).unwrap();
+        std::fs::create_dir_all(Path::new(&sock).parent().unwrap()).unwrap();
+        let d = base.display().to_string();
+        for sub in ["cni/bin", "cni/net.d", "certs.d", "runc"] {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
         // The CRI plugin as kubelet's runtime, confined to our dirs: no CNI (pods use the
@@ -95,14 +123,14 @@ impl Containerd {
         // lower its OOM score here (no CAP_SYS_RESOURCE in this sandbox).
         let config = format!(
             r#"version = 2
-root = "{d}/root"
-state = "{d}/state"
+root = "{root}"
+state = "{state}"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
                     "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs"]
 [grpc]
-  address = "{d}/c.sock"
+  address = "{sock}"
 [ttrpc]
-  address = "{d}/c.sock.ttrpc"
+  address = "{sock}.ttrpc"
 [plugins]
   [plugins."io.containerd.internal.v1.opt"]
     path = "{d}/opt"
@@ -131,7 +159,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         std::fs::write(dir.path().join("config.toml"), config).unwrap();
         let child = Self::spawn(dir.path());
         let cgroup = format!("/kresidue-test-{}", &hex(&Sha256::digest(d.as_bytes()))[..12]);
-        let c = Containerd { dir, child, cgroup };
+        let c = Containerd { dir, at, child, cgroup };
         c.wait_ready();
         c
     }
@@ -285,7 +313,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     /// The pods' log dir (kubelet's `/var/log/pods`).
     pub fn pod_logs(&self) -> PathBuf {
-        self.dir.path().join("pods")
+        self.at[3].clone()
     }
 
     /// Runs `pod`'s sandbox; its id and config.

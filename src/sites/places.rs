@@ -1,0 +1,243 @@
+//! Where this node keeps what the site families look at: the places of every distribution
+//! of [`crate::distros::DISTROS`] found on it, moved by their settings, and those the user
+//! named, which replace them. Worked out once per discovery ([`Places::of`]).
+
+use super::{resolve, Discovery, Layout};
+use crate::distros::{Distro, Place, Setting, DATA, DISTROS, KUBEADM};
+use crate::node::distro::{flag_value, yaml_scalar};
+use std::path::{Path, PathBuf};
+
+/// The largest configuration file read for a setting.
+const MAX_CONFIG: u64 = 1 << 20;
+
+/// The most drop-in files read of one dir.
+const MAX_DROPINS: usize = 256;
+
+/// A containerd to scan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerdAt {
+    /// Its root, a node path.
+    pub root: PathBuf,
+    /// Its state dir, a node path.
+    pub state: PathBuf,
+    /// Who named the root, when someone did (missing is then an error).
+    pub named_by: Option<String>,
+    /// Its `config.toml`, which may move root and state, unless both are given.
+    pub config: Option<PathBuf>,
+    /// Whether the state was given (its `config.toml` does not move it then).
+    pub state_given: bool,
+}
+
+/// A distribution found on the node, and the dir its data is in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// Its name.
+    pub name: &'static str,
+    /// Its data dir, a node path, when it has one.
+    pub data: Option<PathBuf>,
+}
+
+/// Where to look, as the distributions found and the options say.
+#[derive(Clone, Debug, Default)]
+pub struct Places {
+    /// The distributions found (the default layout first, always).
+    pub distros: Vec<Found>,
+    /// kubelet's root dirs.
+    pub kubelet: Vec<PathBuf>,
+    /// The pod log dirs.
+    pub pod_logs: Vec<PathBuf>,
+    /// The containerds.
+    pub containerds: Vec<ContainerdAt>,
+    /// etcd's data dirs and backups, and whether each was named (missing is then an
+    /// error).
+    pub etcd: Vec<(PathBuf, bool)>,
+}
+
+/// Adds `p` to `list` unless it is there.
+fn add(list: &mut Vec<PathBuf>, p: PathBuf) {
+    if !list.contains(&p) {
+        list.push(p);
+    }
+}
+
+impl Places {
+    /// The places of the node under `cx`'s root: the distributions found, each place
+    /// moved by its settings, the options' places replacing theirs.
+    pub fn of(cx: &mut Discovery<'_>) -> Places {
+        let layout: &Layout = cx.layout;
+        let mut out = Places::default();
+        for d in DISTROS {
+            let Some(found) = found(cx, d) else { continue };
+            let default = *d == KUBEADM;
+            let at = |cx: &mut Discovery<'_>, p: &Place| place(cx, d, &found, p);
+            if !layout.kubelet_dir_explicit {
+                if default {
+                    add(&mut out.kubelet, layout.kubelet_dir.clone());
+                } else if let Some(k) = at(cx, &d.kubelet) {
+                    add(&mut out.kubelet, k);
+                }
+            }
+            if !layout.pod_logs_explicit {
+                if let Some(p) = at(cx, &d.pod_logs) {
+                    add(&mut out.pod_logs, p);
+                }
+            }
+            if !layout.containerd_root_explicit {
+                for c in d.containerds {
+                    let (Some(root), Some(state)) = (at(cx, &c.root), at(cx, &c.state)) else {
+                        continue;
+                    };
+                    let config = c.config.and_then(|c| expand(&found, c)).map(PathBuf::from);
+                    let state_given = default && layout.containerd_state_explicit;
+                    let state = if state_given { layout.containerd_state.clone() } else { state };
+                    let c = ContainerdAt { root, state, named_by: None, config, state_given };
+                    if !out.containerds.iter().any(|o| o.root == c.root) {
+                        out.containerds.push(c);
+                    }
+                }
+            }
+            if layout.etcd.is_empty() {
+                for e in d.etcd {
+                    if let Some(p) = at(cx, e) {
+                        if !out.etcd.iter().any(|(o, _)| *o == p) {
+                            out.etcd.push((p, false));
+                        }
+                    }
+                }
+            }
+            out.distros.push(found);
+        }
+        if layout.kubelet_dir_explicit {
+            out.kubelet.push(layout.kubelet_dir.clone());
+        }
+        if layout.pod_logs_explicit {
+            out.pod_logs.push(layout.pod_logs.clone());
+        }
+        if layout.containerd_root_explicit {
+            out.containerds.push(ContainerdAt {
+                root: layout.containerd_root.clone(),
+                state: layout.containerd_state.clone(),
+                named_by: Some("--containerd-root".to_owned()),
+                config: KUBEADM.containerds[0]
+                    .config
+                    .filter(|_| !layout.containerd_state_explicit)
+                    .map(PathBuf::from),
+                state_given: layout.containerd_state_explicit,
+            });
+        }
+        out.etcd.extend(layout.etcd.iter().map(|p| (p.clone(), true)));
+        out
+    }
+
+    /// The distributions found, but for the default layout, by name.
+    pub fn distribution_names(&self) -> Vec<String> {
+        let named = self.distros.iter().filter(|d| d.name != KUBEADM.name);
+        named.map(|d| d.name.to_owned()).collect()
+    }
+
+    /// What was found, a line each (`-v`): each distribution (with its data dir), then
+    /// each place that is there.
+    pub fn lines(&self, root: &crate::sys::RootDir) -> Vec<String> {
+        let shown = |p: &Path| crate::text::display_path(p.as_os_str());
+        let here = |p: &Path| resolve(root, p).is_ok();
+        let mut lines = Vec::new();
+        for d in self.distros.iter().filter(|d| d.name != KUBEADM.name) {
+            let data = d.data.as_deref().map(|p| format!(": data dir {}", shown(p)));
+            lines.push(format!("distribution {}{}", d.name, data.unwrap_or_default()));
+        }
+        let mut place = |what: &str, p: &Path| {
+            if here(p) {
+                lines.push(format!("{what} {}", shown(p)));
+            }
+        };
+        self.kubelet.iter().for_each(|p| place("kubelet dir", p));
+        self.pod_logs.iter().for_each(|p| place("pod log dir", p));
+        for c in &self.containerds {
+            place("containerd root", &c.root);
+            place("containerd state", &c.state);
+        }
+        self.etcd.iter().for_each(|(p, _)| place("etcd dir", p));
+        lines
+    }
+}
+
+/// `d` as found on the node: its data dir, as its settings name it (an `errors` entry when
+/// it is not there) or by default; `None` when the node has none of it (the default layout
+/// is always looked at).
+fn found(cx: &mut Discovery<'_>, d: &Distro) -> Option<Found> {
+    let data = match d.data {
+        None => None,
+        Some(dd) => match setting(cx, dd.moved_by, d.vars) {
+            Some((dir, by)) => {
+                let what = format!("{}'s data dir", d.name);
+                return cx
+                    .runtime_root(&what, Path::new("/").join(dir), Some(&by))
+                    .map(|data| Found { name: d.name, data: Some(data) });
+            }
+            None => Some(PathBuf::from(dd.default)),
+        },
+    };
+    let present = |p: &str| resolve(cx.root, Path::new(p)).is_ok();
+    let here = *d == KUBEADM
+        || data.as_deref().is_some_and(|p| present(&p.to_string_lossy()))
+        || d.markers.iter().any(|m| present(m));
+    here.then_some(Found { name: d.name, data })
+}
+
+/// `p` of `d` on this node: as a setting names it, else its default under the data dir.
+fn place(cx: &mut Discovery<'_>, d: &Distro, found: &Found, p: &Place) -> Option<PathBuf> {
+    if let Some((named, _)) = setting(cx, p.moved_by, d.vars) {
+        return Some(Path::new("/").join(named));
+    }
+    expand(found, p.at).map(PathBuf::from)
+}
+
+/// `at` with its data dir prefix replaced; `None` when it has one and `found` has no
+/// data dir.
+fn expand(found: &Found, at: &str) -> Option<String> {
+    match at.strip_prefix(DATA) {
+        None => Some(at.to_owned()),
+        Some(rest) => Some(format!("{}{rest}", found.data.as_ref()?.display())),
+    }
+}
+
+/// The first of `settings` that names a value on this node, and what names it (`data-dir
+/// in /etc/rancher/k3s/config.yaml`).
+fn setting(
+    cx: &mut Discovery<'_>,
+    settings: &[Setting],
+    vars: &[(&str, &str)],
+) -> Option<(String, String)> {
+    for s in settings {
+        match *s {
+            Setting::Yaml { file, dropins, key } => {
+                let mut named = None;
+                let mut files = vec![PathBuf::from(file)];
+                if let Some(dir) = dropins {
+                    let mut names = cx.files(Path::new(dir));
+                    names.retain(|n| {
+                        Path::new(n).extension().is_some_and(|e| e == "yaml" || e == "yml")
+                    });
+                    names.truncate(MAX_DROPINS);
+                    files.extend(names.iter().map(|n| Path::new(dir).join(n)));
+                }
+                for f in files {
+                    let Some(text) = cx.read(&f, MAX_CONFIG) else { continue };
+                    if let Some(v) = yaml_scalar(&text, key) {
+                        named = Some((v, format!("{key} in {}", f.display())));
+                    }
+                }
+                if named.is_some() {
+                    return named;
+                }
+            }
+            Setting::Flag { file, flag } => {
+                let Some(text) = cx.read(Path::new(file), MAX_CONFIG) else { continue };
+                if let Some(v) = flag_value(&text, flag, vars) {
+                    return Some((v, format!("{flag} in {file}")));
+                }
+            }
+        }
+    }
+    None
+}
