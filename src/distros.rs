@@ -103,6 +103,9 @@ pub struct Distro {
     pub containerds: &'static [Containerd],
     /// Its etcd data dirs and snapshot dirs.
     pub etcd: &'static [Place],
+    /// The CRI sockets of the other runtimes kubelet may use on it (k3s's `--docker`
+    /// mode: cri-dockerd's), as node paths.
+    pub other_sockets: &'static [&'static str],
 }
 
 /// containerd at its own defaults ([`crate::runtimes::containerd`]).
@@ -126,6 +129,7 @@ pub const KUBEADM: Distro = Distro {
     pod_logs: Place::at("/var/log/pods"),
     containerds: &[UPSTREAM_CONTAINERD],
     etcd: &[Place::at("/var/lib/etcd")],
+    other_sockets: &[],
 };
 
 /// k3s's data dir, and its `data-dir` setting: the config file and its drop-ins.
@@ -170,6 +174,7 @@ const RANCHER: Distro = Distro {
     pod_logs: Place::at("/var/log/pods"),
     containerds: &[RANCHER_CONTAINERD],
     etcd: &RANCHER_ETCD,
+    other_sockets: &["/run/k3s/cri-dockerd/cri-dockerd.sock"],
 };
 
 /// MicroK8s's snap dirs.
@@ -216,6 +221,7 @@ pub const DISTROS: &[Distro] = &[
             config: Some("/var/snap/microk8s/current/args/containerd.toml"),
         }],
         etcd: &[],
+        other_sockets: &[],
     },
     Distro {
         name: "k0s",
@@ -231,6 +237,7 @@ pub const DISTROS: &[Distro] = &[
             config: Some("/etc/k0s/containerd.toml"),
         }],
         etcd: &[Place::at("{data}/etcd")],
+        other_sockets: &[],
     },
     Distro {
         name: "talos",
@@ -251,6 +258,7 @@ pub const DISTROS: &[Distro] = &[
             },
         ],
         etcd: &[Place::at("/var/lib/etcd")],
+        other_sockets: &[],
     },
     Distro {
         name: "bottlerocket",
@@ -270,13 +278,15 @@ pub const DISTROS: &[Distro] = &[
             },
         ],
         etcd: &[],
+        other_sockets: &[],
     },
 ];
 
 impl Distro {
-    /// Its kubelet runtime's default CRI sockets, as node paths.
+    /// The default CRI sockets of kubelet's runtime on it, as node paths.
     pub fn sockets(&self) -> impl Iterator<Item = &'static str> {
-        self.containerds.iter().filter_map(|c| c.socket).map(|p| p.at)
+        let containerd = self.containerds.iter().filter_map(|c| c.socket).map(|p| p.at);
+        containerd.chain(self.other_sockets.iter().copied())
     }
 }
 

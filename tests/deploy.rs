@@ -46,7 +46,10 @@ fn command_line(spec: &Value) -> Vec<String> {
 
 #[test]
 fn manifests_mount_the_node_read_only_and_pass_the_cli_parser() {
-    for name in ["daemonset.yaml", "daemonset-crio.yaml", "daemonset-docker.yaml", "cronjob.yaml"] {
+    let distros = DISTRO_MANIFESTS.map(|(name, _)| name);
+    let runtimes =
+        ["daemonset.yaml", "daemonset-crio.yaml", "daemonset-docker.yaml", "cronjob.yaml"];
+    for name in runtimes.into_iter().chain(distros) {
         let m = manifest(name);
         let spec = pod_spec(&m);
         let volumes = spec["volumes"].as_array().unwrap();
@@ -188,8 +191,66 @@ fn example_node() -> (NodeTree, PathBuf, PathBuf) {
 /// the same node; the scan runs again (`--every`) until stopped.
 #[test]
 fn the_daemonsets_exact_arguments_on_the_example_node() {
-    for name in ["daemonset.yaml", "daemonset-crio.yaml", "daemonset-docker.yaml"] {
+    let distros = DISTRO_MANIFESTS.map(|(name, _)| name);
+    for name in ["daemonset.yaml", "daemonset-crio.yaml", "daemonset-docker.yaml"]
+        .into_iter()
+        .chain(distros)
+    {
         daemonset_on_the_example_node(name);
+    }
+}
+
+/// The DaemonSets of the distributions whose paths differ from kubeadm's, and their rows.
+const DISTRO_MANIFESTS: [(&str, &str); 4] = [
+    ("daemonset-k3s.yaml", "k3s"),
+    ("daemonset-rke2.yaml", "rke2"),
+    ("daemonset-microk8s.yaml", "microk8s"),
+    ("daemonset-k0s.yaml", "k0s"),
+];
+
+/// Each distribution's DaemonSet mounts, read-only at its node path under `/host`, the
+/// places its row of `kresidue::distros::DISTROS` names at their defaults (kubelet's dir,
+/// the pod logs, containerd's root and state), and names its containerd's socket; all the
+/// rest is as the containerd DaemonSet has it.
+#[test]
+fn each_distributions_daemonset_mounts_its_places() {
+    use kresidue::distros::{DataDir, DATA, DISTROS};
+    let base_args = {
+        let mut a = command_line(pod_spec(&manifest("daemonset.yaml")));
+        a.retain(|a| !a.starts_with("--cri="));
+        a
+    };
+    for (name, distro) in DISTRO_MANIFESTS {
+        let row = DISTROS.iter().find(|d| d.name == distro).unwrap();
+        let data = row.data.map(|DataDir { default, .. }| default);
+        let at = |p: &str| match p.strip_prefix(DATA) {
+            Some(rest) => format!("{}{rest}", data.unwrap()),
+            None => p.to_owned(),
+        };
+        let m = manifest(name);
+        let spec = pod_spec(&m);
+        let mut line = command_line(spec);
+        let socket = at(row.containerds[0].socket.unwrap().at);
+        assert!(line.contains(&format!("--cri=unix://{socket}")), "{name}: {line:?}");
+        line.retain(|a| !a.starts_with("--cri="));
+        assert_eq!(line, base_args, "{name}");
+        let c = &spec["containers"][0];
+        let mounts = c["volumeMounts"].as_array().unwrap();
+        let volumes = spec["volumes"].as_array().unwrap();
+        let host_of = |mount: &Value| {
+            let v = volumes.iter().find(|v| v["name"] == mount["name"]).unwrap();
+            v["hostPath"]["path"].as_str().map(str::to_owned)
+        };
+        let sock = mounts.iter().find(|m| m["mountPath"] == socket.as_str()).expect("the socket");
+        assert_eq!(host_of(sock), Some(socket.clone()), "{name}");
+        let ctrd = row.containerds[0];
+        for place in [row.kubelet.at, row.pod_logs.at, ctrd.root.at, ctrd.state.at] {
+            let node = at(place);
+            let mount = mounts.iter().find(|m| m["mountPath"] == format!("/host{node}").as_str());
+            let mount = mount.unwrap_or_else(|| panic!("{name}: {node} not mounted"));
+            assert_eq!(host_of(mount), Some(node.clone()), "{name}");
+            assert_eq!(mount["readOnly"], true, "{name}: {node}");
+        }
     }
 }
 

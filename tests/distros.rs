@@ -104,7 +104,7 @@ type Seen = (String, String, String, String, String);
 
 /// The node of `case`, with the value `value` in the container's env (`meta.db` and its
 /// bundle's spec) and in the pod's Secret volume; scanned with `--no-cri`.
-fn scanned(case: &Case, value: &str, freed: &str) -> (Vec<Seen>, Out) {
+fn scanned(case: &Case, value: &str, freed: &str, extra: &[&str]) -> (Vec<Seen>, Out) {
     let tree = NodeTree::with_kubelet_dir(case.kubelet);
     let secrets = [
         Secret::opaque("shop", "db", &[("password", value.as_bytes())]),
@@ -133,7 +133,8 @@ fn scanned(case: &Case, value: &str, freed: &str) -> (Vec<Seen>, Out) {
         tree.write(path, text.as_bytes());
     }
     let file = tree.secrets_file("secrets.json", &secrets);
-    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json", "-v"]);
+    let args = [&["--secrets", path_arg(&file), "--format", "json", "-v"][..], extra].concat();
+    let out = tree.scan(&args);
     out.assert_code(1);
     let s = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();
     let mut seen: Vec<Seen> = out
@@ -163,7 +164,7 @@ fn scanned(case: &Case, value: &str, freed: &str) -> (Vec<Seen>, Out) {
 fn every_distribution_is_scanned_as_kubeadm_is() {
     let value = String::from_utf8(fake_secret(4801)).unwrap();
     let freed = String::from_utf8(fake_secret(4802)).unwrap();
-    let (want, _) = scanned(&CASES[0], &value, &freed);
+    let (want, _) = scanned(&CASES[0], &value, &freed, &[]);
     let sites: Vec<&str> = want.iter().map(|s| s.0.as_str()).collect();
     for site in ["containerd-metadata", "oci-bundle", "kubelet-secret-volume"] {
         assert!(sites.contains(&site), "kubeadm: {want:?}");
@@ -171,8 +172,14 @@ fn every_distribution_is_scanned_as_kubeadm_is() {
     assert!(want.iter().any(|s| s.0 == "containerd-metadata" && s.2 == id(1) && s.3 == POD_UID));
     assert!(want.iter().any(|s| s.0 == "oci-bundle" && s.2 == id(1) && s.3 == POD_UID));
     for case in &CASES[1..] {
-        let (got, out) = scanned(case, &value, &freed);
+        let (got, out) = scanned(case, &value, &freed, &[]);
         assert_eq!(got, want, "{} at {}", case.distro, case.root);
+        // `--path /` reads the node once more as `other`, but for what a site owns.
+        let (whole, _) = scanned(case, &value, &freed, &["--path", "/"]);
+        let config_files = whole.iter().filter(|s| s.0 == "other").count();
+        let owned: Vec<Seen> = whole.into_iter().filter(|s| s.0 != "other").collect();
+        assert_eq!(owned, want, "{} with --path /", case.distro);
+        assert_eq!(config_files, 0, "{}: a site's file read as other", case.distro);
         let report = out.json.as_ref().unwrap();
         assert!(report["errors"].as_array().unwrap().is_empty(), "{}: {report}", case.distro);
         let named = report["summary"]["distributions"].as_array().unwrap();
