@@ -163,6 +163,7 @@ fn layout(args: &SearchArgs, fixed_kubelet_dir: bool, max_file_size: Option<u64>
         docker_root: args.docker_root.as_deref().map(node_path),
         containers_storage_root: args.containers_storage_root.as_deref().map(node_path),
         max_file_size,
+        only: None,
     }
 }
 

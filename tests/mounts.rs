@@ -492,3 +492,79 @@ fn mounts_in_container_dirs() {
     assert_eq!(unread, want_unread, "{}", out.stdout_str());
     drop(mounts);
 }
+
+/// Issue 48: a node whose kubelet dir and pod logs were copied to a local disk and mounted
+/// back over the originals (EKS's `setup-local-disks`, AKS's temporary kubelet disk, GKE's
+/// local SSDs): what the mounts hide on the filesystem beneath, a copy the node no longer
+/// sees, is read (a detached clone of the filesystem, nothing mounted in the node's
+/// namespace) and reported as hidden beneath a mount, stale, at its node path; what the
+/// mounts show is read as ever. The mount table is the same after the scan.
+#[test]
+fn what_a_mount_over_a_moved_dir_hides_is_found() {
+    needs_root!();
+    let tree = NodeTree::new();
+    let (old, mut secrets) = (String::from_utf8(fake_secret(7141)).unwrap(), Vec::new());
+    let new = String::from_utf8(fake_secret(7142)).unwrap();
+    secrets.push(Secret::opaque("shop", "old", &[("password", old.as_bytes())]));
+    secrets.push(Secret::opaque("shop", "new", &[("password", new.as_bytes())]));
+    tree.guard_secrets(&secrets);
+    const MOVED: &str = "7e57ab1e-0000-4000-8000-00000000c0de";
+    // The copy left beneath: a pod's volume and its log.
+    tree.pod(UID).secret_volume("db").key("password", old.as_bytes());
+    tree.pod(UID).log(
+        "shop",
+        "web",
+        "app",
+        "0.log",
+        format!("2026-01-01T00:00:00Z stdout F pw={old}\n").as_bytes(),
+    );
+    // The local disk, mounted over kubelet's dir and the pod logs.
+    let disk = tree.outside().join("k8s-disks/0");
+    let kubelet_disk =
+        disk.join("kubelet/pods").join(MOVED).join("volumes/kubernetes.io~secret/db");
+    std::fs::create_dir_all(&kubelet_disk).unwrap();
+    std::fs::write(kubelet_disk.join("password"), &new).unwrap();
+    std::fs::create_dir_all(disk.join("pods")).unwrap();
+    let before = std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().count();
+    let _k = mount(&["--bind", path_arg(&disk.join("kubelet"))], &tree.host("/var/lib/kubelet"));
+    let _l = mount(&["--bind", path_arg(&disk.join("pods"))], &tree.host("/var/log/pods"));
+    let mounted = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json", "-v"]);
+    out.assert_code(1);
+    let got: Vec<(String, String, bool, bool)> = out
+        .findings()
+        .iter()
+        .map(|f| {
+            let hidden =
+                f.raw["note"].as_str().is_some_and(|n| n.contains("hidden beneath a mount"));
+            (f.secret.clone(), f.site.clone(), f.stale == Some(true), hidden)
+        })
+        .collect();
+    let row =
+        |secret: &str, site: &str, hidden| (secret.to_owned(), site.to_owned(), hidden, hidden);
+    let mut want = vec![
+        row("shop/new", "kubelet-secret-volume", false),
+        row("shop/old", "kubelet-secret-volume", true),
+        row("shop/old", "pod-log", true),
+    ];
+    want.sort();
+    let mut got = got;
+    got.sort();
+    assert_eq!(got, want, "{}", out.stdout_str());
+    let old_at = out
+        .findings()
+        .into_iter()
+        .find(|f| f.secret == "shop/old" && f.site == "kubelet-secret-volume");
+    let old_at = old_at.unwrap();
+    assert!(old_at.path.starts_with(&format!("/var/lib/kubelet/pods/{UID}/")), "{}", old_at.path);
+    assert!(
+        out.stderr_str().contains("beneath the mount at /var/lib/kubelet: read"),
+        "{}",
+        out.stderr_str()
+    );
+    // Nothing mounted, nothing left mounted.
+    assert_eq!(std::fs::read_to_string("/proc/self/mountinfo").unwrap(), mounted);
+    drop((_k, _l));
+    assert_eq!(std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().count(), before);
+}

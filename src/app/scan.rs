@@ -229,8 +229,10 @@ pub(crate) fn search(
         max_file_size: cfg.max_file_size,
         deadline: cfg.timeout.map(|t| Instant::now() + t),
     };
+    let deadline = settings.deadline;
     let mut result = printer.with_progress(|p| scan::scan(&settings, walking, &searchers, p))?;
     stopped()?;
+    let hidden = beneath_mounts(cfg, &settings.layout, &searchers, deadline, printer)?;
     if result.incomplete {
         result.errors.push(ScanError {
             path: text::display_path(cfg.root_arg.as_os_str()),
@@ -245,6 +247,8 @@ pub(crate) fn search(
     // Before liveness: a shipped file's finding is `info` whoever owns it.
     scan::shipped::mark(&cfg.root, &mut result.findings);
     let (mut cri, mut asked) = ask(connected, &mut result, cfg.require_cri, printer)?;
+    // What no one sees has no owner that lives: judged without the runtime.
+    hidden.merge_into(&mut result);
     // The names the scan and the runtime gave, matched as the names on paths were: the
     // outputs withhold what matches.
     scan::withhold_names(&searchers, result.findings.iter().flat_map(|f| f.images.iter()));
@@ -253,6 +257,96 @@ pub(crate) fn search(
     let names = names.chain(asked.iter_mut().flat_map(|(_, live)| live.names_mut()));
     scan::withhold_names(&searchers, names.map(|n| &**n));
     Ok(Scanned { result, cri, asked, kubelet_dir_seen })
+}
+
+/// What a finding beneath a mount is.
+const HIDDEN: &str = "hidden beneath a mount: a copy on the filesystem a mount now covers \
+    (the data was moved to another disk and mounted back), which the node no longer sees \
+    and nothing removes";
+
+/// What the mounts over the node's places hide.
+#[derive(Default)]
+struct Hidden {
+    findings: Vec<Finding>,
+    errors: Vec<ScanError>,
+    files: u64,
+    bytes: u64,
+}
+
+impl Hidden {
+    /// Adds it to `result`, sorted as a scan's are.
+    fn merge_into(self, result: &mut ScanResult) {
+        result.findings.extend(self.findings);
+        result.findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        result.errors.extend(self.errors);
+        result.errors.sort();
+        result.errors.dedup();
+        (result.files, result.bytes) = (result.files + self.files, result.bytes + self.bytes);
+    }
+}
+
+/// What the mounts over the node's places hide (kubelet's dir, a containerd root, the pod
+/// logs moved to a local disk and mounted back, as EKS, AKS and GKE nodes do): each read
+/// through a detached clone of the filesystem beneath (`RootDir::beneath_mounts`;
+/// nothing is mounted, nothing written), its findings stale copies that say so, rated
+/// with no owner alive. Without `CAP_SYS_ADMIN` they are not read (`-v` says so).
+fn beneath_mounts(
+    cfg: &ScanConfig,
+    layout: &Layout,
+    searchers: &Searchers<'_>,
+    deadline: Option<Instant>,
+    printer: &mut Printer,
+) -> Result<Hidden> {
+    let mut hidden = Hidden::default();
+    for (node, kind) in crate::sites::mounted_places(&cfg.root, layout) {
+        let (Some(parent), Some(name)) = (node.parent(), node.file_name()) else { continue };
+        let shown = text::display_path(node.as_os_str());
+        let clone =
+            crate::sites::resolve(&cfg.root, parent).and_then(|rel| cfg.root.beneath_mounts(&rel));
+        let clone = match clone {
+            Ok(clone) => clone,
+            Err(e) => {
+                let why = node::io_message(&e);
+                printer.detail(VERBOSE, || {
+                    [format!("beneath the mount at {shown}: not read ({why})")]
+                });
+                continue;
+            }
+        };
+        printer.detail(VERBOSE, || [format!("beneath the mount at {shown}: read")]);
+        let layout = crate::sites::beneath_mounts(
+            &std::path::Path::new("/").join(name),
+            kind,
+            cfg.max_file_size,
+        );
+        let walking = Walking::start_with(clone, layout.clone(), false);
+        let settings = ScanSettings {
+            layout,
+            threads: cfg.threads,
+            chunk: cfg.chunk,
+            max_file_size: cfg.max_file_size,
+            deadline,
+        };
+        let mut result = scan::scan(&settings, walking, searchers, &())?;
+        stopped()?;
+        // The clone's root is the mount's parent dir.
+        let parent = text::display_path(parent.as_os_str());
+        let at = |p: &str| format!("{}{p}", parent.trim_end_matches('/'));
+        for f in &mut result.findings {
+            f.path = at(&f.path);
+            f.note = f.note.or(Some(HIDDEN));
+            f.stale = true;
+            f.id = Finding::refine_id(&f.id, "beneath-mount");
+        }
+        crate::severity::judge(&mut result.findings, None, None);
+        for e in &mut result.errors {
+            e.path = at(&e.path);
+        }
+        hidden.findings.append(&mut result.findings);
+        hidden.errors.append(&mut result.errors);
+        (hidden.files, hidden.bytes) = (hidden.files + result.files, hidden.bytes + result.bytes);
+    }
+    Ok(hidden)
 }
 
 /// Lowers the run's CPU and I/O priority (`--nice`), before any thread of the scan starts:

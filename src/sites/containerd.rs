@@ -94,7 +94,8 @@ impl Site for Containerd {
                 continue;
             }
             let state_seen = state_rel.is_some() && seen.contains(&state_rel);
-            let state = (!state_seen).then_some(state);
+            // No state dir (what a mount hides has none).
+            let state = (!state_seen && !state.as_os_str().is_empty()).then_some(state);
             seen.extend([root_rel, state_rel]);
             discover_one(cx, &root, state.as_deref(), named_by.as_deref(), Runtime::Containerd);
         }

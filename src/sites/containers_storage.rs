@@ -91,6 +91,7 @@ fn graph_roots(cx: &mut Discovery<'_>) -> Vec<PathBuf> {
     let mut named: Vec<(PathBuf, Option<&'static str>)> = Vec::new();
     match &cx.layout.containers_storage_root {
         Some(given) => named.push((given.clone(), Some("--containers-storage-root"))),
+        None if cx.layout.only.is_some() => {}
         None => {
             let confs: [(&str, &'static str, Parse); 2] = [
                 (CRIO_CONF, "root in /etc/crio/crio.conf", crio_root),

@@ -91,6 +91,7 @@ fn unread() -> ContainerRecord {
 fn data_root(cx: &mut Discovery<'_>) -> Option<PathBuf> {
     let (root, named_by) = match &cx.layout.docker_root {
         Some(given) => (given.clone(), Some("--docker-root")),
+        None if cx.layout.only.is_some() => return None,
         None => match cx.parse(Path::new(DAEMON_JSON), MAX_DAEMON_JSON, docker_data_root) {
             Some(Some(named)) => {
                 (Path::new("/").join(named), Some("data-root in /etc/docker/daemon.json"))

@@ -396,6 +396,10 @@ pub struct Layout {
     /// `--max-file-size`: no record or database larger than this is read during
     /// discovery either.
     pub max_file_size: Option<u64>,
+    /// Only this place is read, quietly when it is not there: no default, no
+    /// distribution's, no runtime root a configuration names (the scan of what a mount
+    /// hides, [`beneath_mounts`]).
+    pub only: Option<(PlaceKind, PathBuf)>,
 }
 
 impl Layout {
@@ -415,6 +419,7 @@ impl Layout {
             docker_root: None,
             containers_storage_root: None,
             max_file_size: None,
+            only: None,
         }
     }
 
@@ -823,6 +828,44 @@ pub fn discover(root: &RootDir, layout: &Layout, errors: &mut Vec<ScanError>) ->
     let distributions = cx.places.distribution_names();
     let lines = cx.places.lines(root);
     Discovered { scopes: cx.scopes, distributions, lines }
+}
+
+/// What a place of the node is, for the scan of what a mount over it hides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlaceKind {
+    /// kubelet's root dir.
+    Kubelet,
+    /// containerd's root.
+    ContainerdRoot,
+    /// The pod log dir.
+    PodLogs,
+}
+
+/// The node's places ([`places::Places`]) that are mount points: kubelet's dir, a
+/// containerd root, the pod log dir moved to another disk and mounted back (EKS's local
+/// disks, AKS's temporary kubelet disk, GKE's local SSDs), whose old copy on the
+/// filesystem beneath the node no longer sees; each as a node path.
+pub fn mounted_places(root: &RootDir, layout: &Layout) -> Vec<(PathBuf, PlaceKind)> {
+    let mut errors = Vec::new();
+    let running = std::cell::OnceCell::new();
+    let places = places::Places::default();
+    let mut cx =
+        Discovery { root, layout, scopes: Vec::new(), errors: &mut errors, running, places };
+    let p = places::Places::of(&mut cx);
+    let kubelet = p.kubelet.into_iter().map(|k| (k, PlaceKind::Kubelet));
+    let ctrd = p.containerds.into_iter().map(|c| (c.root, PlaceKind::ContainerdRoot));
+    let logs = p.pod_logs.into_iter().map(|l| (l, PlaceKind::PodLogs));
+    let mounted = |(node, _): &(PathBuf, PlaceKind)| {
+        resolve(root, node)
+            .is_ok_and(|rel| !rel.as_os_str().is_empty() && root.is_mount_point(&rel))
+    };
+    kubelet.chain(ctrd).chain(logs).filter(mounted).collect()
+}
+
+/// The layout that reads only the place `node` of `kind`, beneath the root that holds
+/// what its mount hides.
+pub fn beneath_mounts(node: &Path, kind: PlaceKind, max_file_size: Option<u64>) -> Layout {
+    Layout { only: Some((kind, node.to_path_buf())), max_file_size, ..Layout::defaults() }
 }
 
 /// kubelet's dir on the node under `root` when `layout` does not name one, as `clean`

@@ -2,7 +2,7 @@
 //! of [`crate::distros::DISTROS`] found on it, moved by their settings, and those the user
 //! named, which replace them. Worked out once per discovery ([`Places::of`]).
 
-use super::{resolve, Discovery, Layout};
+use super::{resolve, Discovery, Layout, PlaceKind};
 use crate::distros::{Distro, Place, Setting, DATA, DISTROS, KUBEADM};
 use crate::node::distro::{flag_value, yaml_scalar};
 use std::path::{Path, PathBuf};
@@ -66,6 +66,22 @@ impl Places {
     pub fn of(cx: &mut Discovery<'_>) -> Places {
         let layout: &Layout = cx.layout;
         let mut out = Places::default();
+        if let Some((kind, node)) = &layout.only {
+            let node = node.clone();
+            match kind {
+                PlaceKind::Kubelet => out.kubelet.push(node),
+                PlaceKind::PodLogs => out.pod_logs.push(node),
+                PlaceKind::ContainerdRoot => out.containerds.push(ContainerdAt {
+                    root: node,
+                    // Its state is a tmpfs of its own, not beneath its root's mount.
+                    state: PathBuf::new(),
+                    named_by: None,
+                    config: None,
+                    state_given: true,
+                }),
+            }
+            return out;
+        }
         for d in DISTROS {
             let Some(found) = found(cx, d) else { continue };
             let default = *d == KUBEADM;

@@ -7,8 +7,8 @@
 //! directory descriptors, [`tree`] removes trees through them and unmounts for `clean`, and
 //! [`mount`] reads the mount table. Pure computation lives with its users (the SIMD byte
 //! masks and the cache prefetch hint in `matcher::simd`, the log-line masks in
-//! `node::logs`). `unsafe` code here is only for three calls with no safe binding in
-//! `nix`, `getdents64` among them; the rest is in the SIMD kernels of `matcher::simd`,
+//! `node::logs`). `unsafe` code here is only for four calls with no safe binding in
+//! `nix`, `getdents64` and `open_tree` among them; the rest is in the SIMD kernels of `matcher::simd`,
 //! `rules::teddy` and `node::logs`, each block with its `SAFETY` reason.
 //!
 //! Confinement: every file is opened with `openat2(2)` relative to a descriptor of the
@@ -74,6 +74,38 @@ impl RootDir {
         )
         .map_err(io::Error::from)?;
         Ok(RootDir { fd: walk::DirFd::new(fd), path: canonical, mounts })
+    }
+
+    /// The filesystem of the dir `rel` (relative to the root, no symlink in it) as a root
+    /// of its own with nothing mounted on it: what the mounts below `rel` hide. It is a
+    /// detached, non-recursive bind of `rel` (`open_tree(2)` with `OPEN_TREE_CLONE`, no
+    /// `AT_RECURSIVE`): nothing is mounted in any namespace, and it is gone when its last
+    /// descriptor closes. Needs `CAP_SYS_ADMIN` (Linux 5.2).
+    pub fn beneath_mounts(&self, rel: &Path) -> io::Result<RootDir> {
+        use nix::libc;
+        use std::os::fd::{AsRawFd, FromRawFd};
+        const OPEN_TREE_CLONE: libc::c_uint = 1;
+        let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let dir = walk::open_beneath(self.fd.as_fd(), rel, flags).map_err(io::Error::from)?;
+        let tree_flags =
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint;
+        #[allow(unsafe_code)]
+        // SAFETY: open_tree takes a descriptor, a NUL-terminated path that outlives the
+        // call and integer flags; it returns a new descriptor or -1 with errno.
+        let fd = unsafe {
+            libc::syscall(libc::SYS_open_tree, dir.as_raw_fd(), c"".as_ptr(), tree_flags)
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fd = i32::try_from(fd).map_err(|_| io::Error::other("open_tree: a bad descriptor"))?;
+        #[allow(unsafe_code)]
+        // SAFETY: `fd` was just returned by open_tree, is open, and owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        let mounts = std::sync::Arc::new(mount::Table::empty());
+        Ok(RootDir { fd: walk::DirFd::new(fd), path, mounts })
     }
 
     /// The mount table of this run.

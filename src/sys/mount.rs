@@ -90,6 +90,12 @@ pub fn is_remote_type(fstype: &str) -> bool {
 pub struct Table(std::sync::OnceLock<(Vec<Mount>, Vec<usize>)>);
 
 impl Table {
+    /// A table with no mount in it: the view of a detached tree nothing is mounted on
+    /// ([`super::RootDir::beneath_mounts`]).
+    pub fn empty() -> Table {
+        Table(std::sync::OnceLock::from((Vec::new(), Vec::new())))
+    }
+
     /// The mounts, and the indexes of the FUSE and network ones among them.
     fn read(&self) -> &(Vec<Mount>, Vec<usize>) {
         self.0.get_or_init(|| {
