@@ -190,8 +190,8 @@ fn every_distribution_is_scanned_as_kubeadm_is() {
     }
 }
 
-/// A data dir a configuration names that is not there is an `errors` entry saying who
-/// named it: the node's runtime data was never seen.
+/// A data dir (or kubelet dir, containerd root) a configuration names that is not there is
+/// an `errors` entry saying who named it: the node's runtime data was never seen.
 #[test]
 fn a_missing_data_dir_a_config_names_is_an_error() {
     for (config, text, dir, by) in [
@@ -213,9 +213,23 @@ fn a_missing_data_dir_a_config_names_is_an_error() {
             "/gone/k0s",
             "--data-dir in /etc/systemd/system/k0sworker.service",
         ),
+        (
+            "/var/snap/microk8s/current/args/kubelet",
+            "--root-dir=${SNAP_COMMON}/gone/kubelet\n",
+            "/var/snap/microk8s/common/gone/kubelet",
+            "--root-dir in /var/snap/microk8s/current/args/kubelet",
+        ),
+        (
+            "/var/snap/microk8s/current/args/containerd",
+            "--root /gone/containerd\n",
+            "/gone/containerd",
+            "--root in /var/snap/microk8s/current/args/containerd",
+        ),
     ] {
         let tree = NodeTree::new();
         tree.write(config, text.as_bytes());
+        // MicroK8s is recognised by its snap's dir.
+        tree.mkdir("/var/snap/microk8s/common");
         let secrets = [Secret::opaque("shop", "db", &[("password", fake_secret(4803))])];
         tree.guard_secrets(&secrets);
         let file = tree.secrets_file("s.json", &secrets);

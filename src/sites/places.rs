@@ -85,28 +85,37 @@ impl Places {
         for d in DISTROS {
             let Some(found) = found(cx, d) else { continue };
             let default = *d == KUBEADM;
-            let at = |cx: &mut Discovery<'_>, p: &Place| place(cx, d, &found, p);
+            let at = |cx: &mut Discovery<'_>, p: &Place| place(cx, d, &found, p).map(|(p, _)| p);
+            // A dir a setting names that is not there is an `errors` entry.
+            let named =
+                |cx: &mut Discovery<'_>, p: &Place, what: &str| match place(cx, d, &found, p) {
+                    Some((dir, Some(by))) => {
+                        cx.runtime_root(&format!("{}'s {what}", d.name), dir, Some(&by))
+                    }
+                    other => other.map(|(dir, _)| dir),
+                };
             if !layout.kubelet_dir_explicit {
                 if default {
                     add(&mut out.kubelet, layout.kubelet_dir.clone());
-                } else if let Some(k) = at(cx, &d.kubelet) {
+                } else if let Some(k) = named(cx, &d.kubelet, "kubelet dir") {
                     add(&mut out.kubelet, k);
                 }
             }
             if !layout.pod_logs_explicit {
-                if let Some(p) = at(cx, &d.pod_logs) {
+                if let Some(p) = named(cx, &d.pod_logs, "pod log dir") {
                     add(&mut out.pod_logs, p);
                 }
             }
             if !layout.containerd_root_explicit {
                 for c in d.containerds {
-                    let (Some(root), Some(state)) = (at(cx, &c.root), at(cx, &c.state)) else {
+                    let root = place(cx, d, &found, &c.root);
+                    let (Some((root, named_by)), Some(state)) = (root, at(cx, &c.state)) else {
                         continue;
                     };
                     let config = c.config.and_then(|c| expand(&found, c)).map(PathBuf::from);
                     let state_given = default && layout.containerd_state_explicit;
                     let state = if state_given { layout.containerd_state.clone() } else { state };
-                    let c = ContainerdAt { root, state, named_by: None, config, state_given };
+                    let c = ContainerdAt { root, state, named_by, config, state_given };
                     if !out.containerds.iter().any(|o| o.root == c.root) {
                         out.containerds.push(c);
                     }
@@ -200,12 +209,18 @@ fn found(cx: &mut Discovery<'_>, d: &Distro) -> Option<Found> {
     here.then_some(Found { name: d.name, data })
 }
 
-/// `p` of `d` on this node: as a setting names it, else its default under the data dir.
-fn place(cx: &mut Discovery<'_>, d: &Distro, found: &Found, p: &Place) -> Option<PathBuf> {
-    if let Some((named, _)) = setting(cx, p.moved_by, d.vars) {
-        return Some(Path::new("/").join(named));
+/// `p` of `d` on this node: as a setting names it (and what names it), else its default
+/// under the data dir.
+fn place(
+    cx: &mut Discovery<'_>,
+    d: &Distro,
+    found: &Found,
+    p: &Place,
+) -> Option<(PathBuf, Option<String>)> {
+    if let Some((named, by)) = setting(cx, p.moved_by, d.vars) {
+        return Some((Path::new("/").join(named), Some(by)));
     }
-    expand(found, p.at).map(PathBuf::from)
+    expand(found, p.at).map(|p| (PathBuf::from(p), None))
 }
 
 /// `at` with its data dir prefix replaced; `None` when it has one and `found` has no
