@@ -106,6 +106,20 @@ pub struct Distro {
     /// The CRI sockets of the other runtimes kubelet may use on it (k3s's `--docker`
     /// mode: cri-dockerd's), as node paths.
     pub other_sockets: &'static [&'static str],
+    /// Where it keeps copies of its earlier versions' data (MicroK8s's snap revisions).
+    pub old_copies: Option<OldCopies>,
+}
+
+/// The dirs of a distribution's earlier versions, kept beside the current one: every dir
+/// of `parent` but those of `keep` and the one the symlink `current` in it points to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OldCopies {
+    /// The dir that holds them, a node path.
+    pub parent: &'static str,
+    /// The symlink in `parent` to the current version's dir.
+    pub current: &'static str,
+    /// The dirs of `parent` that are no earlier version's.
+    pub keep: &'static [&'static str],
 }
 
 /// containerd at its own defaults ([`crate::runtimes::containerd`]).
@@ -130,6 +144,7 @@ pub const KUBEADM: Distro = Distro {
     containerds: &[UPSTREAM_CONTAINERD],
     etcd: &[Place::at("/var/lib/etcd")],
     other_sockets: &[],
+    old_copies: None,
 };
 
 /// k3s's data dir, and its `data-dir` setting: the config file and its drop-ins.
@@ -175,6 +190,7 @@ const RANCHER: Distro = Distro {
     containerds: &[RANCHER_CONTAINERD],
     etcd: &RANCHER_ETCD,
     other_sockets: &["/run/k3s/cri-dockerd/cri-dockerd.sock"],
+    old_copies: None,
 };
 
 /// MicroK8s's snap dirs.
@@ -222,6 +238,12 @@ pub const DISTROS: &[Distro] = &[
         }],
         etcd: &[],
         other_sockets: &[],
+        // snapd keeps earlier revisions' `SNAP_DATA` (credentials, certs, the datastore).
+        old_copies: Some(OldCopies {
+            parent: "/var/snap/microk8s",
+            current: "current",
+            keep: &["common"],
+        }),
     },
     Distro {
         name: "k0s",
@@ -238,6 +260,7 @@ pub const DISTROS: &[Distro] = &[
         }],
         etcd: &[Place::at("{data}/etcd")],
         other_sockets: &[],
+        old_copies: None,
     },
     Distro {
         name: "talos",
@@ -259,6 +282,7 @@ pub const DISTROS: &[Distro] = &[
         ],
         etcd: &[Place::at("/var/lib/etcd")],
         other_sockets: &[],
+        old_copies: None,
     },
     Distro {
         name: "bottlerocket",
@@ -279,6 +303,7 @@ pub const DISTROS: &[Distro] = &[
         ],
         etcd: &[],
         other_sockets: &[],
+        old_copies: None,
     },
 ];
 

@@ -240,3 +240,40 @@ fn a_missing_data_dir_a_config_names_is_an_error() {
         assert!(entry["error"].as_str().unwrap().contains(by), "{entry}");
     }
 }
+
+/// MicroK8s keeps its earlier snap revisions' data beside the current one: a credential in
+/// an old revision's dir is found, noted as an earlier version's copy; the current
+/// revision's dir and `common` are not read as such.
+#[test]
+fn microk8s_old_revisions_are_read() {
+    let tree = NodeTree::with_kubelet_dir("/var/snap/microk8s/common/var/lib/kubelet");
+    let value = String::from_utf8(fake_secret(4821)).unwrap();
+    let secrets = [Secret::opaque("kube-system", "token", &[("token", value.as_bytes())])];
+    tree.guard_secrets(&secrets);
+    let token = format!("{value},admin,admin,\"system:masters\"\n");
+    for rev in ["6001", "6364"] {
+        tree.write(
+            format!("/var/snap/microk8s/{rev}/credentials/known_tokens.csv"),
+            token.as_bytes(),
+        );
+    }
+    tree.symlink("/var/snap/microk8s/current", "6364");
+    tree.write("/var/snap/microk8s/common/var/lib/kubelet/x", b"");
+    let file = tree.secrets_file("secrets.json", &secrets);
+    for extra in [&[][..], &["--path", "/"]] {
+        let args = [&["--secrets", path_arg(&file), "--format", "json"][..], extra].concat();
+        let out = tree.scan(&args);
+        out.assert_code(1);
+        let found: Vec<(String, bool)> = out
+            .findings()
+            .iter()
+            .map(|f| {
+                let old = f.raw["note"].as_str().is_some_and(|n| n.contains("earlier version"));
+                (f.path.clone(), old)
+            })
+            .collect();
+        let old = ("/var/snap/microk8s/6001/credentials/known_tokens.csv".to_owned(), true);
+        assert!(found.contains(&old), "{extra:?}: {found:?}");
+        assert!(!found.iter().any(|(p, old)| p.contains("/6364/") && *old), "{found:?}");
+    }
+}

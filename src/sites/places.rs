@@ -3,7 +3,7 @@
 //! named, which replace them. Worked out once per discovery ([`Places::of`]).
 
 use super::{resolve, Discovery, Layout, PlaceKind};
-use crate::distros::{Distro, Place, Setting, DATA, DISTROS, KUBEADM};
+use crate::distros::{Distro, OldCopies, Place, Setting, DATA, DISTROS, KUBEADM};
 use crate::node::distro::{flag_value, yaml_scalar};
 use std::path::{Path, PathBuf};
 
@@ -51,6 +51,8 @@ pub struct Places {
     /// etcd's data dirs and backups, and whether each was named (missing is then an
     /// error).
     pub etcd: Vec<(PathBuf, bool)>,
+    /// The dirs of the distributions' earlier versions ([`crate::distros::OldCopies`]).
+    pub old_copies: Vec<PathBuf>,
 }
 
 /// Adds `p` to `list` unless it is there.
@@ -130,6 +132,9 @@ impl Places {
                     }
                 }
             }
+            if let Some(old) = d.old_copies {
+                out.old_copies.extend(old_copies(cx, &old));
+            }
             out.distros.push(found);
         }
         if layout.kubelet_dir_explicit {
@@ -182,8 +187,22 @@ impl Places {
             place("containerd state", &c.state);
         }
         self.etcd.iter().for_each(|(p, _)| place("etcd dir", p));
+        self.old_copies.iter().for_each(|p| place("an earlier version's dir", p));
         lines
     }
+}
+
+/// The dirs of `old` on this node: every dir of its parent (not a symlink) but those it
+/// keeps and the current one.
+fn old_copies(cx: &mut Discovery<'_>, old: &OldCopies) -> Vec<PathBuf> {
+    let parent = Path::new(old.parent);
+    let current =
+        resolve(cx.root, parent).and_then(|rel| cx.root.read_link(&rel.join(old.current)));
+    let current = current.ok().map(PathBuf::from);
+    let current = current.as_deref().and_then(Path::file_name).map(std::ffi::OsStr::to_owned);
+    let dirs = cx.dirs(parent).into_iter();
+    let old_ones = dirs.filter(|n| !old.keep.iter().any(|k| n == k) && current.as_ref() != Some(n));
+    old_ones.map(|n| parent.join(n)).collect()
 }
 
 /// `d` as found on the node: its data dir, as its settings name it (an `errors` entry when
