@@ -343,7 +343,7 @@ pub struct SearchArgs {
 pub struct CriArgs {
     /// The runtime's CRI socket, `unix:///path` [default with --root /: the first of
     /// containerd's, CRI-O's and cri-dockerd's default sockets, then k3s's and RKE2's,
-    /// MicroK8s's and k0s's containerd's, that exists; with another
+    /// MicroK8s's and k0s's containerd's, that exists and answers; with another
     /// root: the first of them (or their /run path) that is a socket beneath it, reached
     /// through no symlink leading out; none there (a mounted disk image): no runtime is
     /// asked].

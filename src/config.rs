@@ -343,7 +343,10 @@ pub fn cri_choice(args: &CriArgs, no_cri: bool, root: &RootDir) -> Result<(cri::
             cri::Choice::Given(cri::Endpoint::parse(e).map_err(anyhow::Error::msg)?)
         }
         (None, false) if root.path() == Path::new("/") => cri::Choice::Defaults,
-        (None, false) => cri::beneath(root).map_or(cri::Choice::Disabled, cri::Choice::Found),
+        (None, false) => match cri::beneath(root) {
+            found if found.is_empty() => cri::Choice::Disabled,
+            found => cri::Choice::Found(found),
+        },
     };
     Ok((choice, timeout))
 }

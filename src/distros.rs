@@ -72,6 +72,9 @@ pub struct Containerd {
     pub socket: Option<Place>,
     /// Its `config.toml`, which may name another root and state; a node path.
     pub config: Option<&'static str>,
+    /// Its name in reports when it is not kubelet's but the distribution's own (its
+    /// containers are the distribution's services, which CRI does not list).
+    pub system: Option<&'static str>,
 }
 
 /// What a distribution's data dir is and what moves it.
@@ -131,6 +134,7 @@ const UPSTREAM_CONTAINERD: Containerd = Containerd {
     }),
     socket: Some(Place::at(CONTAINERD.endpoints[0])),
     config: Some(CONTAINERD.dirs.config[0]),
+    system: None,
 };
 
 /// The default layout (kubeadm's, and any node that keeps the upstream defaults).
@@ -172,6 +176,7 @@ const RANCHER_CONTAINERD: Containerd = Containerd {
     state: Place::at("/run/k3s/containerd"),
     socket: Some(Place::at("/run/k3s/containerd/containerd.sock")),
     config: Some("{data}/agent/etc/containerd/config.toml"),
+    system: None,
 };
 
 /// k3s and RKE2's embedded etcd and its snapshots.
@@ -235,6 +240,7 @@ pub const DISTROS: &[Distro] = &[
                 moved_by: &[Setting::Flag { file: MICROK8S_CONTAINERD_ARGS, flag: "--address" }],
             }),
             config: Some("/var/snap/microk8s/current/args/containerd.toml"),
+            system: None,
         }],
         etcd: &[],
         other_sockets: &[],
@@ -257,6 +263,7 @@ pub const DISTROS: &[Distro] = &[
             state: Place::at("/run/k0s/containerd"),
             socket: Some(Place::at("/run/k0s/containerd.sock")),
             config: Some("/etc/k0s/containerd.toml"),
+            system: None,
         }],
         etcd: &[Place::at("{data}/etcd")],
         other_sockets: &[],
@@ -278,6 +285,7 @@ pub const DISTROS: &[Distro] = &[
                 state: Place::at("/system/run/containerd"),
                 socket: None,
                 config: None,
+                system: Some("talos-system-containerd"),
             },
         ],
         etcd: &[Place::at("/var/lib/etcd")],
@@ -299,6 +307,7 @@ pub const DISTROS: &[Distro] = &[
                 state: Place::at("/run/host-containerd"),
                 socket: None,
                 config: None,
+                system: Some("bottlerocket-host-containerd"),
             },
         ],
         etcd: &[],

@@ -279,6 +279,24 @@ mod tests {
         }
     }
 
+    /// A container CRI does not list is gone only when CRI is the runtime that keeps its
+    /// records: one of a distribution's own containerd (Talos's system services) or of
+    /// another runtime stays unknown, one of CRI's own is dead.
+    #[test]
+    fn judge_believes_cri_only_of_its_own_containers() {
+        use crate::runtimes::{Keeper, Runtime};
+        for (keeper, want) in [
+            (Keeper::System("talos-system-containerd"), None),
+            (Keeper::Runtime(Runtime::Docker), None),
+            (Keeper::Runtime(Runtime::Containerd), Some(false)),
+        ] {
+            let mut fs = [finding(SiteId::ContainerdMetadata, C::EnvPersisted, "/m", Some("c9"))];
+            fs[0].container.as_mut().unwrap().runtime = Some(keeper);
+            judge(&mut fs, Some(&live(true, None)), Some("containerd 1.7.2"));
+            assert_eq!(fs[0].container.as_ref().unwrap().live, want, "{keeper:?}");
+        }
+    }
+
     /// A live pod's subPath copy of what its volume holds now is expected; a copy of
     /// anything else is stale.
     #[test]

@@ -989,6 +989,24 @@ fn a_socket_beneath_a_var_run_symlink_is_found() {
     }
 }
 
+/// Issue 48: sockets are tried in turn until one answers: a dead socket at containerd's
+/// default path (a Docker install's containerd, its CRI plugin off) does not hide k3s's
+/// containerd at `/run/k3s/containerd/containerd.sock`.
+#[test]
+fn a_dead_socket_does_not_hide_the_distributions() {
+    let tree = NodeTree::new();
+    tree.socket("/run/containerd/containerd.sock");
+    let sock = tree.host("/run/k3s/containerd/containerd.sock");
+    let server = Server::grpc_at(fake(), Some(sock.as_path()));
+    let out = tree.kr().scan_asking(&["--cri-timeout", "2"], &["--format", "json"]);
+    assert_ne!(out.code, 2, "{}", out.stderr_str());
+    let cri = &out.json()["cri"];
+    assert_eq!(cri["status"], "ok", "{}", out.stderr_str());
+    let endpoint = format!("unix://{}", std::fs::canonicalize(&sock).unwrap().display());
+    assert_eq!(cri["endpoint"], endpoint.as_str());
+    drop(server);
+}
+
 /// Without `--cri`, a root with no live runtime beneath it: no socket at all (a mounted
 /// disk image) asks no runtime (`cri.status` disabled, as before), and so does a regular
 /// file where a socket would be; a socket nobody listens on (a stale one) is the runtime

@@ -38,7 +38,7 @@ pub fn run(args: &CleanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let _lock = take_lock(&cfg.lock, cfg.root.path(), args.apply)?;
     let mut printer = Printer::new(cfg.quiet, cfg.verbose, cfg.output.is_some());
     let Scanned { result, cri: cri_info, asked, kubelet_dir_seen } =
-        search(&cfg, searching, &mut printer, true)?;
+        search(&cfg, searching, &mut printer, true, false)?;
     let kubelet_dir = cfg.layout.kubelet_dir.clone();
     if let Some(seen) = kubelet_dir_seen.filter(|seen| *seen != kubelet_dir) {
         let why = format!(

@@ -37,7 +37,7 @@ pub fn run(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let _lock = take_lock(&cfg.lock, cfg.root.path(), false)?;
     let mut printer = Printer::new(cfg.quiet, cfg.verbose, cfg.output.is_some());
     let secrets_stats = searching.secrets_stats.take();
-    let Scanned { mut result, cri, .. } = search(&cfg, searching, &mut printer, false)?;
+    let Scanned { mut result, cri, .. } = search(&cfg, searching, &mut printer, false, true)?;
     let before = result.findings.len();
     result.findings.retain(|f| !baseline.contains(&f.id));
     let baselined = (before - result.findings.len()) as u64;
@@ -201,12 +201,14 @@ pub(crate) struct Scanned {
 /// pod started meanwhile counts as live. kubelet's root dir, when not given, is learned
 /// from where the runtime's containers mount volumes from.
 /// `learn_kubelet_dir`: ask where containers mount from even when kubelet's dir is given
-/// (for `clean` to compare).
+/// (for `clean` to compare); `read_hidden`: read what mounts over the node's places hide
+/// (`scan`).
 pub(crate) fn search(
     cfg: &ScanConfig,
     searching: Searching,
     printer: &mut Printer,
     learn_kubelet_dir: bool,
+    read_hidden: bool,
 ) -> Result<Scanned> {
     let Searching { early, sets, rules, .. } = searching;
     if cfg.nice {
@@ -232,7 +234,12 @@ pub(crate) fn search(
     let deadline = settings.deadline;
     let mut result = printer.with_progress(|p| scan::scan(&settings, walking, &searchers, p))?;
     stopped()?;
-    let hidden = beneath_mounts(cfg, &settings.layout, &searchers, deadline, printer)?;
+    // Not for `clean`: it removes only what the node sees, and a copy beneath a mount has
+    // the visible one's paths.
+    let hidden = match read_hidden {
+        true => beneath_mounts(cfg, &settings.layout, &searchers, deadline, printer)?,
+        false => Hidden::default(),
+    };
     if result.incomplete {
         result.errors.push(ScanError {
             path: text::display_path(cfg.root_arg.as_os_str()),
@@ -248,7 +255,7 @@ pub(crate) fn search(
     scan::shipped::mark(&cfg.root, &mut result.findings);
     let (mut cri, mut asked) = ask(connected, &mut result, cfg.require_cri, printer)?;
     // What no one sees has no owner that lives: judged without the runtime.
-    hidden.merge_into(&mut result);
+    merge_hidden(hidden, &mut result);
     // The names the scan and the runtime gave, matched as the names on paths were: the
     // outputs withhold what matches.
     scan::withhold_names(&searchers, result.findings.iter().flat_map(|f| f.images.iter()));
@@ -264,32 +271,45 @@ const HIDDEN: &str = "hidden beneath a mount: a copy on the filesystem a mount n
     (the data was moved to another disk and mounted back), which the node no longer sees \
     and nothing removes";
 
-/// What the mounts over the node's places hide.
-#[derive(Default)]
-struct Hidden {
-    findings: Vec<Finding>,
-    errors: Vec<ScanError>,
-    files: u64,
-    bytes: u64,
+/// What the mounts over the node's places hide: a scan's result.
+type Hidden = ScanResult;
+
+/// Adds what the mounts hide to `result`, sorted as a scan's are.
+fn merge_hidden(hidden: Hidden, result: &mut ScanResult) {
+    result.findings.extend(hidden.findings);
+    result.findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    result.errors.extend(hidden.errors);
+    result.errors.sort();
+    result.errors.dedup();
+    result.unread_mounts.extend(hidden.unread_mounts);
+    result.unread_mounts.sort();
+    result.unread_mounts.dedup();
+    for (kind, n) in hidden.skipped {
+        *result.skipped.entry(kind).or_default() += n;
+    }
+    (result.files, result.bytes) = (result.files + hidden.files, result.bytes + hidden.bytes);
+    result.incomplete |= hidden.incomplete;
 }
 
-impl Hidden {
-    /// Adds it to `result`, sorted as a scan's are.
-    fn merge_into(self, result: &mut ScanResult) {
-        result.findings.extend(self.findings);
-        result.findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-        result.errors.extend(self.errors);
-        result.errors.sort();
-        result.errors.dedup();
-        (result.files, result.bytes) = (result.files + self.files, result.bytes + self.bytes);
-    }
+/// `note` said of a finding hidden beneath a mount: [`HIDDEN`], then the note it had (a
+/// freed page, an orphaned snapshot), one string per note, kept for the run.
+fn hidden_note(note: Option<&'static str>) -> &'static str {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static NOTES: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
+    let Some(note) = note else { return HIDDEN };
+    let mut notes = NOTES.get_or_init(Default::default).lock().expect("lock");
+    // Bounded: the notes are the sites' constants, a dozen at most.
+    notes.entry(note).or_insert_with(|| Box::leak(format!("{HIDDEN}; {note}").into_boxed_str()))
 }
 
 /// What the mounts over the node's places hide (kubelet's dir, a containerd root, the pod
 /// logs moved to a local disk and mounted back, as EKS, AKS and GKE nodes do): each read
 /// through a detached clone of the filesystem beneath (`RootDir::beneath_mounts`;
-/// nothing is mounted, nothing written), its findings stale copies that say so, rated
-/// with no owner alive. Without `CAP_SYS_ADMIN` they are not read (`-v` says so).
+/// nothing is mounted, nothing written), its findings noted as hidden and rated with no
+/// owner alive (nothing removes them). A mount of a dir over itself (a bind kubelet
+/// wrappers make) hides nothing and is passed by. Without `CAP_SYS_ADMIN` nothing is
+/// read (`-v` says so).
 fn beneath_mounts(
     cfg: &ScanConfig,
     layout: &Layout,
@@ -299,12 +319,15 @@ fn beneath_mounts(
 ) -> Result<Hidden> {
     let mut hidden = Hidden::default();
     for (node, kind) in crate::sites::mounted_places(&cfg.root, layout) {
-        let (Some(parent), Some(name)) = (node.parent(), node.file_name()) else { continue };
         let shown = text::display_path(node.as_os_str());
-        let clone =
-            crate::sites::resolve(&cfg.root, parent).and_then(|rel| cfg.root.beneath_mounts(&rel));
-        let clone = match clone {
-            Ok(clone) => clone,
+        let Ok(rel) = crate::sites::resolve(&cfg.root, &node) else { continue };
+        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else { continue };
+        let clone = cfg.root.beneath_mounts(parent).and_then(|clone| {
+            let beneath = clone.lstat(std::path::Path::new(name))?;
+            Ok((clone, beneath))
+        });
+        let (clone, beneath) = match clone {
+            Ok(c) => c,
             Err(e) => {
                 let why = node::io_message(&e);
                 printer.detail(VERBOSE, || {
@@ -313,6 +336,10 @@ fn beneath_mounts(
                 continue;
             }
         };
+        if cfg.root.lstat(&rel).is_ok_and(|seen| seen.ident == beneath.ident) {
+            printer.detail(VERBOSE, || [format!("beneath the mount at {shown}: itself")]);
+            continue;
+        }
         printer.detail(VERBOSE, || [format!("beneath the mount at {shown}: read")]);
         let layout = crate::sites::beneath_mounts(
             &std::path::Path::new("/").join(name),
@@ -329,22 +356,22 @@ fn beneath_mounts(
         };
         let mut result = scan::scan(&settings, walking, searchers, &())?;
         stopped()?;
-        // The clone's root is the mount's parent dir.
-        let parent = text::display_path(parent.as_os_str());
+        // The clone's root is the mount's parent dir, a node path with no symlink in it.
+        let parent = text::display_path(std::path::Path::new("/").join(parent).as_os_str());
         let at = |p: &str| format!("{}{p}", parent.trim_end_matches('/'));
         for f in &mut result.findings {
             f.path = at(&f.path);
-            f.note = f.note.or(Some(HIDDEN));
-            f.stale = true;
-            f.id = Finding::refine_id(&f.id, "beneath-mount");
+            f.note = Some(hidden_note(f.note));
+            f.id = Finding::refine_id(&f.id, &format!("beneath-mount:{parent}"));
         }
         crate::severity::judge(&mut result.findings, None, None);
         for e in &mut result.errors {
             e.path = at(&e.path);
         }
-        hidden.findings.append(&mut result.findings);
-        hidden.errors.append(&mut result.errors);
-        (hidden.files, hidden.bytes) = (hidden.files + result.files, hidden.bytes + result.bytes);
+        for m in &mut result.unread_mounts {
+            m.path = at(&m.path);
+        }
+        merge_hidden(result, &mut hidden);
     }
     Ok(hidden)
 }

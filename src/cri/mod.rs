@@ -542,8 +542,9 @@ pub enum Choice {
     Disabled,
     /// The endpoint `--cri` names.
     Given(Endpoint),
-    /// The runtime socket found beneath a root other than `/` ([`beneath`]).
-    Found(Endpoint),
+    /// The runtime sockets found beneath a root other than `/` ([`beneath`]), tried in
+    /// turn.
+    Found(Vec<Endpoint>),
     /// The first default socket that exists.
     Defaults,
 }
@@ -585,13 +586,15 @@ fn millis(d: Duration) -> String {
 /// Connects to the runtime `choice` names and asks its version. `Ok(None)` when it is
 /// disabled.
 pub fn connect(choice: &Choice, timeout: Duration) -> Result<Option<Client>, Unreachable> {
-    let endpoint = match choice {
+    let endpoints = match choice {
         Choice::Disabled => return Ok(None),
-        Choice::Given(e) | Choice::Found(e) => e.clone(),
+        Choice::Given(e) => vec![e.clone()],
+        Choice::Found(found) => found.clone(),
         Choice::Defaults => {
             let defaults = default_endpoints();
-            let found = defaults.iter().find(|p| Path::new(p).exists());
-            let Some(path) = found else {
+            let found: Vec<Endpoint> =
+                defaults.iter().filter(|p| Path::new(p).exists()).map(Endpoint::at).collect();
+            if found.is_empty() {
                 let shown: Vec<_> = defaults.iter().map(|p| format!("unix://{p}")).collect();
                 return Err(Unreachable {
                     endpoint: shown.join(", "),
@@ -600,33 +603,50 @@ pub fn connect(choice: &Choice, timeout: Duration) -> Result<Option<Client>, Unr
                     ),
                     trace: Vec::new(),
                 });
-            };
-            Endpoint::at(path)
+            }
+            found
         }
     };
+    // The first that answers: a node may hold a socket that is no CRI runtime's before
+    // kubelet's (Docker's containerd with its CRI plugin off, beside k3s's).
+    let mut first_error = None;
+    for endpoint in endpoints {
+        match connect_one(&endpoint, timeout) {
+            Ok(client) => return Ok(Some(client)),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error.expect("at least one endpoint"))
+}
+
+/// Connects to `endpoint` and asks its version.
+fn connect_one(endpoint: &Endpoint, timeout: Duration) -> Result<Client, Unreachable> {
     let unreachable = |error, trace| Unreachable { endpoint: endpoint.to_string(), error, trace };
-    let mut client = Client::connect(&endpoint, timeout).map_err(|e| unreachable(e, Vec::new()))?;
+    let mut client = Client::connect(endpoint, timeout).map_err(|e| unreachable(e, Vec::new()))?;
     let version = match client.version() {
         Ok(v) => v,
         Err(e) => return Err(unreachable(e, client.take_trace())),
     };
     client.runtime =
         format!("{} {}", version.runtime_name, version.runtime_version).trim().to_owned();
-    Ok(Some(client))
+    Ok(client)
 }
 
-/// The runtime socket beneath a root other than `/`, when no `--cri` is given: the first
-/// of [`beneath_endpoints`] that is a socket beneath `root` ([`RootDir::socket`]: never
+/// The runtime sockets beneath a root other than `/`, when no `--cri` is given: those of
+/// [`beneath_endpoints`] that are sockets beneath `root`, in that order ([`RootDir::socket`]: never
 /// through a symlink leading out of it). Beneath `kubectl debug node/NAME`'s `/host`, the
 /// node's `/`, that is the node's runtime, and the host paths it names are node paths.
 /// `None` when none is there: a mounted disk image has no socket (its runtime does not
 /// run), and asks no runtime, as before. A socket there that does not answer (a stale one)
 /// is the runtime unreachable, as with the root `/`.
-pub fn beneath(root: &RootDir) -> Option<Endpoint> {
-    beneath_endpoints().iter().find_map(|node| {
-        let socket = root.socket(node).ok()?;
+pub fn beneath(root: &RootDir) -> Vec<Endpoint> {
+    let found = beneath_endpoints().into_iter().filter_map(|node| {
+        let socket = root.socket(&node).ok()?;
         Some(Endpoint { path: socket.path().to_owned(), beneath: Some(socket) })
-    })
+    });
+    found.collect()
 }
 
 /// kubelet's root dir (its `--root-dir`), learned from where the runtime's running

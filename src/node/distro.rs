@@ -15,6 +15,7 @@ const MAX_VALUE: usize = 4096;
 /// file is all it takes.
 pub fn yaml_scalar(text: &[u8], key: &str) -> Option<String> {
     let text = String::from_utf8_lossy(text);
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let mut found = None;
     for line in text.lines() {
         let Some(rest) = line.strip_prefix(key) else { continue };
@@ -41,9 +42,11 @@ fn scalar(v: &str) -> Option<String> {
     if let Some(inner) = v.strip_prefix('\'') {
         return Some(inner.split_once('\'')?.0.replace("''", "'"));
     }
-    let plain = v.split(" #").next().unwrap_or_default().trim_end();
-    // A flow collection, an alias, a block scalar or a tag names no path.
-    let refused = plain.starts_with(['[', '{', '&', '*', '!', '|', '>', '#']);
+    let plain = v.split([' ', '\t']).take_while(|w| !w.starts_with('#'));
+    let plain = plain.collect::<Vec<_>>().join(" ");
+    // A flow collection, an alias, a block scalar, a tag or null names no path.
+    let refused = plain.starts_with(['[', '{', '&', '*', '!', '|', '>', '#'])
+        || ["~", "null", "Null", "NULL"].contains(&plain.as_str());
     (!refused && !plain.is_empty()).then(|| plain.to_owned())
 }
 
@@ -53,9 +56,11 @@ fn scalar(v: &str) -> Option<String> {
 /// `vars`. `None` when it is not there, or its value holds a variable `vars` does not
 /// define. A line ended by `\` goes on on the next.
 pub fn flag_value(text: &[u8], flag: &str, vars: &[(&str, &str)]) -> Option<String> {
-    let text = String::from_utf8_lossy(text).replace("\\\n", " ");
+    let text = String::from_utf8_lossy(text).replace("\\\r\n", " ").replace("\\\n", " ");
     let mut found = None;
-    for line in text.lines() {
+    // A comment line (systemd's `#` and `;`) gives no flag.
+    let lines = text.lines().filter(|l| !l.trim_start().starts_with(['#', ';']));
+    for line in lines {
         let words: Vec<&str> = line.split_whitespace().collect();
         for (i, w) in words.iter().enumerate() {
             let value = match w.strip_prefix(flag) {
@@ -109,6 +114,11 @@ mod tests {
         assert_eq!(yaml_scalar(doc, "data-dir").as_deref(), Some("/data/k3s"));
         assert_eq!(yaml_scalar(b"data-dir: '/x y'\n", "data-dir").as_deref(), Some("/x y"));
         assert_eq!(yaml_scalar(b"data-dir: \"/q\"\r\n", "data-dir").as_deref(), Some("/q"));
+        assert_eq!(yaml_scalar(b"data-dir: /t\t# c\n", "data-dir").as_deref(), Some("/t"));
+        assert_eq!(
+            yaml_scalar("\u{feff}data-dir: /b\n".as_bytes(), "data-dir").as_deref(),
+            Some("/b")
+        );
         assert_eq!(yaml_scalar(b"data-dir: /a\ndata-dir: /b\n", "data-dir").as_deref(), Some("/b"));
         for none in [
             &b"data-dir:\n  - /x\n"[..],
@@ -117,6 +127,7 @@ mod tests {
             b"data-dir:/x\n",
             b"data-dir: \"/x\\n\"\n",
             b"data-dir: *a\n",
+            b"data-dir: ~\n",
             b"",
         ] {
             assert_eq!(yaml_scalar(none, "data-dir"), None, "{}", String::from_utf8_lossy(none));
@@ -141,5 +152,9 @@ mod tests {
         assert_eq!(flag_value(args, "--root", &[]), None, "an undefined variable");
         assert_eq!(flag_value(b"--root-dir=/a\n", "--root", &[]), None, "another flag");
         assert_eq!(flag_value(b"--root=/a --root=/b\n", "--root", &[]).as_deref(), Some("/b"));
+        let commented = b"--root=/a\n# --root=/old\n";
+        assert_eq!(flag_value(commented, "--root", &[]).as_deref(), Some("/a"));
+        let crlf = b"ExecStart=/k0s \\\r\n --data-dir=/d\r\n";
+        assert_eq!(flag_value(crlf, "--data-dir", &[]).as_deref(), Some("/d"));
     }
 }

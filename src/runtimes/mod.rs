@@ -138,14 +138,19 @@ impl SharedStore {
     }
 }
 
-/// Whose records name a container: a runtime's, or a shared store's whose records could
-/// not be read (CRI-O's or Podman's, no one can say).
+/// Whose records name a container: a runtime's, a shared store's whose records could not
+/// be read (CRI-O's or Podman's, no one can say), or a containerd a distribution runs for
+/// its own services.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Keeper {
     /// The runtime's.
     Runtime(Runtime),
     /// One of the store's runtimes'.
     Shared(SharedStore),
+    /// A containerd that is not kubelet's (Talos's system containerd, Bottlerocket's
+    /// host containers'), by its name in reports: CRI does not list its containers, and
+    /// `clean` never removes them.
+    System(&'static str),
 }
 
 impl Keeper {
@@ -154,6 +159,7 @@ impl Keeper {
         match self {
             Keeper::Runtime(r) => r.name(),
             Keeper::Shared(s) => s.name(),
+            Keeper::System(name) => name,
         }
     }
 
@@ -164,6 +170,8 @@ impl Keeper {
                 std::slice::from_ref(Runtime::ALL.iter().find(|x| *x == r).expect("in ALL"))
             }
             Keeper::Shared(s) => s.runtimes(),
+            // Its own tools (`ctr -a <its socket>`), none of the runtimes' CLIs.
+            Keeper::System(_) => &[],
         }
     }
 
@@ -171,7 +179,7 @@ impl Keeper {
     pub fn runtime(self) -> Option<Runtime> {
         match self {
             Keeper::Runtime(r) => Some(r),
-            Keeper::Shared(_) => None,
+            Keeper::Shared(_) | Keeper::System(_) => None,
         }
     }
 }

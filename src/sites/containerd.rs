@@ -8,7 +8,7 @@ use crate::finding::{Category, ContainerRef, Finding, Images, ScanError, SiteId}
 use crate::node::containerd::{self, MetaDb, Owner, SnapshotKind};
 use crate::node::other_runtimes::containerd_dirs;
 use crate::runtimes::containerd::SPEC;
-use crate::runtimes::{Keeper, Runtime};
+use crate::runtimes::Keeper;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -97,7 +97,7 @@ impl Site for Containerd {
             // No state dir (what a mount hides has none).
             let state = (!state_seen && !state.as_os_str().is_empty()).then_some(state);
             seen.extend([root_rel, state_rel]);
-            discover_one(cx, &root, state.as_deref(), named_by.as_deref(), Runtime::Containerd);
+            discover_one(cx, &root, state.as_deref(), named_by.as_deref(), at.keeper);
         }
     }
 
@@ -180,7 +180,7 @@ fn attribute(f: &mut Finding, owner: Owner<'_>, keeper: Option<Keeper>) {
 /// The `config.json` of every task bundle under `tasks` (`<namespace>/<id>/`), live or
 /// left behind by a crashed delete (`<namespace>/.<id>/`). The bundle's `rootfs` (the
 /// container's mounted filesystem) is not walked.
-fn bundles(cx: &mut Discovery<'_>, tasks: &Path, runtime: Runtime) {
+fn bundles(cx: &mut Discovery<'_>, tasks: &Path, runtime: Keeper) {
     let tasks_rel = match super::resolve(cx.root, tasks) {
         Ok(rel) => rel,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -200,7 +200,7 @@ fn bundles(cx: &mut Discovery<'_>, tasks: &Path, runtime: Runtime) {
                 Some(name.strip_prefix('.').unwrap_or(&name).to_owned()),
                 None,
             );
-            own.record.runtime = Some(runtime.into());
+            own.record.runtime = Some(runtime);
             cx.scopes.push(super::Scope {
                 node_path: tasks.join(&ns).join(&id).join(BUNDLE_SPEC),
                 kind: ScopeKind::Owned(own),
@@ -241,7 +241,7 @@ pub(super) fn discover_one(
     root: &Path,
     state: Option<&Path>,
     named_by: Option<&str>,
-    runtime: Runtime,
+    runtime: Keeper,
 ) {
     let mut kept = None;
     match super::resolve(cx.root, root) {
@@ -268,7 +268,7 @@ pub(super) fn discover_one(
             let mut own =
                 Ownership::new(SiteId::ContainerdMetadata, Category::EnvPersisted, None, None);
             own.kept = kept.clone();
-            own.record.runtime = Some(runtime.into());
+            own.record.runtime = Some(runtime);
             cx.push(&path, ScopeKind::Owned(own), super::Unresolved::UnlessMissing);
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && named_by.is_none() => {}
@@ -319,7 +319,7 @@ fn image_configs(cx: &mut Discovery<'_>, root: &Path, db: &MetaDb) {
 /// key in `meta.db`, is that container's writable layer; a committed one is an image layer
 /// (scanned once however many containers share it), named after the images whose chains
 /// hold it; one no record names is an orphan.
-fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>, runtime: Runtime) {
+fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>, runtime: Keeper) {
     let present: Vec<_> = SNAPSHOTTERS
         .iter()
         .filter_map(|&(name, dir, files)| {
@@ -361,7 +361,7 @@ fn snapshots(cx: &mut Discovery<'_>, ctrd: &Path, meta: Option<&MetaDb>, runtime
         for (id, name) in ids {
             let mut own =
                 Ownership::new(SiteId::ContainerdSnapshot, Category::ContainerLayer, None, None);
-            own.record.runtime = Some(runtime.into());
+            own.record.runtime = Some(runtime);
             match records.get(&id) {
                 Some(s) if s.kind == SnapshotKind::Committed => {
                     own.category = Category::ImageLayer;

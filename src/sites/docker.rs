@@ -113,7 +113,7 @@ impl Site for Docker {
         let scanned = cx.places.containerds.iter().any(|c| c.root == own);
         if !scanned && super::resolve(cx.root, &own).is_ok() {
             let state = Path::new(EXEC_ROOT).join(OWN_CONTAINERD);
-            super::containerd::discover_one(cx, &own, Some(&state), None, Runtime::Docker);
+            super::containerd::discover_one(cx, &own, Some(&state), None, Runtime::Docker.into());
         }
         let site = SiteId::DockerStorage;
         let image_layers = image_configs(cx, data);

@@ -962,8 +962,12 @@ fn runtime_advice(f: &Finding, live: Option<&Live>) -> (String, String) {
     // Whose images these are: every runtime of a store they share (containers/storage's
     // images are CRI-O's and Podman's alike), else the keeper's (Docker's own
     // containerd's are Docker's).
-    let store = if who.iter().all(|r| props.runtimes.contains(r)) { props.runtimes } else { who };
-    let rmi = tools(store).iter().map(|t| format!("{t} rmi")).collect::<Vec<_>>().join(", or ");
+    let shared = !who.is_empty() && who.iter().all(|r| props.runtimes.contains(r));
+    let store = if shared || keeper.is_none() { props.runtimes } else { who };
+    let rmi = match tools(store) {
+        t if t.is_empty() => "with the runtime's own tool".to_owned(),
+        t => t.iter().map(|t| format!("{t} rmi")).collect::<Vec<_>>().join(", or "),
+    };
     match f.category {
         Category::ImageLayer => {
             return s(

@@ -5,6 +5,7 @@
 use super::{resolve, Discovery, Layout, PlaceKind};
 use crate::distros::{Distro, OldCopies, Place, Setting, DATA, DISTROS, KUBEADM};
 use crate::node::distro::{flag_value, yaml_scalar};
+use crate::runtimes::{Keeper, Runtime};
 use std::path::{Path, PathBuf};
 
 /// The largest configuration file read for a setting.
@@ -26,6 +27,9 @@ pub struct ContainerdAt {
     pub config: Option<PathBuf>,
     /// Whether the state was given (its `config.toml` does not move it then).
     pub state_given: bool,
+    /// Whose records its containers are: kubelet's containerd's, or the distribution's
+    /// own system containerd's.
+    pub keeper: Keeper,
 }
 
 /// A distribution found on the node, and the dir its data is in.
@@ -80,6 +84,7 @@ impl Places {
                     named_by: None,
                     config: None,
                     state_given: true,
+                    keeper: Runtime::Containerd.into(),
                 }),
             }
             return out;
@@ -117,9 +122,14 @@ impl Places {
                     let config = c.config.and_then(|c| expand(&found, c)).map(PathBuf::from);
                     let state_given = default && layout.containerd_state_explicit;
                     let state = if state_given { layout.containerd_state.clone() } else { state };
-                    let c = ContainerdAt { root, state, named_by, config, state_given };
-                    if !out.containerds.iter().any(|o| o.root == c.root) {
-                        out.containerds.push(c);
+                    let keeper = c.system.map_or(Runtime::Containerd.into(), Keeper::System);
+                    let c = ContainerdAt { root, state, named_by, config, state_given, keeper };
+                    match out.containerds.iter_mut().find(|o| o.root == c.root) {
+                        // The distribution's own config, not the default one (Talos's
+                        // `/etc/cri/containerd.toml`), unless an option named it.
+                        Some(o) if !default && o.named_by.is_none() => o.config = c.config,
+                        Some(_) => {}
+                        None => out.containerds.push(c),
                     }
                 }
             }
@@ -153,6 +163,7 @@ impl Places {
                     .filter(|_| !layout.containerd_state_explicit)
                     .map(PathBuf::from),
                 state_given: layout.containerd_state_explicit,
+                keeper: Runtime::Containerd.into(),
             });
         }
         out.etcd.extend(layout.etcd.iter().map(|p| (p.clone(), true)));
@@ -268,7 +279,8 @@ fn setting(
                     names.retain(|n| {
                         Path::new(n).extension().is_some_and(|e| e == "yaml" || e == "yml")
                     });
-                    names.truncate(MAX_DROPINS);
+                    // The last ones win: those are kept.
+                    names.drain(..names.len().saturating_sub(MAX_DROPINS));
                     files.extend(names.iter().map(|n| Path::new(dir).join(n)));
                 }
                 for f in files {

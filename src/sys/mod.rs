@@ -85,6 +85,8 @@ impl RootDir {
         use nix::libc;
         use std::os::fd::{AsRawFd, FromRawFd};
         const OPEN_TREE_CLONE: libc::c_uint = 1;
+        // Never a FUSE or network filesystem (a dead server would hang the clone).
+        self.refuse_remote(rel)?;
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let dir = walk::open_beneath(self.fd.as_fd(), rel, flags).map_err(io::Error::from)?;
