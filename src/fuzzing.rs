@@ -27,7 +27,35 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("cri_responses", cri_responses),
     ("kubectl_pods", kubectl_pods),
     ("distro_settings", distro_settings),
+    ("sqlite", sqlite),
 ];
+
+/// A SQLite database and its log (kine's `state.db`, `state.db-wal`): the first four
+/// bytes (little-endian) are the length of the database, the rest after it the log. Every
+/// record of every table and of every image the database no longer uses is read, each
+/// piece where it says it is and no record larger than the reader's cap.
+pub fn sqlite(data: &[u8]) {
+    use crate::sqlite::{columns, Bytes, Db, Flow, Which, MAX_RECORD};
+    let split = data.get(..4).map_or(0, |b| {
+        usize::try_from(u32::from_le_bytes(b.try_into().unwrap_or_default())).unwrap_or(0)
+    });
+    let rest = data.get(4..).unwrap_or_default();
+    let (main, wal) = rest.split_at(split.min(rest.len()));
+    let log = (!wal.is_empty()).then_some(&wal as &dyn Bytes);
+    let Ok(db) = Db::open(&main, log) else { return };
+    let tables: Vec<u32> = db.tables().unwrap_or_default().iter().map(|t| t.root).collect();
+    let _ = db.freelist();
+    db.records(&tables, |r| {
+        assert!(r.payload.len() <= MAX_RECORD);
+        for p in &r.pieces {
+            let size = if p.which == Which::Main { main.len() } else { wal.len() };
+            assert!(p.at as usize + p.len <= size);
+        }
+        let _ = columns(&r.payload);
+        Flow::Continue(())
+    });
+    let _ = db.errors();
+}
 
 /// A distribution's settings file (k3s's `config.yaml`, a k0s systemd unit, a MicroK8s
 /// args file): the values that move its places read out of it, each a path of bounded

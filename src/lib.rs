@@ -22,7 +22,8 @@
 //! 11. [`fingerprint`] (what known values are searched as);
 //! 12. [`finding`] (the model: findings, severities, the exit contract), [`kubectl`] (the API
 //!     server's JSON) and [`bbolt`] (the runtime's metadata databases, containerd's
-//!     `meta.db` and the snapshotters' `metadata.db`, read from bytes) and [`distros`] (the
+//!     `meta.db` and the snapshotters' `metadata.db`, read from bytes), [`sqlite`] (kine's
+//!     SQLite datastore and its log, read page by page) and [`distros`] (the
 //!     Kubernetes distributions' node layouts, as data);
 //! 13. [`sys`] (the only home of system calls);
 //! 14. [`text`] (how node bytes become text: paths, names withheld, text safe to show),
@@ -51,6 +52,7 @@ pub mod runtimes;
 pub mod scan;
 pub mod severity;
 pub mod sites;
+pub mod sqlite;
 pub mod sys;
 pub mod text;
 pub mod walk;
@@ -92,7 +94,7 @@ const LAYERS: &[&[&str]] = &[
     &["rules"],
     &["matcher"],
     &["fingerprint"],
-    &["finding", "kubectl", "bbolt", "distros"],
+    &["finding", "kubectl", "bbolt", "sqlite", "distros"],
     &["sys"],
     &["text", "prng", "runtimes"],
 ];
