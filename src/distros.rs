@@ -106,6 +106,8 @@ pub struct Distro {
     pub containerds: &'static [Containerd],
     /// Its etcd data dirs and snapshot dirs.
     pub etcd: &'static [Place],
+    /// Its kine SQLite databases (`state.db`; its log `state.db-wal` beside it).
+    pub kine: &'static [Place],
     /// The CRI sockets of the other runtimes kubelet may use on it (k3s's `--docker`
     /// mode: cri-dockerd's), as node paths.
     pub other_sockets: &'static [&'static str],
@@ -147,6 +149,7 @@ pub const KUBEADM: Distro = Distro {
     pod_logs: Place::at("/var/log/pods"),
     containerds: &[UPSTREAM_CONTAINERD],
     etcd: &[Place::at("/var/lib/etcd")],
+    kine: &[],
     other_sockets: &[],
     old_copies: None,
 };
@@ -183,6 +186,9 @@ const RANCHER_CONTAINERD: Containerd = Containerd {
 const RANCHER_ETCD: [Place; 2] =
     [Place::at("{data}/server/db/etcd"), Place::at("{data}/server/db/snapshots")];
 
+/// k3s's kine database (the single server's default datastore).
+const K3S_KINE: Place = Place::at("{data}/server/db/state.db");
+
 /// k3s's and RKE2's layout (RKE2 is k3s's code built as another program), but for
 /// their names and data dirs.
 const RANCHER: Distro = Distro {
@@ -194,6 +200,7 @@ const RANCHER: Distro = Distro {
     pod_logs: Place::at("/var/log/pods"),
     containerds: &[RANCHER_CONTAINERD],
     etcd: &RANCHER_ETCD,
+    kine: &[],
     other_sockets: &["/run/k3s/cri-dockerd/cri-dockerd.sock"],
     old_copies: None,
 };
@@ -214,7 +221,8 @@ const K0S_DATA: [Setting; 2] = [
 /// Every distribution, the default layout first.
 pub const DISTROS: &[Distro] = &[
     KUBEADM,
-    Distro { name: "k3s", data: Some(K3S_DATA), ..RANCHER },
+    // k3s's default datastore (RKE2 has none but etcd).
+    Distro { name: "k3s", data: Some(K3S_DATA), kine: &[K3S_KINE], ..RANCHER },
     Distro { name: "rke2", data: Some(RKE2_DATA), ..RANCHER },
     Distro {
         name: "microk8s",
@@ -243,6 +251,7 @@ pub const DISTROS: &[Distro] = &[
             system: None,
         }],
         etcd: &[],
+        kine: &[],
         other_sockets: &[],
         // snapd keeps earlier revisions' `SNAP_DATA` (credentials, certs, the datastore).
         old_copies: Some(OldCopies {
@@ -266,6 +275,8 @@ pub const DISTROS: &[Distro] = &[
             system: None,
         }],
         etcd: &[Place::at("{data}/etcd")],
+        // With `--single` (or `storage.type: kine`).
+        kine: &[Place::at("{data}/db/state.db")],
         other_sockets: &[],
         old_copies: None,
     },
@@ -289,6 +300,7 @@ pub const DISTROS: &[Distro] = &[
             },
         ],
         etcd: &[Place::at("/var/lib/etcd")],
+        kine: &[],
         other_sockets: &[],
         old_copies: None,
     },
@@ -311,6 +323,7 @@ pub const DISTROS: &[Distro] = &[
             },
         ],
         etcd: &[],
+        kine: &[],
         other_sockets: &[],
         old_copies: None,
     },
@@ -338,7 +351,7 @@ mod tests {
             assert!(DISTROS[i + 1..].iter().all(|o| o.name != d.name), "{} twice", d.name);
             assert_eq!(i == 0, d.markers.is_empty() && d.data.is_none(), "{}", d.name);
             let mut places = vec![d.kubelet, d.pod_logs];
-            places.extend(d.etcd.iter().copied());
+            places.extend(d.etcd.iter().chain(d.kine).copied());
             for c in d.containerds {
                 places.extend([c.root, c.state]);
                 places.extend(c.socket);

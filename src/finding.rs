@@ -105,6 +105,7 @@ site_ids! {
     OciBundle => "oci-bundle",
     PodLog => "pod-log",
     Etcd => "etcd",
+    Kine => "kine",
     ContainersStorage => "containers-storage",
     DockerStorage => "docker-storage",
     RuntimeLog => "runtime-log",
@@ -433,6 +434,9 @@ pub struct Finding {
     /// database).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<&'static str>,
+    /// The record of a cluster datastore the match is in (a kine row), when it is in one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<DbRecord>,
     /// The package that installed the file, for a `shipped` finding.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub package: Option<String>,
@@ -447,6 +451,77 @@ pub struct Finding {
     /// written: what the severity model pairs a subPath copy with its volume by).
     #[serde(skip)]
     pub volume: Option<std::sync::Arc<str>>,
+}
+
+/// The record of a cluster datastore (a row of kine's table) a match is in, or the part
+/// of the datastore's file that holds it when no record does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DbRecord {
+    /// Its key (`/registry/secrets/<namespace>/<name>`), withheld as a name is when it
+    /// holds secret material; `null` when no record holds the match.
+    pub key: Option<String>,
+    /// Its revision (kine's row id); `null` when no record holds the match.
+    pub revision: Option<i64>,
+    /// What the datastore makes of the bytes the match is in.
+    pub state: RecordState,
+}
+
+/// What a datastore makes of the bytes a match is in: the newest value of its key, or
+/// one of the copies a datastore keeps of what it no longer serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordState {
+    /// The value the cluster serves now.
+    Current,
+    /// An earlier revision's value, kept until the datastore compacts it.
+    OldRevision,
+    /// The previous value copied beside a newer one (kine's `old_value`).
+    OldValue,
+    /// A value of a key whose newest revision is its deletion.
+    Deleted,
+    /// Written but not committed (a log frame after the last commit).
+    Uncommitted,
+    /// An older image of a page the database has rewritten since, or a frame of an
+    /// earlier generation of the log.
+    Superseded,
+    /// A page on the database's freelist: compacted or deleted rows, until a vacuum.
+    Freed,
+    /// Unused space in a page: the bytes of a row deleted from it.
+    Unused,
+}
+
+impl RecordState {
+    /// Its name in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordState::Current => "current",
+            RecordState::OldRevision => "old-revision",
+            RecordState::OldValue => "old-value",
+            RecordState::Deleted => "deleted",
+            RecordState::Uncommitted => "uncommitted",
+            RecordState::Superseded => "superseded",
+            RecordState::Freed => "freed",
+            RecordState::Unused => "unused",
+        }
+    }
+
+    /// What the place is, for a finding's `note` (none for the value served now).
+    pub fn note(self) -> Option<&'static str> {
+        Some(match self {
+            RecordState::Current => return None,
+            RecordState::OldRevision => {
+                "an earlier revision of the object, kept until the datastore compacts it"
+            }
+            RecordState::OldValue => "the previous value, kept beside the newer revision",
+            RecordState::Deleted => "an object deleted from the cluster, kept until compaction",
+            RecordState::Uncommitted => "a write the datastore's log holds uncommitted",
+            RecordState::Superseded => {
+                "an older copy of a page of the database, rewritten since (its log or file)"
+            }
+            RecordState::Freed => "in a freed page of the database: compacted or deleted rows",
+            RecordState::Unused => "in unused space of a page of the database: a removed row",
+        })
+    }
 }
 
 /// The material part of a finding's severity: the rule's severity (`high` for a
@@ -572,6 +647,7 @@ impl Finding {
             },
             preview: Preview::redact(b"xxxxxxxxxxxxxxxx"),
             note: None,
+            record: None,
             package: None,
             token: None,
             material: Material::default(),
@@ -691,14 +767,16 @@ pub struct Report {
 
 impl Finding {
     /// The names and ids of its owner that come from node data or the runtime, not from
-    /// its path: the pod's uid, namespace and name, the container's id and name (the
-    /// images' names are [`Finding::images`]'). Each is withheld as a name on a path is
+    /// its path: the pod's uid, namespace and name, the container's id and name, the
+    /// datastore record's key (the images' names are [`Finding::images`]'). Each is withheld as a name on a path is
     /// (see [`Report::withhold`]).
     pub fn names_mut(&mut self) -> impl Iterator<Item = &mut String> {
         let pod = self.pod.iter_mut().flat_map(|p| {
             std::iter::once(&mut p.uid).chain(p.namespace.iter_mut()).chain(p.name.iter_mut())
         });
-        pod.chain(self.container.iter_mut().flat_map(|c| c.id.iter_mut().chain(c.name.iter_mut())))
+        let container =
+            self.container.iter_mut().flat_map(|c| c.id.iter_mut().chain(c.name.iter_mut()));
+        pod.chain(container).chain(self.record.iter_mut().flat_map(|r| r.key.iter_mut()))
     }
 }
 

@@ -88,7 +88,7 @@ pub fn judge(findings: &mut [Finding], live: Option<&Live>, runtime: Option<&str
 
 /// Category and place severity (the model of `docs/CONTRACT.md`) of a place of `category`:
 /// `live` is whether its owner is alive (`None`: unknown), `stale` a superseded copy (one
-/// step less severe than its place). A container's env or writable layer whose container
+/// step less severe than its place, but in a datastore in plaintext). A container's env or writable layer whose container
 /// is gone is a `dead-container`.
 pub fn place(category: Category, stale: bool, live: Option<bool>) -> (Category, Severity) {
     use Severity::{Critical, High, Info, Medium};
@@ -124,7 +124,10 @@ pub fn place(category: Category, stale: bool, live: Option<bool>) -> (Category, 
         Some(false) => dead,
         Some(true) => alive,
     };
-    let severity = if stale { rank(severity, Medium, false) } else { severity };
+    // A datastore's old copy in plaintext proves encryption at rest off as its current
+    // value does: as severe.
+    let lessened = stale && category != Category::EtcdPlaintext;
+    let severity = if lessened { rank(severity, Medium, false) } else { severity };
     (category, severity)
 }
 
@@ -172,7 +175,7 @@ mod tests {
                         | SiteId::DockerStorage => from_records,
                         SiteId::PodLog | SiteId::RuntimeLog => C::PodLog,
                         SiteId::RuntimeVolume => C::Other,
-                        SiteId::Etcd => C::EtcdPlaintext,
+                        SiteId::Etcd | SiteId::Kine => C::EtcdPlaintext,
                         SiteId::Other => C::Other,
                     };
                     assert_eq!(got, want, "{id:?} tmpfs={tmpfs} owner={owner:?}");
@@ -190,7 +193,8 @@ mod tests {
     }
 
     /// Every category × liveness (unknown, dead, alive) → the category and place severity
-    /// of `docs/CONTRACT.md`; a stale copy is one step less severe.
+    /// of `docs/CONTRACT.md`; a stale copy is one step less severe (a datastore's as
+    /// severe).
     #[test]
     fn every_category_and_liveness_has_its_place() {
         #[rustfmt::skip]
@@ -211,6 +215,7 @@ mod tests {
             for (live, want) in [None, Some(false), Some(true)].into_iter().zip(row) {
                 assert_eq!(place(category, false, live), want, "{category:?} live={live:?}");
                 let stale = match want.1 {
+                    Cr if category == C::EtcdPlaintext => Cr,
                     Cr => H,
                     H => M,
                     M => Severity::Low,

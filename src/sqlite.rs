@@ -474,6 +474,38 @@ impl<'a> Db<'a> {
         self.frames.get(usize::try_from(i).ok()?).map(|f| f.state)
     }
 
+    /// What the database makes of the page image holding byte `at` of `which`, `freed`
+    /// being its [`Db::freelist`]: a page of the current database (its unused space, when
+    /// no record holds the byte), an older image (superseded by the log, past the
+    /// database's end, a log frame not the newest of its page or not committed, the log's
+    /// header) or a freed page.
+    pub fn version_at(&self, which: Which, at: u64, freed: &HashSet<u32>) -> Version {
+        let page_size = self.page_size as u64;
+        let (page, current) = match which {
+            Which::Main => {
+                let n = u32::try_from(at / page_size + 1).unwrap_or(u32::MAX);
+                (n, n <= self.pages && !self.newest.contains_key(&n))
+            }
+            Which::Wal => {
+                let Some(i) = at
+                    .checked_sub(WAL_HEADER)
+                    .map(|a| a / (FRAME_HEADER + page_size))
+                    .and_then(|i| usize::try_from(i).ok())
+                    .filter(|&i| i < self.frames.len())
+                else {
+                    return Version::Older;
+                };
+                let f = self.frames[i];
+                (f.page, self.newest.get(&f.page) == Some(&i))
+            }
+        };
+        match (current, freed.contains(&page)) {
+            (false, _) => Version::Older,
+            (true, true) => Version::Freed,
+            (true, false) => Version::Current,
+        }
+    }
+
     /// The image of page `n` in the current database.
     fn current(&self, n: u32) -> Result<Loc, Error> {
         if n == 0 || n > self.pages {

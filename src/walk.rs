@@ -98,6 +98,23 @@ impl FileJob {
         }
     }
 
+    /// Opens the regular file `name` beside this one (a database's log), as
+    /// [`FileJob::open`] opens a file: beneath its directory's descriptor (or its mount's
+    /// top), never through a symlink nor across a mount point.
+    pub fn open_sibling(&self, name: &OsStr) -> std::io::Result<std::fs::File> {
+        let f = match self.by_path {
+            true => {
+                let rel = self.rel.with_file_name(name);
+                self.dir.open_file_below(crate::sys::walk::under_base(&rel, self.base))?
+            }
+            false => self.dir.open_file_below(Path::new(name))?,
+        };
+        if !f.metadata()?.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        Ok(f)
+    }
+
     /// The node path to report (the user-visible name in an atomic-writer volume). Made
     /// when needed (a finding, an error): most files have neither.
     pub fn node_path(&self) -> String {

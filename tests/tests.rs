@@ -68,6 +68,7 @@ mod clean;
 mod containerd;
 mod coverage;
 mod cri;
+mod datastores;
 mod deploy;
 mod discovery;
 mod distros;

@@ -87,6 +87,7 @@ fn target_kind(site: SiteId) -> Option<TargetKind> {
         | SiteId::RuntimeLog
         | SiteId::RuntimeVolume
         | SiteId::Etcd
+        | SiteId::Kine
         | SiteId::Other => None,
     }
 }

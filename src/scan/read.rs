@@ -353,14 +353,91 @@ impl Worker {
             Reading::Whole { cap, attribute } if size <= cap => {
                 self.scan_whole(f, size, &cx, attribute)?
             }
-            _ => {
-                let (chunk, overlap) = (self.chunk, self.overlap);
-                let mut bytes = FileBytes { f: &f, size, sparse, pos: 0, read: 0, chunk, overlap };
-                let found = self.stream(&mut bytes, &cx).map_err(|e| io_message(&e))?;
-                (bytes.read, found)
+            Reading::Kine => self.scan_kine(&f, size, sparse, &cx)?,
+            Reading::Stream | Reading::LogContent | Reading::Whole { .. } => {
+                self.scan_bytes(&f, size, sparse, &cx, &mut |_| {})?
             }
         };
         Ok(Some(read))
+    }
+
+    /// Streams the file's bytes through the chunk loop, each finding given to `refine`
+    /// before it is kept.
+    fn scan_bytes(
+        &mut self,
+        f: &File,
+        size: u64,
+        sparse: bool,
+        cx: &Cx<'_>,
+        refine: &mut dyn FnMut(&mut Finding),
+    ) -> Result<(u64, Vec<Finding>), String> {
+        let (chunk, overlap) = (self.chunk, self.overlap);
+        let mut bytes = FileBytes { f, size, sparse, pos: 0, read: 0, chunk, overlap };
+        let found = self.stream(&mut bytes, cx, refine).map_err(|e| io_message(&e))?;
+        Ok((bytes.read, found))
+    }
+
+    /// Reads a kine database or its log ([`Reading::Kine`]): its rows walked (the other
+    /// file of the pair opened beside it, read at offsets, never locked), the values split
+    /// across pages searched reassembled, then the file streamed raw, each match
+    /// attributed to the row or page that holds it ([`sites::kine::Index`]). A file
+    /// SQLite's format does not read is searched as it is.
+    fn scan_kine(
+        &mut self,
+        f: &File,
+        size: u64,
+        sparse: bool,
+        cx: &Cx<'_>,
+    ) -> Result<(u64, Vec<Finding>), String> {
+        use crate::sqlite::{Bytes, Db, Which};
+        let name = cx.job.rel.file_name().unwrap_or_default();
+        let (which, other_name) = sites::kine::pair(name);
+        let other = match cx.job.open_sibling(&other_name) {
+            Ok(o) => Some(o),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => {
+                let shown = other_name.to_string_lossy();
+                self.file_errors.push(format!("{shown} beside it: {}", io_message(&e)));
+                None
+            }
+        };
+        let pair: Option<(&dyn Bytes, Option<&dyn Bytes>)> = match (which, &other) {
+            (Which::Main, other) => Some((f, other.as_ref().map(|o| o as &dyn Bytes))),
+            (Which::Wal, Some(main)) => Some((main, Some(f))),
+            (Which::Wal, None) => None,
+        };
+        let db = match pair.map(|(main, wal)| Db::open(main, wal)) {
+            Some(Ok(db)) => db,
+            Some(Err(e)) => {
+                self.file_errors.push(format!("{e}; searched as it is"));
+                return self.scan_bytes(f, size, sparse, cx, &mut |_| {});
+            }
+            None => return self.scan_bytes(f, size, sparse, cx, &mut |_| {}),
+        };
+        let deadline = self.deadline;
+        let scratch = &mut self.scratch;
+        let mut index = sites::kine::Index::build(&db, which, |r| {
+            let late = deadline.is_some_and(|d| Instant::now() >= d);
+            if sys::stop_signal().is_some() || late || scratch.stopped {
+                return None;
+            }
+            let mut found = Vec::new();
+            let len = r.payload.len();
+            let span = Span { carry: 0, len, pos: 0, last: true, each: true };
+            scratch.search(&r.payload, cx, span, &mut found);
+            Some(found)
+        });
+        // The rows' searches are no part of the file's stream.
+        self.scratch.start_file();
+        if self.cut(0) {
+            self.file_errors.extend(index.errors.iter().map(|e| format!("kine: {e}")));
+            return Ok((0, aggregate(index.take_split())));
+        }
+        let (n, mut found) =
+            self.scan_bytes(f, size, sparse, cx, &mut |found| index.attribute(&db, found))?;
+        found.extend(index.take_split());
+        self.file_errors.extend(index.errors.iter().map(|e| format!("kine: {e}")));
+        Ok((n, aggregate(found)))
     }
 
     /// Reads a file of at most its site's cap whole, searches it as one buffer, and has its
@@ -455,7 +532,7 @@ impl Worker {
         let (drained, finished, error) = (false, false, None);
         let mut content =
             LogContent { log, ex, raw, cap, total: 0, cpos: 0, drained, finished, error };
-        let found = self.stream(&mut content, cx).unwrap_or_default();
+        let found = self.stream(&mut content, cx, &mut |_| {}).unwrap_or_default();
         self.raw = std::mem::take(&mut content.raw);
         (content.total, found, content.error)
     }
@@ -463,8 +540,13 @@ impl Worker {
     /// The chunk loop: searches what `src` gives, buffer after buffer, each starting with
     /// the last `overlap` bytes of the one before (a match across a boundary is found
     /// once), until the source ends, a stop signal comes or the deadline passes. Offsets
-    /// of the findings are the file's.
-    fn stream(&mut self, src: &mut dyn Source, cx: &Cx<'_>) -> io::Result<Vec<Finding>> {
+    /// of the findings are the file's; each is given to `refine` before it is kept.
+    fn stream(
+        &mut self,
+        src: &mut dyn Source,
+        cx: &Cx<'_>,
+        refine: &mut dyn FnMut(&mut Finding),
+    ) -> io::Result<Vec<Finding>> {
         // The findings of the file, and those of the buffer searched last.
         let (mut findings, mut fresh) = (Vec::new(), Vec::new());
         let (mut carry, mut pos) = (0usize, 0u64);
@@ -496,6 +578,7 @@ impl Worker {
             );
             for mut f in fresh.drain(..) {
                 f.offset = src.file_offset(f.offset);
+                refine(&mut f);
                 hold(&mut findings, f);
             }
             if self.cut(src.file_offset(at)) {
@@ -518,6 +601,7 @@ impl Worker {
             );
             for mut f in fresh.drain(..) {
                 f.offset = src.file_offset(f.offset);
+                refine(&mut f);
                 hold(&mut findings, f);
             }
         }

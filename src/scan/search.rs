@@ -258,6 +258,7 @@ fn finding(job: &FileJob, (category, place): (Category, Severity), m: Match) -> 
         matched,
         preview,
         note: None,
+        record: None,
         package: None,
         token: None,
         material,

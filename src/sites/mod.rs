@@ -17,6 +17,7 @@ pub mod containers_storage;
 pub mod docker;
 pub mod etcd;
 pub mod extra;
+pub mod kine;
 pub mod kubelet;
 pub mod logs;
 pub mod places;
@@ -454,6 +455,9 @@ pub enum Reading {
         /// Who its matches belong to.
         attribute: Attribute,
     },
+    /// A kine SQLite database or its log ([`kine`]): searched raw, its matches attributed
+    /// to the rows that hold them, its values split across pages searched reassembled.
+    Kine,
     /// A CRI log: its content searched (partial lines joined, `.gz` inflated), offsets
     /// mapped back to the file; a sparse log is streamed raw.
     LogContent,
@@ -560,6 +564,9 @@ pub fn props(id: SiteId) -> Props {
             row(Family::RuntimeData, stream, false, base, &[Docker, Podman])
         }
         SiteId::Etcd => row(Family::Etcd, stream, false, Base::Is(Category::EtcdPlaintext), &[]),
+        SiteId::Kine => {
+            row(Family::Kine, Reading::Kine, false, Base::Is(Category::EtcdPlaintext), &[])
+        }
         SiteId::Other => row(Family::Extra, stream, false, Base::Is(Category::Other), &[]),
     }
 }
@@ -581,6 +588,8 @@ pub enum Family {
     RuntimeData,
     /// etcd's data ([`etcd`]).
     Etcd,
+    /// kine's SQLite databases ([`kine`]).
+    Kine,
     /// Extra paths ([`extra`]).
     Extra,
 }
@@ -596,6 +605,7 @@ impl Family {
             Family::Docker => &docker::Docker,
             Family::RuntimeData => &runtime_data::RuntimeData,
             Family::Etcd => &etcd::Etcd,
+            Family::Kine => &kine::Kine,
             Family::Extra => &extra::Extra,
         }
     }
@@ -604,7 +614,7 @@ impl Family {
 /// Every family, in discovery order, which is the order the walk reads them in (and so
 /// what a `--timeout` reaches first): kubelet's pod dirs, the pod logs, then the
 /// runtimes' records and layers (gigabytes of image layers come after what the pods left).
-pub const REGISTRY: [Family; 8] = [
+pub const REGISTRY: [Family; 9] = [
     Family::Kubelet,
     Family::PodLogs,
     Family::Containerd,
@@ -612,6 +622,7 @@ pub const REGISTRY: [Family; 8] = [
     Family::Docker,
     Family::RuntimeData,
     Family::Etcd,
+    Family::Kine,
     Family::Extra,
 ];
 

@@ -55,6 +55,8 @@ pub struct Places {
     /// etcd's data dirs and backups, and whether each was named (missing is then an
     /// error).
     pub etcd: Vec<(PathBuf, bool)>,
+    /// kine's SQLite databases (`state.db`).
+    pub kine: Vec<PathBuf>,
     /// The dirs of the distributions' earlier versions ([`crate::distros::OldCopies`]).
     pub old_copies: Vec<PathBuf>,
 }
@@ -142,6 +144,11 @@ impl Places {
                     }
                 }
             }
+            for k in d.kine {
+                if let Some(p) = at(cx, k) {
+                    add(&mut out.kine, p);
+                }
+            }
             if let Some(old) = d.old_copies {
                 out.old_copies.extend(old_copies(cx, &old));
             }
@@ -198,6 +205,7 @@ impl Places {
             place("containerd state", &c.state);
         }
         self.etcd.iter().for_each(|(p, _)| place("etcd dir", p));
+        self.kine.iter().for_each(|p| place("kine database", p));
         self.old_copies.iter().for_each(|p| place("an earlier version's dir", p));
         lines
     }

@@ -1,0 +1,300 @@
+//! The cluster datastores distributions keep on the node (issue 49): kine's SQLite
+//! database (`state.db` and its log), made by SQLite itself (Debian's `sqlite3`) in kine's
+//! schema, with Secrets stored as the API server stores them (`k8s\0` and the protobuf of
+//! a v1 Secret: the encoder is below, from `k8s.io/api` field numbers) and kine's row
+//! lifecycle played through SQL: creations, updates (`old_value`), deletions, compaction
+//! (rows deleted, pages freed), rows only in the log, encrypted rows. Found by a plain
+//! `scan` where k3s (also with its data dir moved) and k0s keep it; every value found
+//! whole, split across overflow pages or not, attributed to its key and revision state.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::*;
+
+/// A protobuf varint.
+fn varint(mut n: u64, out: &mut Vec<u8>) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// A length-delimited field.
+fn field(num: u64, bytes: &[u8], out: &mut Vec<u8>) {
+    varint(num << 3 | 2, out);
+    varint(bytes.len() as u64, out);
+    out.extend_from_slice(bytes);
+}
+
+/// A v1 Secret as the API server stores it: `k8s\0`, then a `runtime.Unknown` (typeMeta
+/// 1: apiVersion 1, kind 2; raw 2; contentType 4) whose raw is the Secret (metadata 1:
+/// name 1, namespace 3, uid 5, resourceVersion 6; data 2: map entries key 1, value 2;
+/// type 3).
+pub fn stored_secret(ns: &str, name: &str, data: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut meta = Vec::new();
+    field(1, name.as_bytes(), &mut meta);
+    field(3, ns.as_bytes(), &mut meta);
+    field(5, format!("uid-{ns}-{name}").as_bytes(), &mut meta);
+    let mut secret = Vec::new();
+    field(1, &meta, &mut secret);
+    for (k, v) in data {
+        let mut entry = Vec::new();
+        field(1, k.as_bytes(), &mut entry);
+        field(2, v, &mut entry);
+        field(2, &entry, &mut secret);
+    }
+    field(3, b"Opaque", &mut secret);
+    let mut type_meta = Vec::new();
+    field(1, b"v1", &mut type_meta);
+    field(2, b"Secret", &mut type_meta);
+    let mut unknown = Vec::new();
+    field(1, &type_meta, &mut unknown);
+    field(2, &secret, &mut unknown);
+    field(4, b"", &mut unknown);
+    [b"k8s\0".as_slice(), &unknown].concat()
+}
+
+/// A SQL blob literal.
+fn blob(b: &[u8]) -> String {
+    format!("X'{}'", hex(b))
+}
+
+/// kine's table (kine before 0.16.3 declares `name INTEGER`; both occur on nodes) and its
+/// indexes.
+const SCHEMA: &str = "CREATE TABLE kine ( id INTEGER PRIMARY KEY AUTOINCREMENT, name INTEGER, \
+    created INTEGER, deleted INTEGER, create_revision INTEGER, prev_revision INTEGER, lease \
+    INTEGER, value BLOB, old_value BLOB );
+CREATE INDEX kine_name_index ON kine (name);
+CREATE INDEX kine_name_id_index ON kine (name,id);
+CREATE UNIQUE INDEX kine_name_prev_revision_uindex ON kine (name, prev_revision);\n";
+
+/// A kine database's rows, written as kine writes them.
+#[derive(Default)]
+struct Kine {
+    sql: String,
+    /// The newest revision of each key, and its value.
+    newest: std::collections::HashMap<String, (u64, Vec<u8>)>,
+    rev: u64,
+}
+
+impl Kine {
+    fn row(&mut self, key: &str, created: u8, deleted: u8, value: Option<&[u8]>) {
+        self.rev += 1;
+        let (prev, old) = match self.newest.get(key) {
+            Some((rev, v)) => (*rev, Some(v.clone())),
+            None => (0, None),
+        };
+        let v = value.map_or("NULL".to_owned(), blob);
+        let o = old.as_deref().map_or("NULL".to_owned(), blob);
+        self.sql += &format!(
+            "INSERT INTO kine VALUES ({}, '{key}', {created}, {deleted}, 0, {prev}, 0, {v}, {o});\n",
+            self.rev
+        );
+        let kept = value.map(<[u8]>::to_vec).or(old).unwrap_or_default();
+        self.newest.insert(key.to_owned(), (self.rev, kept));
+    }
+    fn create(&mut self, key: &str, value: &[u8]) {
+        self.row(key, 1, 0, Some(value));
+    }
+    fn update(&mut self, key: &str, value: &[u8]) {
+        self.row(key, 0, 0, Some(value));
+    }
+    /// A deletion as kine 0.16 writes it: no value, the last one in `old_value`.
+    fn delete(&mut self, key: &str) {
+        self.row(key, 0, 1, None);
+    }
+    fn sql(&mut self, sql: &str) {
+        self.sql += sql;
+        self.sql.push('\n');
+    }
+}
+
+/// A Secret's key in kine.
+fn key(ns: &str, name: &str) -> String {
+    format!("/registry/secrets/{ns}/{name}")
+}
+
+/// What the database holds, by the value each finding must be of.
+struct Made {
+    /// (secret id, state, file) each value must be found in, at least.
+    want: Vec<(String, &'static str, &'static str)>,
+    /// The Secrets to fingerprint (their `password` only).
+    secrets: Vec<Secret>,
+    /// The values stored split across pages (not one run of either file).
+    split: Vec<String>,
+    dir: tempfile::TempDir,
+}
+
+/// Makes `state.db` and `state.db-wal` in a temp dir with Debian's `sqlite3`.
+fn make_db() -> Made {
+    let dir = tempfile::tempdir().unwrap();
+    let mut k = Kine::default();
+    k.sql("PRAGMA page_size=4096; PRAGMA journal_mode=WAL; PRAGMA secure_delete=0;");
+    k.sql("PRAGMA wal_autocheckpoint=0;");
+    k.sql(SCHEMA);
+    let mut secrets = Vec::new();
+    let mut want = Vec::new();
+    // The data's keys in the order the API server writes a map (sorted): the value between
+    // two certificates.
+    let mut stored = |ns: &str, name: &str, seed: u64, ca: usize, tls: usize| {
+        let password = fake_secret_len(seed, 48);
+        let (ca, tls) = (filler(seed, ca), filler(seed + 1, tls));
+        let data = [("ca.crt", &ca[..]), ("password", &password), ("tls.crt", &tls)];
+        let bytes = stored_secret(ns, name, &data);
+        secrets.push(Secret::opaque(ns, name, &[("password", password)]));
+        bytes
+    };
+    // Cert-sized Secrets: their rows spill into overflow pages, some values across a
+    // page's end (sizes swept past where the first and the second page end).
+    for i in 0..48u64 {
+        let name = format!("tls-{i}");
+        let ca = if i < 24 { 1000 } else { 5000 };
+        let v = stored("shop", &name, 4900 + i, ca, 3850 + 13 * (i as usize % 24));
+        k.create(&key("shop", &name), &v);
+        want.push((format!("shop/{name}"), "current", "state.db"));
+    }
+    // Updated: the first value is an earlier revision and the update's old value.
+    let v1 = stored("shop", "rotated", 4990, 100, 0);
+    let v2 = stored("shop", "rotated-v2", 4991, 100, 0);
+    k.create(&key("shop", "rotated"), &v1);
+    k.update(&key("shop", "rotated"), &v2);
+    want.push(("shop/rotated".into(), "old-revision", "state.db"));
+    want.push(("shop/rotated".into(), "old-value", "state.db"));
+    want.push(("shop/rotated-v2".into(), "current", "state.db"));
+    // Deleted from the cluster, not yet compacted.
+    let gone = stored("shop", "gone", 4992, 100, 0);
+    k.create(&key("shop", "gone"), &gone);
+    k.delete(&key("shop", "gone"));
+    want.push(("shop/gone".into(), "deleted", "state.db"));
+    // Compacted away: its rows deleted, its overflow pages freed, its cell left in a page.
+    let purged = stored("shop", "purged", 4993, 100, 9000);
+    k.create(&key("shop", "purged"), &purged);
+    k.sql("PRAGMA wal_checkpoint(TRUNCATE);");
+    k.sql(&format!("DELETE FROM kine WHERE name = '{}';", key("shop", "purged")));
+    k.sql("PRAGMA wal_checkpoint(TRUNCATE);");
+    want.push(("shop/purged".into(), "freed", "state.db"));
+    // Encrypted at rest: nothing of its value is stored.
+    let sealed = stored("shop", "sealed", 4994, 100, 0);
+    let mut ct = b"k8s:enc:aescbc:v1:key1:".to_vec();
+    ct.extend(filler(4994, sealed.len()).iter().map(|b| b ^ 0x5a));
+    k.create(&key("shop", "sealed"), &ct);
+    k.sql("PRAGMA wal_checkpoint(TRUNCATE);");
+    // Written since the last checkpoint: only in the log.
+    let fresh = stored("shop", "fresh", 4995, 100, 0);
+    k.create(&key("shop", "fresh"), &fresh);
+    want.push(("shop/fresh".into(), "current", "state.db-wal"));
+    // The shell checkpoints and removes the log when it exits: both files are copied first.
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    k.sql(&format!(".shell cp state.db state.db-wal {}", out.display()));
+    let status = Command::new("sqlite3")
+        .arg("state.db")
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(k.sql.as_bytes())?;
+            c.wait()
+        })
+        .expect("sqlite3 (Debian's sqlite3 package) runs");
+    assert!(status.success());
+    let (db, wal) = (read(&out.join("state.db")), read(&out.join("state.db-wal")));
+    assert!(!wal.is_empty(), "the log holds the newest rows");
+    let split: Vec<String> = secrets
+        .iter()
+        .filter(|s| s.name.starts_with("tls-"))
+        .filter(|s| find_all(&db, s.value("password")).is_empty())
+        .map(Secret::id)
+        .collect();
+    assert!(split.len() >= 3, "values split across overflow pages: {split:?}");
+    for s in &secrets {
+        if s.name == "sealed" {
+            assert!(find_all(&db, s.value("password")).is_empty());
+            assert!(find_all(&wal, s.value("password")).is_empty());
+        }
+    }
+    Made { want, secrets, split, dir }
+}
+
+fn read(p: &Path) -> Vec<u8> {
+    std::fs::read(p).unwrap()
+}
+
+/// (secret, record state, file name) of each finding, and the report.
+fn scan_layout(
+    made: &Made,
+    at: &str,
+    files: &[(&str, &str)],
+) -> (BTreeSet<(String, String, String)>, Out) {
+    let tree = NodeTree::new();
+    for name in ["state.db", "state.db-wal"] {
+        tree.copy(format!("{at}/{name}"), &made.dir.path().join("out").join(name)).unwrap();
+    }
+    for (path, text) in files {
+        tree.write(path, text.as_bytes());
+    }
+    let file = tree.secrets_file("secrets.json", &made.secrets);
+    let before = tree.digest();
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    tree.digest().assert_same(&before, "a scan of a kine database changes nothing");
+    let mut seen = BTreeSet::new();
+    for f in out.findings() {
+        assert_eq!(f.site, "kine", "{}", f.path);
+        assert_eq!(f.category, "etcd-plaintext");
+        assert_eq!(f.severity, "critical");
+        let file = f.path.rsplit('/').next().unwrap().to_owned();
+        assert!(f.path.starts_with(at), "{} under {at}", f.path);
+        let r = &f.raw["record"];
+        let state = r["state"].as_str().unwrap_or_else(|| panic!("a state: {}", f.raw)).to_owned();
+        assert_eq!(f.raw["stale"] == true, state != "current", "{}", f.raw);
+        assert!(state == "current" || f.raw["note"].is_string(), "{}", f.raw);
+        if r["key"].is_string() {
+            let secret = f.secret.clone();
+            // The row's key names the Secret whose value it holds (an old value's key is
+            // the Secret's).
+            let want_key =
+                key(secret.split('/').next().unwrap(), secret.split('/').nth(1).unwrap());
+            let rotated_v2 = secret == "shop/rotated-v2" && r["key"] == key("shop", "rotated");
+            assert!(r["key"] == want_key.as_str() || rotated_v2, "{r:?} for {secret}");
+            assert!(r["revision"].as_i64().unwrap() > 0);
+        }
+        seen.insert((f.secret.clone(), state, file));
+    }
+    (seen, out)
+}
+
+/// Every value kine's database holds is found whole (split across overflow pages or not,
+/// only in the log, an old value, a deleted key's, a freed page's), attributed to its key
+/// and what its row is now, wherever k3s and k0s keep the database.
+#[test]
+fn kine_values_found_whole_and_attributed() {
+    let made = make_db();
+    for (at, files) in [
+        ("/var/lib/rancher/k3s/server/db", &[][..]),
+        ("/data/k3s/server/db", &[("/etc/rancher/k3s/config.yaml", "data-dir: /data/k3s\n")][..]),
+        ("/var/lib/k0s/db", &[][..]),
+    ] {
+        let (seen, out) = scan_layout(&made, at, files);
+        for (secret, state, file) in &made.want {
+            let hit = seen.iter().any(|(s, st, f)| s == secret && st == state && f == file);
+            assert!(hit, "{at}: {secret} {state} in {file}: {seen:?}");
+        }
+        for secret in &made.split {
+            let hit = seen.iter().any(|(s, st, _)| s == secret && st == "current");
+            assert!(hit, "{at}: the split value of {secret} found whole: {seen:?}");
+        }
+        let current = |s: &str| seen.iter().any(|(x, st, _)| x == s && st == "current");
+        for gone in ["shop/gone", "shop/purged", "shop/rotated"] {
+            assert!(!current(gone), "{at}: {gone} is no current value: {seen:?}");
+        }
+        assert!(!seen.iter().any(|(s, ..)| s == "shop/sealed"), "{at}: encrypted: {seen:?}");
+        let report = out.json();
+        assert!(report["errors"].as_array().unwrap().is_empty(), "{at}: {}", report["errors"]);
+    }
+}
