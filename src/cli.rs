@@ -521,8 +521,8 @@ Place, with the owner unknown / dead / alive: \fBnon\-tmpfs\-volume\fR
 critical/(orphaned)/high, \fBorphaned\-volume\fR high/critical/info,
 \fBstale\-subpath\fR medium/high/medium, \fBenv\-persisted\fR and
 \fBcontainer\-layer\fR high/\fBdead\-container\fR high/medium, \fBimage\-layer\fR and
-\fBpod\-log\fR high, \fBetcd\-plaintext\fR critical, \fBother\fR high/high/medium;
-stale copies one step lower.
+\fBpod\-log\fR high, \fBetcd\-plaintext\fR critical, \fBencrypted\-at\-rest\fR info,
+\fBother\fR high/high/medium; stale copies one step lower (a datastore's as severe).
 Material: a fingerprinted value high; a rule match its rule's severity; a
 service\-account token critical without expiry, high before and low after it.
 The same material several times in a file is one finding with a \fBcount\fR.

@@ -64,6 +64,7 @@ pub enum Category {
     StaleSubpath,
     NonTmpfsVolume,
     EtcdPlaintext,
+    EncryptedAtRest,
     Shipped,
     Other,
 }
@@ -197,6 +198,9 @@ pub enum MatchKind {
     Fingerprint,
     /// A built-in detection rule.
     Rule,
+    /// What a cluster datastore says of its Secrets' encryption at rest, from its keys and
+    /// the prefixes of its values alone ([`SecretsAtRest`]).
+    Datastore,
 }
 
 /// Where in its file a match is: the file's bytes, or the name at its path (a file's or a
@@ -235,6 +239,11 @@ impl Preview {
             .collect();
         s.push_str("****");
         Preview(s)
+    }
+
+    /// No preview: a finding of no matched bytes (a datastore's encryption at rest).
+    pub fn none() -> Preview {
+        Preview("-".to_owned())
     }
 
     /// The preview text.
@@ -437,6 +446,9 @@ pub struct Finding {
     /// The record of a cluster datastore the match is in (a kine row), when it is in one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record: Option<DbRecord>,
+    /// What a datastore's Secrets are at rest, for its encryption-at-rest finding.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secrets_at_rest: Option<SecretsAtRest>,
     /// The package that installed the file, for a `shipped` finding.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub package: Option<String>,
@@ -464,6 +476,69 @@ pub struct DbRecord {
     pub revision: Option<i64>,
     /// What the datastore makes of the bytes the match is in.
     pub state: RecordState,
+}
+
+/// How many of a datastore's Secrets are stored in plaintext and how many encrypted (a
+/// value beginning `k8s:enc:`), each Secret's served revision counted once, from the keys
+/// and the values' prefixes alone: never a value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SecretsAtRest {
+    /// Secrets stored in plaintext.
+    pub plaintext: u64,
+    /// Secrets stored encrypted.
+    pub encrypted: u64,
+    /// The same, by namespace, in name order.
+    pub namespaces: Vec<NamespaceAtRest>,
+}
+
+/// A namespace's share of [`SecretsAtRest`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NamespaceAtRest {
+    /// The namespace, withheld as a name is when it holds secret material.
+    pub namespace: String,
+    /// Its Secrets stored in plaintext.
+    pub plaintext: u64,
+    /// Its Secrets stored encrypted.
+    pub encrypted: u64,
+}
+
+impl SecretsAtRest {
+    /// Counts the Secret of namespace `ns`, encrypted or not.
+    pub fn add(&mut self, ns: &str, encrypted: bool) {
+        let i = match self.namespaces.binary_search_by(|n| n.namespace.as_str().cmp(ns)) {
+            Ok(i) => i,
+            Err(i) => {
+                let n = NamespaceAtRest { namespace: ns.to_owned(), ..Default::default() };
+                self.namespaces.insert(i, n);
+                i
+            }
+        };
+        let (all, one) = match encrypted {
+            true => (&mut self.encrypted, &mut self.namespaces[i].encrypted),
+            false => (&mut self.plaintext, &mut self.namespaces[i].plaintext),
+        };
+        *all += 1;
+        *one += 1;
+    }
+
+    /// Whether it counted no Secret.
+    pub fn is_empty(&self) -> bool {
+        self.plaintext + self.encrypted == 0
+    }
+
+    /// The line a report shows: `datastore: 842 Secrets in plaintext (encryption at rest
+    /// is off)`.
+    pub fn line(&self) -> String {
+        let secrets = |n: u64| if n == 1 { "1 Secret".to_owned() } else { format!("{n} Secrets") };
+        match (self.plaintext, self.encrypted) {
+            (p, 0) => format!("datastore: {} in plaintext (encryption at rest is off)", secrets(p)),
+            (0, e) => format!("datastore: {} encrypted (encryption at rest is on)", secrets(e)),
+            (p, e) => format!(
+                "datastore: {} in plaintext, {e} encrypted (encryption at rest is on, not for all)",
+                secrets(p)
+            ),
+        }
+    }
 }
 
 /// What a datastore makes of the bytes a match is in: the newest value of its key, or
@@ -558,7 +633,7 @@ impl Finding {
         h.update(ID_CONTEXT);
         h.update([0]);
         let value = match m.kind {
-            MatchKind::Fingerprint => String::new(),
+            MatchKind::Fingerprint | MatchKind::Datastore => String::new(),
             MatchKind::Rule => {
                 let d = Sha256::new().chain_update(RULE_VALUE_CONTEXT).chain_update(rule_secret);
                 hex(&d.finalize())
@@ -570,6 +645,7 @@ impl Finding {
             match m.kind {
                 MatchKind::Fingerprint => "fingerprint",
                 MatchKind::Rule => "rule",
+                MatchKind::Datastore => "datastore",
             },
             m.secret.as_deref().unwrap_or(""),
             m.key.as_deref().unwrap_or(""),
@@ -648,6 +724,7 @@ impl Finding {
             preview: Preview::redact(b"xxxxxxxxxxxxxxxx"),
             note: None,
             record: None,
+            secrets_at_rest: None,
             package: None,
             token: None,
             material: Material::default(),
@@ -776,7 +853,12 @@ impl Finding {
         });
         let container =
             self.container.iter_mut().flat_map(|c| c.id.iter_mut().chain(c.name.iter_mut()));
-        pod.chain(container).chain(self.record.iter_mut().flat_map(|r| r.key.iter_mut()))
+        let record = self.record.iter_mut().flat_map(|r| r.key.iter_mut());
+        let namespaces = self
+            .secrets_at_rest
+            .iter_mut()
+            .flat_map(|s| s.namespaces.iter_mut().map(|n| &mut n.namespace));
+        pod.chain(container).chain(record).chain(namespaces)
     }
 }
 

@@ -115,6 +115,8 @@ pub fn place(category: Category, stale: bool, live: Option<bool>) -> (Category, 
         Category::PodLog => (category, [High, High, High]),
         // Every Secret of the cluster in plaintext: encryption at rest is off.
         Category::EtcdPlaintext => (category, [Critical, Critical, Critical]),
+        // A datastore whose Secrets are all encrypted: said, as information.
+        Category::EncryptedAtRest => (category, [Info, Info, Info]),
         Category::DeadContainer => (category, [High, High, High]),
         Category::Other => (category, [High, High, Medium]),
         Category::Shipped => (category, [Info, Info, Info]),
@@ -198,7 +200,7 @@ mod tests {
     #[test]
     fn every_category_and_liveness_has_its_place() {
         #[rustfmt::skip]
-        let table: [(Category, [(Category, Severity); 3]); 11] = [
+        let table: [(Category, [(Category, Severity); 3]); 12] = [
             (C::OrphanedVolume, [(C::OrphanedVolume, H), (C::OrphanedVolume, Cr), (C::OrphanedVolume, I)]),
             (C::NonTmpfsVolume, [(C::NonTmpfsVolume, Cr), (C::OrphanedVolume, Cr), (C::NonTmpfsVolume, H)]),
             (C::StaleSubpath, [(C::StaleSubpath, M), (C::StaleSubpath, H), (C::StaleSubpath, M)]),
@@ -208,6 +210,7 @@ mod tests {
             (C::ImageConfig, [(C::ImageConfig, H), (C::ImageConfig, H), (C::ImageConfig, H)]),
             (C::PodLog, [(C::PodLog, H), (C::PodLog, H), (C::PodLog, H)]),
             (C::EtcdPlaintext, [(C::EtcdPlaintext, Cr), (C::EtcdPlaintext, Cr), (C::EtcdPlaintext, Cr)]),
+            (C::EncryptedAtRest, [(C::EncryptedAtRest, I), (C::EncryptedAtRest, I), (C::EncryptedAtRest, I)]),
             (C::DeadContainer, [(C::DeadContainer, H), (C::DeadContainer, H), (C::DeadContainer, H)]),
             (C::Other, [(C::Other, H), (C::Other, H), (C::Other, M)]),
         ];

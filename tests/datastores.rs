@@ -128,6 +128,28 @@ struct Made {
     dir: tempfile::TempDir,
 }
 
+/// Runs `k`'s SQL with Debian's `sqlite3` in `dir`, on `state.db`, keeping the log: the
+/// shell checkpoints and removes it when it exits, so both files are copied to
+/// `dir/out` first.
+fn run_sqlite(dir: &Path, k: &mut Kine) {
+    let out = dir.join("out");
+    std::fs::create_dir(&out).unwrap();
+    k.sql(&format!(".shell cp state.db state.db-wal {}", out.display()));
+    let status = Command::new("sqlite3")
+        .arg("state.db")
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(k.sql.as_bytes())?;
+            c.wait()
+        })
+        .expect("sqlite3 (Debian's sqlite3 package) runs");
+    assert!(status.success());
+}
+
 /// Makes `state.db` and `state.db-wal` in a temp dir with Debian's `sqlite3`.
 fn make_db() -> Made {
     let dir = tempfile::tempdir().unwrap();
@@ -181,28 +203,16 @@ fn make_db() -> Made {
     let mut ct = b"k8s:enc:aescbc:v1:key1:".to_vec();
     ct.extend(filler(4994, sealed.len()).iter().map(|b| b ^ 0x5a));
     k.create(&key("shop", "sealed"), &ct);
+    for i in 0..3 {
+        k.create(&key("vault", &format!("unseal-{i}")), &ct);
+    }
     k.sql("PRAGMA wal_checkpoint(TRUNCATE);");
     // Written since the last checkpoint: only in the log.
     let fresh = stored("shop", "fresh", 4995, 100, 0);
     k.create(&key("shop", "fresh"), &fresh);
     want.push(("shop/fresh".into(), "current", "state.db-wal"));
-    // The shell checkpoints and removes the log when it exits: both files are copied first.
+    run_sqlite(dir.path(), &mut k);
     let out = dir.path().join("out");
-    std::fs::create_dir(&out).unwrap();
-    k.sql(&format!(".shell cp state.db state.db-wal {}", out.display()));
-    let status = Command::new("sqlite3")
-        .arg("state.db")
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(k.sql.as_bytes())?;
-            c.wait()
-        })
-        .expect("sqlite3 (Debian's sqlite3 package) runs");
-    assert!(status.success());
     let (db, wal) = (read(&out.join("state.db")), read(&out.join("state.db-wal")));
     assert!(!wal.is_empty(), "the log holds the newest rows");
     let split: Vec<String> = secrets
@@ -225,16 +235,22 @@ fn read(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap()
 }
 
+/// A node with the database made in `dir` at the node path `at`.
+fn node_with(dir: &Path, at: &str) -> NodeTree {
+    let tree = NodeTree::new();
+    for name in ["state.db", "state.db-wal"] {
+        tree.copy(format!("{at}/{name}"), &dir.join("out").join(name)).unwrap();
+    }
+    tree
+}
+
 /// (secret, record state, file name) of each finding, and the report.
 fn scan_layout(
     made: &Made,
     at: &str,
     files: &[(&str, &str)],
 ) -> (BTreeSet<(String, String, String)>, Out) {
-    let tree = NodeTree::new();
-    for name in ["state.db", "state.db-wal"] {
-        tree.copy(format!("{at}/{name}"), &made.dir.path().join("out").join(name)).unwrap();
-    }
+    let tree = node_with(made.dir.path(), at);
     for (path, text) in files {
         tree.write(path, text.as_bytes());
     }
@@ -246,6 +262,9 @@ fn scan_layout(
     let mut seen = BTreeSet::new();
     for f in out.findings() {
         assert_eq!(f.site, "kine", "{}", f.path);
+        if f.raw["match"]["kind"] == "datastore" {
+            continue;
+        }
         assert_eq!(f.category, "etcd-plaintext");
         assert_eq!(f.severity, "critical");
         let file = f.path.rsplit('/').next().unwrap().to_owned();
@@ -297,4 +316,77 @@ fn kine_values_found_whole_and_attributed() {
         let report = out.json();
         assert!(report["errors"].as_array().unwrap().is_empty(), "{at}: {}", report["errors"]);
     }
+}
+
+/// Whether encryption at rest is on, answered without any fingerprint: one finding per
+/// datastore, critical while any Secret is stored in plaintext (the counts exact, by
+/// namespace, from keys and value prefixes: a deleted or compacted Secret is none, a
+/// Secret only in the log is one), `info` when every Secret is encrypted; in the table,
+/// JSON, SARIF and Prometheus outputs alike.
+#[test]
+fn encryption_at_rest_is_counted_without_fingerprints() {
+    let made = make_db();
+    let at = "/var/lib/rancher/k3s/server/db";
+    let tree = node_with(made.dir.path(), at);
+    tree.guard_secrets(&made.secrets);
+    let out = tree.scan(&["--format", "json"]);
+    out.assert_code(1);
+    let lines: Vec<_> =
+        out.findings().into_iter().filter(|f| f.raw["match"]["kind"] == "datastore").collect();
+    assert_eq!(lines.len(), 1, "one line per datastore: {}", out.stdout_str());
+    let line = &lines[0];
+    assert_eq!(line.path, format!("{at}/state.db"));
+    assert_eq!((line.severity.as_str(), line.category.as_str()), ("critical", "etcd-plaintext"));
+    let counts = &line.raw["secrets_at_rest"];
+    assert_eq!(counts["plaintext"], 50, "{counts}");
+    assert_eq!(counts["encrypted"], 4, "{counts}");
+    let by_ns = serde_json::json!([
+        {"namespace": "shop", "plaintext": 50, "encrypted": 1},
+        {"namespace": "vault", "plaintext": 0, "encrypted": 3},
+    ]);
+    assert_eq!(counts["namespaces"], by_ns);
+    let said = "datastore: 50 Secrets in plaintext, 4 encrypted";
+    let table = tree.scan(&["--wide"]);
+    assert!(table.stdout_str().contains(said), "{}", table.stdout_str());
+    let sarif = tree.scan(&["--format", "sarif"]);
+    let sarif: serde_json::Value = serde_json::from_str(&sarif.stdout_str()).unwrap();
+    let results = sarif["runs"][0]["results"].as_array().unwrap().clone();
+    let result = results.iter().find(|r| r["ruleId"] == "datastore/encryption-at-rest");
+    let result = result.unwrap_or_else(|| panic!("{results:?}"));
+    assert_eq!(result["level"], "error");
+    assert!(result["message"]["text"].as_str().unwrap().contains(said), "{result}");
+    let prom = tree.scan(&["--format", "prometheus"]);
+    let scrape = scrape(&prom.stdout_str());
+    let gauge_of = |state: &str| {
+        let s = scrape.samples.iter().find(|s| {
+            s.metric == "kresidue_datastore_secrets" && s.labels.get("state") == Some(state)
+        });
+        s.map(gauge)
+    };
+    assert_eq!((gauge_of("plaintext"), gauge_of("encrypted")), (Some(50.0), Some(4.0)));
+
+    // Every Secret encrypted: the same line says so, as information.
+    let dir = tempfile::tempdir().unwrap();
+    let mut k = Kine::default();
+    k.sql("PRAGMA journal_mode=WAL;");
+    k.sql(SCHEMA);
+    for i in 0..7 {
+        let mut ct = b"k8s:enc:secretbox:v1:key2:".to_vec();
+        ct.extend(filler(i, 300));
+        k.create(&key("shop", &format!("s{i}")), &ct);
+    }
+    k.create("/registry/configmaps/shop/plain", b"k8s\0not a secret");
+    run_sqlite(dir.path(), &mut k);
+    let sealed = node_with(dir.path(), at);
+    let out = sealed.scan(&["--format", "json"]);
+    out.assert_code(0);
+    let findings = out.findings();
+    assert_eq!(findings.len(), 1, "{}", out.stdout_str());
+    let f = &findings[0];
+    assert_eq!((f.severity.as_str(), f.category.as_str()), ("info", "encrypted-at-rest"));
+    assert_eq!(f.raw["secrets_at_rest"]["plaintext"], 0);
+    assert_eq!(f.raw["secrets_at_rest"]["encrypted"], 7);
+    let table = sealed.scan(&[]);
+    let said = "datastore: 7 Secrets encrypted (encryption at rest is on)";
+    assert!(table.stdout_str().contains(said), "{}", table.stdout_str());
 }

@@ -96,6 +96,7 @@ pub fn write(
     family(out, "kresidue_unread_mounts", "Mount points the last scan did not read (FUSE, network, or other filesystems below a scanned dir).")?;
     writeln!(out, "kresidue_unread_mounts {}", report.unread_mounts.len())?;
     write_cri(report.cri.status, out)?;
+    write_at_rest(report, out)?;
     write_secret_series(report, secret_series_max, out)?;
     family(out, "kresidue_last_run_timestamp_seconds", "When the last scan ended, Unix time.")?;
     writeln!(out, "kresidue_last_run_timestamp_seconds {now:.3}")
@@ -126,6 +127,32 @@ fn write_cri(status: CriStatus, out: &mut dyn Write) -> io::Result<()> {
             label(&name),
             u8::from(s == status)
         )?;
+    }
+    Ok(())
+}
+
+/// Each datastore's Secrets at rest: `kresidue_datastore_secrets` per datastore file and
+/// state (`plaintext`, `encrypted`).
+fn write_at_rest(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let stores: Vec<(&Finding, &crate::finding::SecretsAtRest)> =
+        report.findings.iter().filter_map(|f| f.secrets_at_rest.as_ref().map(|c| (f, c))).collect();
+    if stores.is_empty() {
+        return Ok(());
+    }
+    family(
+        out,
+        "kresidue_datastore_secrets",
+        "Secrets a cluster datastore on the node stores, by datastore (site, path) and state: plaintext (encryption at rest is off for them) or encrypted. Counted from keys and value prefixes; no value is exported.",
+    )?;
+    for (f, c) in stores {
+        for (state, n) in [("plaintext", c.plaintext), ("encrypted", c.encrypted)] {
+            writeln!(
+                out,
+                "kresidue_datastore_secrets{{site=\"{}\",path=\"{}\",state=\"{state}\"}} {n}",
+                label(f.site.as_str()),
+                label(&f.path)
+            )?;
+        }
     }
     Ok(())
 }

@@ -25,6 +25,7 @@ fn level(s: Severity) -> &'static str {
 fn rule_id(f: &Finding) -> String {
     match (f.matched.kind, &f.matched.rule) {
         (MatchKind::Rule, Some(r)) => format!("rule/{r}"),
+        (MatchKind::Datastore, _) => AT_REST.to_owned(),
         _ => format!("fingerprint/{}", f.site.as_str()),
     }
 }
@@ -44,6 +45,9 @@ pub fn file_uri(path: &str) -> String {
     out
 }
 
+/// The rule of a datastore's encryption-at-rest finding.
+const AT_REST: &str = "datastore/encryption-at-rest";
+
 fn rules() -> Vec<Value> {
     let mut rules: Vec<Value> = SiteId::ALL
         .iter()
@@ -59,6 +63,15 @@ fn rules() -> Vec<Value> {
             })
         })
         .collect();
+    rules.push(json!({
+        "id": AT_REST,
+        "name": "DatastoreEncryptionAtRest",
+        "shortDescription": { "text": "How many of a cluster datastore's Secrets are stored in plaintext and how many encrypted" },
+        "fullDescription": { "text": "Counted from the datastore's keys and the prefixes of its values (k8s:enc: is ciphertext), no value read: an error when any Secret is stored in plaintext (encryption at rest is off), a note when all are encrypted." },
+        "help": { "text": "Enable encryption at rest (EncryptionConfiguration; k3s and k0s: --secrets-encryption), then rewrite every Secret so that each is stored encrypted." },
+        "defaultConfiguration": { "level": "error" },
+        "properties": { "tags": ["security", "secret", "encryption-at-rest"] },
+    }));
     rules.extend(crate::rules::table::RULES.iter().map(|r| {
         json!({
             "id": format!("rule/{}", r.id),
@@ -73,6 +86,11 @@ fn rules() -> Vec<Value> {
 }
 
 fn message(f: &Finding) -> String {
+    if let Some(counts) =
+        f.secrets_at_rest.as_ref().filter(|_| f.matched.kind == MatchKind::Datastore)
+    {
+        return format!("{} at {} ({})", counts.line(), f.path, f.site.as_str());
+    }
     let what = match (&f.matched.secret, &f.matched.key, &f.matched.rule) {
         (Some(s), Some(k), _) => format!(
             "Secret {s} key {k} ({}, {})",

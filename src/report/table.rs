@@ -179,6 +179,9 @@ fn short_id(id: &str) -> String {
 fn row(f: &Finding, g: &Group<'_>, wide: bool) -> Vec<String> {
     let m = &f.matched;
     let what = match (&m.secret, &m.key, &m.rule) {
+        _ if m.kind == crate::finding::MatchKind::Datastore => {
+            f.secrets_at_rest.as_ref().map_or_else(|| "-".to_owned(), |c| c.line())
+        }
         (Some(s), Some(k), _) => match m.encoding {
             crate::finding::Encoding::Raw => format!("{s}:{k}"),
             e => format!("{s}:{k} [{}]", e.as_str()),

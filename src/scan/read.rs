@@ -436,6 +436,11 @@ impl Worker {
         let (n, mut found) =
             self.scan_bytes(f, size, sparse, cx, &mut |found| index.attribute(&db, found))?;
         found.extend(index.take_split());
+        // The database says once, in its main file, what its Secrets are at rest.
+        let counts = index.secrets_at_rest();
+        if which == Which::Main && !counts.is_empty() {
+            found.push(super::search::at_rest(cx.job, counts));
+        }
         self.file_errors.extend(index.errors.iter().map(|e| format!("kine: {e}")));
         Ok((n, aggregate(found)))
     }

@@ -228,6 +228,31 @@ pub(super) fn lift_rule(
     f
 }
 
+/// The encryption-at-rest finding of the datastore in `job`'s file: critical
+/// (`etcd-plaintext`) when any Secret is stored in plaintext, else `encrypted-at-rest`
+/// (`info`). Its id is the file's, whatever the counts.
+pub(super) fn at_rest(job: &FileJob, counts: crate::finding::SecretsAtRest) -> Finding {
+    let m = MatchInfo {
+        kind: MatchKind::Datastore,
+        secret: None,
+        key: None,
+        label: None,
+        rule: None,
+        encoding: Encoding::Raw,
+    };
+    let id = Finding::make_id(job.owner.site, &job.node_path(), &m, &[]);
+    let category = match counts.plaintext {
+        0 => Category::EncryptedAtRest,
+        _ => Category::EtcdPlaintext,
+    };
+    let place = crate::severity::place(category, false, None);
+    let (material, preview) = (Material::default(), Preview::none());
+    let mut f =
+        finding(job, place, Match { id, material, offset: 0, length: 0, matched: m, preview });
+    f.secrets_at_rest = Some(counts);
+    f
+}
+
 /// A match, before it is a finding of its file.
 pub(super) struct Match {
     pub(super) id: String,
@@ -259,6 +284,7 @@ fn finding(job: &FileJob, (category, place): (Category, Severity), m: Match) -> 
         preview,
         note: None,
         record: None,
+        secrets_at_rest: None,
         package: None,
         token: None,
         material,

@@ -8,7 +8,7 @@
 //! `docs/NODE-LAYOUT.md` (kine).
 
 use super::{Advice, Discovery, ScopeKind, Site, Unresolved};
-use crate::finding::{DbRecord, Finding, RecordState, SiteId};
+use crate::finding::{DbRecord, Finding, RecordState, SecretsAtRest, SiteId};
 use crate::sqlite::{self, Db, Flow, Record, Value, Version, Which};
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -135,13 +135,21 @@ struct Entry {
     image: Option<RecordState>,
 }
 
-/// A key of the table: its name, and its newest revision in the current database.
+/// A key of the table: its name, and its newest revision in the current database
+/// (whether it deletes the key, whether its value is encrypted).
 #[derive(Clone, Debug)]
 struct Key {
     name: String,
     newest: i64,
     deleted: bool,
+    encrypted: bool,
 }
+
+/// The prefix of a Secret's key (the API server's default `--etcd-prefix`).
+pub const SECRETS: &str = "/registry/secrets/";
+
+/// The prefix of a value encrypted at rest (`k8s:enc:<provider>:v1:<key>:`).
+pub const ENCRYPTED: &[u8] = b"k8s:enc:";
 
 /// The rows of kine's table whose bytes are in one file of a database, by offset: what a
 /// match at an offset is in.
@@ -209,14 +217,21 @@ impl Index {
                 None => {
                     let k = index.keys.len() as u32;
                     let shown = String::from_utf8_lossy(name).into_owned();
-                    index.keys.push(Key { name: shown, newest: i64::MIN, deleted: false });
+                    let newest = i64::MIN;
+                    let (deleted, encrypted) = (false, false);
+                    index.keys.push(Key { name: shown, newest, deleted, encrypted });
                     names.insert(name.to_vec(), k);
                     k
                 }
             };
             if r.version == Version::Current && r.rowid > index.keys[key as usize].newest {
-                index.keys[key as usize].newest = r.rowid;
-                index.keys[key as usize].deleted = deleted;
+                let value = match cols.get(layout.value) {
+                    Some((Value::Blob(v) | Value::Text(v), _)) => v,
+                    _ => &[][..],
+                };
+                let k = &mut index.keys[key as usize];
+                (k.newest, k.deleted, k.encrypted) =
+                    (r.rowid, deleted, value.starts_with(ENCRYPTED));
             }
             let range = |i: usize| cols.get(i).map_or(0..0, |(_, range)| range.clone());
             let columns =
@@ -265,6 +280,22 @@ impl Index {
             keep
         });
         index
+    }
+
+    /// How many Secrets the database serves in plaintext and encrypted: each Secret key's
+    /// newest row in the current database, unless it deletes the key, by its value's
+    /// prefix.
+    pub fn secrets_at_rest(&self) -> SecretsAtRest {
+        let mut counts = SecretsAtRest::default();
+        for k in &self.keys {
+            let Some(rest) = k.name.strip_prefix(SECRETS) else { continue };
+            if k.newest == i64::MIN || k.deleted {
+                continue;
+            }
+            let ns = rest.split_once('/').map_or("", |(ns, _)| ns);
+            counts.add(ns, k.encrypted);
+        }
+        counts
     }
 
     /// Adds the pieces of `r` in this file, cut at its value columns' bounds; false when
