@@ -390,3 +390,76 @@ fn encryption_at_rest_is_counted_without_fingerprints() {
     let said = "datastore: 7 Secrets encrypted (encryption at rest is on)";
     assert!(table.stdout_str().contains(said), "{}", table.stdout_str());
 }
+
+/// kine's database is read in bounded memory and time whatever it says of itself: a
+/// 1 GiB file (sparse, its value at the end, past every page the header counts), a header
+/// claiming 2^32-1 pages and a freelist trunk that points at itself, and pages
+/// overwritten with junk. Each is scanned to the end (its values found where whole), with
+/// a clear `errors` entry for what could not be read, never a panic.
+#[test]
+fn hostile_kine_databases_are_bounded() {
+    const GIB: u64 = 1 << 30;
+    let made = make_db();
+    let at = "/var/lib/rancher/k3s/server/db";
+    let src = made.dir.path().join("out/state.db");
+    let good = read(&src);
+    let value = made.secrets.iter().find(|s| s.name == "tls-3").unwrap().value("password").to_vec();
+
+    // A 1 GiB sparse database with the value at its very end.
+    let tree = node_with(made.dir.path(), at);
+    let host = tree.host(format!("{at}/state.db"));
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&host).unwrap();
+        f.set_len(GIB).unwrap();
+        f.seek(SeekFrom::Start(GIB - 4096)).unwrap();
+        f.write_all(&value).unwrap();
+    }
+    let file = tree.secrets_file("secrets.json", &made.secrets);
+    let out = tree.kr().measure_rss().timeout(std::time::Duration::from_secs(120)).scan(&[
+        "--secrets",
+        path_arg(&file),
+        "--format",
+        "json",
+    ]);
+    out.assert_code(1);
+    let at_end =
+        out.findings().into_iter().any(|f| f.offset == GIB - 4096 && f.secret == "shop/tls-3");
+    assert!(at_end, "the value at the end of 1 GiB: {}", out.stdout_str());
+    let rss = out.peak_rss_kb.expect("peak RSS measured");
+    assert!(rss < 100 * 1024, "peak RSS {rss} KiB over a 1 GiB database");
+
+    // A header claiming 2^32-1 pages, a freelist trunk that is itself, pages of junk.
+    let page_size = usize::from(u16::from_be_bytes([good[16], good[17]]));
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for round in 0..6 {
+        let mut bad = good.clone();
+        bad[28..32].copy_from_slice(&u32::MAX.to_be_bytes());
+        bad[32..36].copy_from_slice(&2u32.to_be_bytes());
+        let pages = bad.len() / page_size;
+        for _ in 0..8 * (round + 1) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let page = 1 + (rng as usize) % (pages - 1);
+            let start = page * page_size + (rng >> 32) as usize % (page_size - 16);
+            for b in &mut bad[start..start + 16] {
+                *b = (rng >> 8) as u8;
+            }
+        }
+        // Page 2's first four bytes (a trunk's next) point back at page 2.
+        bad[page_size..page_size + 4].copy_from_slice(&2u32.to_be_bytes());
+        let tree = node_with(made.dir.path(), at);
+        std::fs::write(tree.host(format!("{at}/state.db")), &bad).unwrap();
+        let file = tree.secrets_file("secrets.json", &made.secrets);
+        let out = tree.kr().measure_rss().timeout(std::time::Duration::from_secs(120)).scan(&[
+            "--secrets",
+            path_arg(&file),
+            "--format",
+            "json",
+        ]);
+        assert!(matches!(out.code, 0 | 1), "round {round}: {}", out.stderr_str());
+        let rss = out.peak_rss_kb.expect("peak RSS measured");
+        assert!(rss < 100 * 1024, "round {round}: peak RSS {rss} KiB");
+    }
+}
