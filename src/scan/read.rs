@@ -421,6 +421,8 @@ impl Worker {
             if sys::stop_signal().is_some() || late || scratch.stopped {
                 return None;
             }
+            // Each row is a file of its own: another row's matched ranges mean nothing here.
+            scratch.start_file();
             let mut found = Vec::new();
             let len = r.payload.len();
             let span = Span { carry: 0, len, pos: 0, last: true, each: true };
