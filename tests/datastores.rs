@@ -415,13 +415,7 @@ fn hostile_kine_databases_are_bounded() {
         f.seek(SeekFrom::Start(GIB - 4096)).unwrap();
         f.write_all(&value).unwrap();
     }
-    let file = tree.secrets_file("secrets.json", &made.secrets);
-    let out = tree.kr().measure_rss().timeout(std::time::Duration::from_secs(120)).scan(&[
-        "--secrets",
-        path_arg(&file),
-        "--format",
-        "json",
-    ]);
+    let out = scan_measured(&tree, &made.secrets);
     out.assert_code(1);
     let at_end =
         out.findings().into_iter().any(|f| f.offset == GIB - 4096 && f.secret == "shop/tls-3");
@@ -431,35 +425,32 @@ fn hostile_kine_databases_are_bounded() {
 
     // A header claiming 2^32-1 pages, a freelist trunk that is itself, pages of junk.
     let page_size = usize::from(u16::from_be_bytes([good[16], good[17]]));
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = Prng::new(4949);
     for round in 0..6 {
         let mut bad = good.clone();
         bad[28..32].copy_from_slice(&u32::MAX.to_be_bytes());
         bad[32..36].copy_from_slice(&2u32.to_be_bytes());
         let pages = bad.len() / page_size;
         for _ in 0..8 * (round + 1) {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let page = 1 + (rng as usize) % (pages - 1);
-            let start = page * page_size + (rng >> 32) as usize % (page_size - 16);
-            for b in &mut bad[start..start + 16] {
-                *b = (rng >> 8) as u8;
-            }
+            let start = rng.range(1, pages) * page_size + rng.below(page_size - 16);
+            let junk = rng.next_u64() as u8;
+            bad[start..start + 16].fill(junk);
         }
         // Page 2's first four bytes (a trunk's next) point back at page 2.
         bad[page_size..page_size + 4].copy_from_slice(&2u32.to_be_bytes());
         let tree = node_with(made.dir.path(), at);
         std::fs::write(tree.host(format!("{at}/state.db")), &bad).unwrap();
-        let file = tree.secrets_file("secrets.json", &made.secrets);
-        let out = tree.kr().measure_rss().timeout(std::time::Duration::from_secs(120)).scan(&[
-            "--secrets",
-            path_arg(&file),
-            "--format",
-            "json",
-        ]);
+        let out = scan_measured(&tree, &made.secrets);
         assert!(matches!(out.code, 0 | 1), "round {round}: {}", out.stderr_str());
         let rss = out.peak_rss_kb.expect("peak RSS measured");
         assert!(rss < 100 * 1024, "round {round}: peak RSS {rss} KiB");
     }
+}
+
+/// `scan --secrets … --format json` of `tree`, its peak RSS measured, within a deadline
+/// far above what it takes.
+fn scan_measured(tree: &NodeTree, secrets: &[Secret]) -> Out {
+    let file = tree.secrets_file("secrets.json", secrets);
+    let kr = tree.kr().measure_rss().timeout(std::time::Duration::from_secs(120));
+    kr.scan(&["--secrets", path_arg(&file), "--format", "json"])
 }

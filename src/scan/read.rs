@@ -431,8 +431,8 @@ impl Worker {
         });
         // The rows' searches are no part of the file's stream.
         self.scratch.start_file();
+        self.file_errors.extend(index.errors.iter().map(|e| format!("kine: {e}")));
         if self.cut(0) {
-            self.file_errors.extend(index.errors.iter().map(|e| format!("kine: {e}")));
             return Ok((0, aggregate(index.take_split())));
         }
         let (n, mut found) =
@@ -443,7 +443,6 @@ impl Worker {
         if which == Which::Main && !counts.is_empty() {
             found.push(super::search::at_rest(cx.job, counts));
         }
-        self.file_errors.extend(index.errors.iter().map(|e| format!("kine: {e}")));
         Ok((n, aggregate(found)))
     }
 

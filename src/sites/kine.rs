@@ -88,6 +88,25 @@ enum Column {
     Other,
 }
 
+/// The entries of a row's columns, in [`Index::entries`] order from `base`.
+const COLUMN_ENTRIES: [Column; 3] = [Column::Value, Column::OldValue, Column::Other];
+
+/// Where a row's value columns are in its payload (`value`, `old_value`), and the index
+/// of its first entry.
+struct Columns {
+    values: [Range<usize>; 2],
+    base: u32,
+}
+
+impl Columns {
+    /// The entry of the payload's byte `at`: its value column's, else the row's other
+    /// bytes'.
+    fn entry_at(&self, at: usize) -> u32 {
+        let i = self.values.iter().position(|c| c.contains(&at));
+        self.base + i.map_or(2, |i| i as u32)
+    }
+}
+
 /// Where kine's columns are in its table's records (from its `CREATE TABLE`).
 #[derive(Clone, Copy, Debug)]
 struct Layout {
@@ -234,23 +253,18 @@ impl Index {
                     (r.rowid, deleted, value.starts_with(ENCRYPTED));
             }
             let range = |i: usize| cols.get(i).map_or(0..0, |(_, range)| range.clone());
-            let columns =
-                [(Column::Value, range(layout.value)), (Column::OldValue, range(layout.old_value))];
             let base = index.entries.len() as u32;
+            let columns = Columns { values: [range(layout.value), range(layout.old_value)], base };
             let image = match r.version {
                 Version::Current => None,
                 Version::Freed => Some(RecordState::Freed),
                 Version::Older => Some(older(db, r.page.which, r.page.at)),
             };
-            for column in [Column::Value, Column::OldValue, Column::Other] {
+            for column in COLUMN_ENTRIES {
                 index.entries.push(Entry { key, revision: r.rowid, column, image });
             }
-            let column_at = |at: usize| {
-                let i = columns.iter().position(|(_, c)| c.contains(&at));
-                base + i.map_or(2, |i| i as u32)
-            };
             if !full {
-                full = !index.add_spans(r, &columns, base);
+                full = !index.add_spans(r, &columns);
             }
             let contiguous = r
                 .pieces
@@ -258,8 +272,8 @@ impl Index {
                 .all(|w| w[0].which == w[1].which && w[0].at + w[0].len as u64 == w[1].at);
             if !contiguous {
                 let Some(found) = search(r) else { return Flow::Break(()) };
-                for mut f in found {
-                    index.keep_split(r, &mut f, &column_at);
+                for f in found {
+                    index.keep_split(r, f, &columns);
                 }
             }
             Flow::Continue(())
@@ -300,10 +314,10 @@ impl Index {
 
     /// Adds the pieces of `r` in this file, cut at its value columns' bounds; false when
     /// the index is full.
-    fn add_spans(&mut self, r: &Record, columns: &[(Column, Range<usize>); 2], base: u32) -> bool {
+    fn add_spans(&mut self, r: &Record, columns: &Columns) -> bool {
         for p in r.pieces.iter().filter(|p| p.which == self.which) {
             let mut cuts = vec![p.start, p.start + p.len];
-            for (_, c) in columns {
+            for c in &columns.values {
                 cuts.extend(
                     [c.start, c.end].into_iter().filter(|&x| x > p.start && x < p.start + p.len),
                 );
@@ -314,10 +328,8 @@ impl Index {
                 if self.spans.len() >= MAX_SPANS {
                     return false;
                 }
-                let i = columns.iter().position(|(_, c)| c.contains(&w[0]));
-                let entry = base + i.map_or(2, |i| i as u32);
                 let at = p.at + (w[0] - p.start) as u64;
-                self.spans.push((at, (w[1] - w[0]) as u32, entry));
+                self.spans.push((at, (w[1] - w[0]) as u32, columns.entry_at(w[0])));
             }
         }
         true
@@ -326,7 +338,7 @@ impl Index {
     /// Keeps a match `f` of the reassembled payload of `r` (at a payload offset) when it
     /// begins in this file and its bytes are not one run of it (the raw search finds
     /// those): at its first byte's file offset, attributed to its column's entry.
-    fn keep_split(&mut self, r: &Record, f: &mut Finding, column_at: &impl Fn(usize) -> u32) {
+    fn keep_split(&mut self, r: &Record, mut f: Finding, columns: &Columns) {
         let (Ok(start), Ok(len)) = (usize::try_from(f.offset), usize::try_from(f.length)) else {
             return;
         };
@@ -337,9 +349,8 @@ impl Index {
         if w != self.which || last == (w, at + len.max(1) as u64 - 1) {
             return;
         }
-        let mut f = f.clone();
         f.offset = at;
-        self.split.push((f, column_at(start)));
+        self.split.push((f, columns.entry_at(start)));
     }
 
     /// The matches in values split across pages, attributed ([`Index::build`]).
