@@ -489,6 +489,10 @@ pub struct SecretsAtRest {
     pub encrypted: u64,
     /// The same, by namespace, in name order.
     pub namespaces: Vec<NamespaceAtRest>,
+    /// Set when part of the datastore could not be read (corrupt pages, the deadline):
+    /// the counts are of the part read, and say nothing of the rest.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 /// A namespace's share of [`SecretsAtRest`].
@@ -530,13 +534,17 @@ impl SecretsAtRest {
     /// is off)`.
     pub fn line(&self) -> String {
         let secrets = |n: u64| if n == 1 { "1 Secret".to_owned() } else { format!("{n} Secrets") };
-        match (self.plaintext, self.encrypted) {
+        let line = match (self.plaintext, self.encrypted) {
             (p, 0) => format!("datastore: {} in plaintext (encryption at rest is off)", secrets(p)),
             (0, e) => format!("datastore: {} encrypted (encryption at rest is on)", secrets(e)),
             (p, e) => format!(
                 "datastore: {} in plaintext, {e} encrypted (encryption at rest is on, not for all)",
                 secrets(p)
             ),
+        };
+        match self.partial {
+            true => format!("{line}; only part of it could be read, the rest is not counted"),
+            false => line,
         }
     }
 }

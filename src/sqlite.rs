@@ -36,6 +36,10 @@
 //! corrupt or hostile file gives an [`Error`] naming pages and offsets (never a value),
 //! the work is linear in the file's size whatever its header or pointers claim (cycles in
 //! trees and chains, absurd counts), and memory is a page plus the record being read.
+//! Cells a page's pointers make overlap are read once; a page that cannot be read loses
+//! its subtree, not the table ([`Db::read_whole`] says so); an older record's overflow
+//! chain stops at a page the current database uses (those bytes are another record's
+//! now); a caller's `stop` ([`Db::open_until`]) is asked before every page read.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -252,6 +256,18 @@ pub struct Db<'a> {
     newest: HashMap<u32, usize>,
     budget: Cell<u64>,
     errors: RefCell<Vec<Error>>,
+    /// Asked before each page read: whether to stop (a deadline, a signal).
+    stop: &'a dyn Fn() -> bool,
+    /// Whether every page of the tables walked so far was read.
+    whole: Cell<bool>,
+    /// The pages the current database's tables use (their trees and overflow chains, as
+    /// far as walked): an older record's overflow chain does not run into them.
+    used: RefCell<HashSet<u32>>,
+}
+
+/// Never stops.
+fn never() -> bool {
+    false
 }
 
 /// Reads a big-endian `u16` at `at`.
@@ -349,6 +365,16 @@ impl<'a> Db<'a> {
     /// Opens a database file and, when given, its log: reads the header, checks each log
     /// frame and maps the current database's pages to their images. Nothing is written.
     pub fn open(main: &'a dyn Bytes, wal: Option<&'a dyn Bytes>) -> Result<Db<'a>, Error> {
+        Db::open_until(main, wal, &never)
+    }
+
+    /// [`Db::open`], asking `stop` before each page read (the log's frames while opening
+    /// too) whether to stop: past it every read fails, and the database is not read whole.
+    pub fn open_until(
+        main: &'a dyn Bytes,
+        wal: Option<&'a dyn Bytes>,
+        stop: &'a dyn Fn() -> bool,
+    ) -> Result<Db<'a>, Error> {
         let mut head = [0u8; 100];
         main.read_at(0, &mut head).map_err(|_| err("shorter than its 100-byte header"))?;
         if &head[..16] != MAGIC {
@@ -381,6 +407,9 @@ impl<'a> Db<'a> {
             newest: HashMap::new(),
             budget: Cell::new(0),
             errors: RefCell::new(Vec::new()),
+            stop,
+            whole: Cell::new(true),
+            used: RefCell::new(HashSet::new()),
         };
         if let Some(wal) = wal {
             db.read_wal(wal);
@@ -419,6 +448,11 @@ impl<'a> Db<'a> {
         let mut fh = [0u8; FRAME_HEADER as usize];
         for i in 0..count {
             let at = WAL_HEADER + i * frame_size;
+            if (self.stop)() {
+                self.whole.set(false);
+                self.note(format!("stopped reading the log at frame {i} of {count}"));
+                break;
+            }
             if wal.read_at(at, &mut fh).is_err()
                 || wal.read_at(at + FRAME_HEADER, &mut page).is_err()
             {
@@ -447,6 +481,9 @@ impl<'a> Db<'a> {
         if let Some(n) = db_pages {
             self.pages = n;
         }
+        // A committed frame of a page past the database's last size is no page of it.
+        let pages = self.pages;
+        self.newest.retain(|&n, _| n <= pages);
     }
 
     fn note(&self, msg: String) {
@@ -459,6 +496,17 @@ impl<'a> Db<'a> {
     /// What went wrong reading parts of the files (the rest was read).
     pub fn errors(&self) -> Vec<Error> {
         self.errors.borrow().clone()
+    }
+
+    /// Whether every page of the tables walked (by [`Db::records`]) was read: no page of
+    /// them was cut short, corrupt, past the budget, or left when told to stop.
+    pub fn read_whole(&self) -> bool {
+        self.whole.get()
+    }
+
+    /// Whether reading must stop (the budget spent, or `stop` says so).
+    fn spent(&self) -> bool {
+        self.budget.get() == 0 || (self.stop)()
     }
 
     /// The page size.
@@ -525,6 +573,9 @@ impl<'a> Db<'a> {
                 "read budget spent (pages reached over and over); the rest is not read",
             ));
         }
+        if (self.stop)() {
+            return Err(err("stopped (a deadline or a signal); the rest is not read"));
+        }
         self.budget.set(left - 1);
         buf.resize(self.page_size, 0);
         let file = match loc.which {
@@ -571,9 +622,15 @@ impl<'a> Db<'a> {
                 visit(r)
             });
             match walked {
-                Ok(Flow::Break(())) => return,
+                Ok(Flow::Break(())) => {
+                    self.whole.set(false);
+                    return;
+                }
                 Ok(Flow::Continue(())) => {}
-                Err(e) => self.note(e.0),
+                Err(e) => {
+                    self.whole.set(false);
+                    self.note(e.0);
+                }
             }
         }
         let freed = self.freelist();
@@ -671,37 +728,59 @@ impl<'a> Db<'a> {
     ) -> Result<Flow, Error> {
         let mut stack = vec![(root, 0usize)];
         let mut buf = Vec::new();
+        // A page that cannot be read loses its subtree, not the rest of the tree.
+        let lost = |e: Error| {
+            self.whole.set(false);
+            self.note(e.0);
+        };
         while let Some((n, depth)) = stack.pop() {
-            let loc = self.current(n)?;
+            let loc = match self.current(n) {
+                Ok(loc) => loc,
+                Err(e) => {
+                    lost(e);
+                    continue;
+                }
+            };
             if depth > MAX_DEPTH || !reached.insert(loc) {
                 self.note(format!(
                     "page {n} is reached twice in the tree of page {root}; read once"
                 ));
                 continue;
             }
-            self.image(loc, &mut buf)?;
+            if let Err(e) = self.image(loc, &mut buf) {
+                if self.spent() {
+                    return Err(e);
+                }
+                lost(e);
+                continue;
+            }
+            self.used.borrow_mut().insert(n);
             let head = if n == 1 { 100 } else { 0 };
             match buf.get(head) {
                 Some(&TABLE_LEAF) => {
-                    if let Flow::Break(()) =
-                        self.leaf(&buf, loc, head, table, Version::Current, visit)?
-                    {
-                        return Ok(Flow::Break(()));
+                    match self.leaf(&buf, loc, head, table, Version::Current, visit) {
+                        Ok(Flow::Break(())) => return Ok(Flow::Break(())),
+                        Ok(Flow::Continue(())) => {}
+                        Err(e) => lost(e),
                     }
                 }
                 Some(&TABLE_INTERIOR) => {
-                    let cells = self.cell_pointers(&buf, head, 12)?;
+                    let cells = match self.cell_pointers(&buf, head, 12) {
+                        Ok(cells) => cells,
+                        Err(e) => {
+                            lost(e);
+                            continue;
+                        }
+                    };
                     let right = be32(&buf, head + 8).unwrap_or(0);
                     // Right-most last pushed is read first; the order of rows does not matter.
                     stack.push((right, depth + 1));
                     for at in cells {
-                        let child = be32(&buf, at)
-                            .ok_or_else(|| err(format!("cell at {at} of page {n}")))?;
-                        stack.push((child, depth + 1));
+                        stack.extend(be32(&buf, at).map(|child| (child, depth + 1)));
                     }
                 }
                 Some(t) => {
-                    self.note(format!("page {n} of the tree of page {root} has type {t:#x}"));
+                    lost(err(format!("page {n} of the tree of page {root} has type {t:#x}")));
                 }
                 None => {}
             }
@@ -722,10 +801,14 @@ impl<'a> Db<'a> {
         if from + 2 * count > self.usable {
             return Err(err(format!("{count} cells do not fit a page")));
         }
-        Ok((0..count)
+        let mut cells: Vec<usize> = (0..count)
             .filter_map(|i| be16(buf, from + 2 * i).map(usize::from))
             .filter(|&at| at >= from + 2 * count && at < self.usable)
-            .collect())
+            .collect();
+        // In content order, each once (the order of rows does not matter).
+        cells.sort_unstable();
+        cells.dedup();
+        Ok(cells)
     }
 
     /// Reads the cells of the table leaf image in `buf` (at `loc`, header at `head`).
@@ -740,7 +823,15 @@ impl<'a> Db<'a> {
     ) -> Result<Flow, Error> {
         let u = self.usable;
         let (x, m) = (u - 35, (u - 12) * 32 / 255 - 23);
+        // Cells do not overlap: each byte of the page is read as part of one cell at most,
+        // so a page's records hold at most a page of it.
+        let mut free_from = 0;
+        let mut overlapping = 0;
         for at in self.cell_pointers(buf, head, 8)? {
+            if at < free_from {
+                overlapping += 1;
+                continue;
+            }
             let Some((size, n1)) = varint(buf, at) else { continue };
             let Some((rowid, n2)) = varint(buf, at + n1) else { continue };
             let size = usize::try_from(size).unwrap_or(usize::MAX);
@@ -759,6 +850,7 @@ impl<'a> Db<'a> {
                 self.note(format!("a cell at {at} of the page image at {} runs past it", loc.at));
                 continue;
             };
+            free_from = start + local + if size > local { 4 } else { 0 };
             let want = size.min(MAX_RECORD);
             let mut record = Record {
                 table,
@@ -784,16 +876,28 @@ impl<'a> Db<'a> {
                 return Ok(Flow::Break(()));
             }
         }
+        if overlapping > 0 {
+            self.note(format!(
+                "{overlapping} cells of the page image at {} overlap others; not read",
+                loc.at
+            ));
+        }
         Ok(Flow::Continue(()))
     }
 
     /// Appends the overflow chain from page `next` to `record`, up to `want` payload
-    /// bytes; false when the chain ends early or loops.
+    /// bytes; false when the chain ends early or loops, or (for a record the current
+    /// database no longer holds) runs into a page the current database uses: that page's
+    /// bytes are another record's now.
     fn overflow(&self, mut next: u32, want: usize, record: &mut Record) -> bool {
         let mut buf = Vec::new();
         let mut seen = HashSet::new();
+        let current = record.version == Version::Current;
         while record.payload.len() < want {
             if next == 0 || !seen.insert(next) {
+                return false;
+            }
+            if !current && self.used.borrow().contains(&next) {
                 return false;
             }
             let loc = match self.current(next) {
@@ -812,6 +916,9 @@ impl<'a> Db<'a> {
                 at: loc.at + 4,
             });
             record.payload.extend_from_slice(&buf[4..4 + take]);
+            if current {
+                self.used.borrow_mut().insert(next);
+            }
             next = be32(&buf, 0).unwrap_or(0);
         }
         true

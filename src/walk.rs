@@ -105,13 +105,10 @@ impl FileJob {
         let f = match self.by_path {
             true => {
                 let rel = self.rel.with_file_name(name);
-                self.dir.open_file_below(crate::sys::walk::under_base(&rel, self.base))?
+                self.dir.open_regular_below(crate::sys::walk::under_base(&rel, self.base))?
             }
-            false => self.dir.open_file_below(Path::new(name))?,
+            false => self.dir.open_regular_below(Path::new(name))?,
         };
-        if !f.metadata()?.is_file() {
-            return Err(std::io::Error::other("not a regular file"));
-        }
         Ok(f)
     }
 

@@ -81,6 +81,18 @@ struct Kine {
 }
 
 impl Kine {
+    /// A database of 4 KiB pages with kine's schema; in WAL mode (kept, never checkpointed
+    /// but when told, freed pages not zeroed: as kine's SQLite does) when `wal`.
+    fn new(wal: bool) -> Kine {
+        let mut k = Kine::default();
+        k.sql("PRAGMA page_size=4096;");
+        if wal {
+            k.sql("PRAGMA journal_mode=WAL; PRAGMA secure_delete=0; PRAGMA wal_autocheckpoint=0;");
+        }
+        k.sql(SCHEMA);
+        k
+    }
+
     fn row(&mut self, key: &str, created: u8, deleted: u8, value: Option<&[u8]>) {
         self.rev += 1;
         let (prev, old) = match self.newest.get(key) {
@@ -153,10 +165,7 @@ fn run_sqlite(dir: &Path, k: &mut Kine) {
 /// Makes `state.db` and `state.db-wal` in a temp dir with Debian's `sqlite3`.
 fn make_db() -> Made {
     let dir = tempfile::tempdir().unwrap();
-    let mut k = Kine::default();
-    k.sql("PRAGMA page_size=4096; PRAGMA journal_mode=WAL; PRAGMA secure_delete=0;");
-    k.sql("PRAGMA wal_autocheckpoint=0;");
-    k.sql(SCHEMA);
+    let mut k = Kine::new(true);
     let mut secrets = Vec::new();
     let mut want = Vec::new();
     // The data's keys in the order the API server writes a map (sorted): the value between
@@ -239,7 +248,10 @@ fn read(p: &Path) -> Vec<u8> {
 fn node_with(dir: &Path, at: &str) -> NodeTree {
     let tree = NodeTree::new();
     for name in ["state.db", "state.db-wal"] {
-        tree.copy(format!("{at}/{name}"), &dir.join("out").join(name)).unwrap();
+        let made = dir.join("out").join(name);
+        if made.exists() {
+            tree.copy(format!("{at}/{name}"), &made).unwrap();
+        }
     }
     tree
 }
@@ -453,4 +465,206 @@ fn scan_measured(tree: &NodeTree, secrets: &[Secret]) -> Out {
     let file = tree.secrets_file("secrets.json", secrets);
     let kr = tree.kr().measure_rss().timeout(std::time::Duration::from_secs(120));
     kr.scan(&["--secrets", path_arg(&file), "--format", "json"])
+}
+
+/// The findings of `out` that are matches (not the at-rest line), as (secret, key, state).
+fn attributed(out: &Out) -> BTreeSet<(String, String, String)> {
+    out.findings()
+        .into_iter()
+        .filter(|f| f.raw["match"]["kind"] != "datastore")
+        .map(|f| {
+            let r = &f.raw["record"];
+            let key = r["key"].as_str().unwrap_or("-").to_owned();
+            (f.secret.clone(), key, r["state"].as_str().unwrap_or("-").to_owned())
+        })
+        .collect()
+}
+
+/// A row deleted and another written in its place reuse its overflow pages: the page the
+/// log rewrote still holds the deleted row's cell, pointing at pages that now hold the new
+/// row. The new row's values there are the new row's, current, never the old row's.
+#[test]
+fn an_older_image_never_claims_pages_reused_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut k = Kine::new(true);
+    let mut secrets = Vec::new();
+    // Rows of two pages each: a password past the first 4 KiB lies whole in an overflow page.
+    let mut stored = |name: &str, seed: u64| {
+        let password = fake_secret_len(seed, 48);
+        let data = [("ca.crt", filler(seed, 5000)), ("password", password.clone())];
+        let data: Vec<(&str, &[u8])> = data.iter().map(|(k, v)| (*k, &v[..])).collect();
+        secrets.push(Secret::opaque("shop", name, &[("password", password)]));
+        stored_secret("shop", name, &data)
+    };
+    for i in 0..60 {
+        let v = stored(&format!("old-{i}"), 7100 + i);
+        k.create(&key("shop", &format!("old-{i}")), &v);
+    }
+    k.sql("PRAGMA wal_checkpoint(TRUNCATE);");
+    // Compaction removes the old rows; new Secrets take their pages, in the log only.
+    k.sql("BEGIN;");
+    k.sql("DELETE FROM kine WHERE name LIKE '/registry/secrets/shop/old-%';");
+    for i in 0..60 {
+        let v = stored(&format!("new-{i}"), 7200 + i);
+        k.create(&key("shop", &format!("new-{i}")), &v);
+    }
+    k.sql("COMMIT;");
+    run_sqlite(dir.path(), &mut k);
+    let tree = node_with(dir.path(), "/var/lib/rancher/k3s/server/db");
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let seen = attributed(&out);
+    for i in 0..60 {
+        let secret = format!("shop/new-{i}");
+        let want = (secret.clone(), key("shop", &format!("new-{i}")), "current".to_owned());
+        assert!(seen.contains(&want), "{want:?} in {seen:?}");
+        let wrong = seen.iter().filter(|(s, k, _)| *s == secret && !k.ends_with(&secret));
+        assert_eq!(wrong.count(), 0, "{secret} claimed by another row: {seen:?}");
+    }
+}
+
+/// A corrupt page loses its own rows, not the rest of the table: the counts go on past
+/// it, and the line says they are of the part read (never "encryption at rest is on" when
+/// the plaintext rows beyond the bad page were not counted).
+#[test]
+fn a_corrupt_page_loses_its_rows_not_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut k = Kine::new(false);
+    for i in 0..100 {
+        k.create(
+            &key("shop", &format!("p{i:03}")),
+            &stored_secret("shop", "p", &[("v", &[7; 300])]),
+        );
+    }
+    for i in 0..100 {
+        let mut ct = b"k8s:enc:aescbc:v1:key1:".to_vec();
+        ct.extend(filler(i, 300));
+        k.create(&key("vault", &format!("e{i:03}")), &ct);
+    }
+    run_sqlite(dir.path(), &mut k);
+    let src = dir.path().join("out/state.db");
+    let mut db = read(&src);
+    // The leaf holding one encrypted row in the middle: its cell count made absurd.
+    let hits = find_all(&db, key("vault", "e050").as_bytes());
+    let page = hits.iter().map(|at| at / 4096 * 4096).find(|&p| db[p] == 0x0d).unwrap();
+    assert_eq!(db[page], 0x0d, "a table leaf");
+    db[page + 3..page + 5].copy_from_slice(&[0xff, 0xff]);
+    std::fs::write(&src, &db).unwrap();
+    let tree = node_with(dir.path(), "/var/lib/k0s/db");
+    let out = tree.scan(&["--format", "json"]);
+    out.assert_code(1);
+    let lines: Vec<_> =
+        out.findings().into_iter().filter(|f| f.raw["match"]["kind"] == "datastore").collect();
+    assert_eq!(lines.len(), 1, "{}", out.stdout_str());
+    let counts = &lines[0].raw["secrets_at_rest"];
+    assert_eq!(counts["plaintext"], 100, "every plaintext row beyond the bad page: {counts}");
+    let encrypted = counts["encrypted"].as_u64().unwrap();
+    assert!((80..100).contains(&encrypted), "the bad page's rows only are lost: {counts}");
+    assert_eq!(counts["partial"], true, "{counts}");
+    assert_eq!(lines[0].category, "etcd-plaintext");
+    let table = tree.scan(&["--wide"]);
+    assert!(table.stdout_str().contains("only part of it could be read"), "{}", table.stdout_str());
+    let errors = out.json()["errors"].to_string();
+    assert!(errors.contains("cells do not fit a page"), "{errors}");
+}
+
+/// Cell pointers that all point at one cell (or at cells overlapping each other) are
+/// read once: a page's records hold at most a page, whatever its pointer array says.
+#[test]
+fn overlapping_cells_are_read_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut k = Kine::new(false);
+    k.sql(
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 4000) \
+         INSERT INTO kine SELECT x, '/registry/secrets/ns/s' || x, 1, 0, 0, 0, 0, \
+         randomblob(2500), NULL FROM c;",
+    );
+    run_sqlite(dir.path(), &mut k);
+    let src = dir.path().join("out/state.db");
+    let mut db = read(&src);
+    let mut patched = 0;
+    for page in db.chunks_exact_mut(4096).skip(1) {
+        let content = usize::from(u16::from_be_bytes([page[5], page[6]]));
+        if page[0] != 0x0d || content < 16 {
+            continue;
+        }
+        // As many pointers as fit before the content, each at the page's first cell.
+        let n = (content - 8) / 2;
+        page[3..5].copy_from_slice(&(n as u16).to_be_bytes());
+        for i in 0..n {
+            page[8 + 2 * i..10 + 2 * i].copy_from_slice(&(content as u16).to_be_bytes());
+        }
+        patched += 1;
+    }
+    assert!(patched > 3000, "{patched} leaves");
+    std::fs::write(&src, &db).unwrap();
+    let tree = node_with(dir.path(), "/var/lib/rancher/k3s/server/db");
+    let out = scan_measured(&tree, &[]);
+    assert!(matches!(out.code, 0 | 1), "{}", out.stderr_str());
+    let rss = out.peak_rss_kb.expect("peak RSS measured");
+    assert!(rss < 100 * 1024, "peak RSS {rss} KiB");
+}
+
+/// A log larger than `--max-file-size` is not read with its database (as it is not read
+/// on its own): the limit bounds both, and the errors say so.
+#[test]
+fn the_log_beside_a_database_is_within_max_file_size() {
+    let made = make_db();
+    let tree = node_with(made.dir.path(), "/var/lib/rancher/k3s/server/db");
+    let (db, wal) = (
+        tree.host("/var/lib/rancher/k3s/server/db/state.db"),
+        tree.host("/var/lib/rancher/k3s/server/db/state.db-wal"),
+    );
+    let (db, wal) = (std::fs::metadata(db).unwrap().len(), std::fs::metadata(wal).unwrap().len());
+    assert!(wal < db, "{wal} {db}");
+    // Pad the log with frames of no generation: a larger log, the same database.
+    let host = tree.host("/var/lib/rancher/k3s/server/db/state.db-wal");
+    let mut padded = read(&host);
+    padded.extend(std::iter::repeat_n(0u8, (db - wal) as usize + 4096 * 8));
+    std::fs::write(&host, &padded).unwrap();
+    let max = (db + 4096).to_string();
+    let file = tree.secrets_file("secrets.json", &made.secrets);
+    let out =
+        tree.scan(&["--secrets", path_arg(&file), "--format", "json", "--max-file-size", &max]);
+    out.assert_code(1);
+    let errors = out.json()["errors"].to_string();
+    assert!(errors.contains("state.db-wal beside it is larger than --max-file-size"), "{errors}");
+}
+
+/// VACUUM rewrites the database smaller through the log: the log's earlier frames of pages
+/// past its new end are no page of it; their rows are read as the older images they are.
+#[test]
+fn frames_past_a_shrunk_database_are_older_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut k = Kine::new(true);
+    let mut secrets = Vec::new();
+    for i in 0..40u64 {
+        let name = format!("gone-{i}");
+        let password = fake_secret_len(7300 + i, 48);
+        let v = stored_secret("shop", &name, &[("password", &password), ("x", &filler(i, 3000))]);
+        secrets.push(Secret::opaque("shop", &name, &[("password", password)]));
+        k.create(&key("shop", &name), &v);
+    }
+    k.sql("DELETE FROM kine;");
+    k.sql("VACUUM;");
+    run_sqlite(dir.path(), &mut k);
+    let tree = node_with(dir.path(), "/var/lib/rancher/k3s/server/db");
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    let seen = attributed(&out);
+    let late: Vec<_> = seen.iter().filter(|(s, ..)| s.ends_with("gone-39")).collect();
+    assert!(!late.is_empty(), "{seen:?}");
+    for (secret, _, state) in &seen {
+        assert_ne!(
+            state, "unused",
+            "{secret} in a frame past the end is no unused space: {seen:?}"
+        );
+        assert_ne!(state, "current", "{secret}: {seen:?}");
+    }
+    for s in &secrets {
+        let row = seen.iter().any(|(x, k, _)| *x == s.id() && k.ends_with(&s.id()));
+        assert!(row, "{} attributed to its row: {seen:?}", s.id());
+    }
 }

@@ -392,21 +392,36 @@ impl Worker {
         use crate::sqlite::{Bytes, Db, Which};
         let name = cx.job.rel.file_name().unwrap_or_default();
         let (which, other_name) = sites::kine::pair(name);
+        let shown = other_name.to_string_lossy();
         let other = match cx.job.open_sibling(&other_name) {
             Ok(o) => Some(o),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => {
-                let shown = other_name.to_string_lossy();
                 self.file_errors.push(format!("{shown} beside it: {}", io_message(&e)));
                 None
             }
+        };
+        // The other file is read within the same limits as this one.
+        let other_size = other.as_ref().map_or(0, |o| o.size());
+        let other = match self.max_file_size.filter(|&max| other_size > max) {
+            Some(max) => {
+                self.file_errors.push(format!(
+                    "{shown} beside it is larger than --max-file-size ({other_size} > {max} \
+                     bytes); not read with it"
+                ));
+                None
+            }
+            None => other,
         };
         let pair: Option<(&dyn Bytes, Option<&dyn Bytes>)> = match (which, &other) {
             (Which::Main, other) => Some((f, other.as_ref().map(|o| o as &dyn Bytes))),
             (Which::Wal, Some(main)) => Some((main, Some(f))),
             (Which::Wal, None) => None,
         };
-        let db = match pair.map(|(main, wal)| Db::open(main, wal)) {
+        let deadline = self.deadline;
+        let stop =
+            move || sys::stop_signal().is_some() || deadline.is_some_and(|d| Instant::now() >= d);
+        let db = match pair.map(|(main, wal)| Db::open_until(main, wal, &stop)) {
             Some(Ok(db)) => db,
             Some(Err(e)) => {
                 self.file_errors.push(format!("{e}; searched as it is"));
@@ -414,11 +429,9 @@ impl Worker {
             }
             None => return self.scan_bytes(f, size, sparse, cx, &mut |_| {}),
         };
-        let deadline = self.deadline;
         let scratch = &mut self.scratch;
         let mut index = sites::kine::Index::build(&db, which, |r| {
-            let late = deadline.is_some_and(|d| Instant::now() >= d);
-            if sys::stop_signal().is_some() || late || scratch.stopped {
+            if stop() || scratch.stopped {
                 return None;
             }
             // Each row is a file of its own: another row's matched ranges mean nothing here.

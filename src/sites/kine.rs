@@ -21,6 +21,10 @@ pub const WAL_SUFFIX: &str = "-wal";
 /// them are attributed by their page only.
 const MAX_SPANS: usize = 1 << 21;
 
+/// The most keys an index keeps (a cluster's datastore holds some hundred thousand);
+/// rows of keys past them are not attributed nor counted.
+const MAX_KEYS: usize = 1 << 20;
+
 /// kine's table.
 const TABLE: &str = "kine";
 
@@ -183,6 +187,8 @@ pub struct Index {
     split: Vec<(Finding, u32)>,
     /// Problems reading the files (messages name pages and offsets only).
     pub errors: Vec<String>,
+    /// Whether the rows of the current database were all read (the counts are whole).
+    whole: bool,
 }
 
 impl Index {
@@ -205,6 +211,7 @@ impl Index {
             freed: db.freelist(),
             split: Vec::new(),
             errors: Vec::new(),
+            whole: true,
         };
         let tables = match db.tables() {
             Ok(t) => t,
@@ -233,6 +240,10 @@ impl Index {
             let deleted = matches!(cols.get(layout.deleted), Some((Value::Int(1), _)));
             let key = match names.get(*name) {
                 Some(&k) => k,
+                None if index.keys.len() >= MAX_KEYS => {
+                    index.whole = false;
+                    return Flow::Continue(());
+                }
                 None => {
                     let k = index.keys.len() as u32;
                     let shown = String::from_utf8_lossy(name).into_owned();
@@ -260,21 +271,29 @@ impl Index {
                 Version::Freed => Some(RecordState::Freed),
                 Version::Older => Some(older(db, r.page.which, r.page.at)),
             };
+            let contiguous = r
+                .pieces
+                .windows(2)
+                .all(|w| w[0].which == w[1].which && w[0].at + w[0].len as u64 == w[1].at);
+            let found = match contiguous {
+                true => Vec::new(),
+                false => match search(r) {
+                    Some(found) => found,
+                    None => return Flow::Break(()),
+                },
+            };
+            // The row's entries, when a span or a split match refers to them.
+            if full && found.is_empty() {
+                return Flow::Continue(());
+            }
             for column in COLUMN_ENTRIES {
                 index.entries.push(Entry { key, revision: r.rowid, column, image });
             }
             if !full {
                 full = !index.add_spans(r, &columns);
             }
-            let contiguous = r
-                .pieces
-                .windows(2)
-                .all(|w| w[0].which == w[1].which && w[0].at + w[0].len as u64 == w[1].at);
-            if !contiguous {
-                let Some(found) = search(r) else { return Flow::Break(()) };
-                for f in found {
-                    index.keep_split(r, f, &columns);
-                }
+            for f in found {
+                index.keep_split(r, f, &columns);
             }
             Flow::Continue(())
         });
@@ -284,9 +303,12 @@ impl Index {
             ));
         }
         index.errors.extend(db.errors().iter().map(ToString::to_string));
-        index.spans.sort_unstable_by_key(|&(at, _, _)| at);
-        // Bytes two records claim (an older image's chain through a page a current record
-        // holds): the first span there wins.
+        index.whole &= db.read_whole();
+        // Stable: at an offset two records claim, the one walked first (current rows are
+        // walked before older images) keeps it.
+        index.spans.sort_by_key(|&(at, _, _)| at);
+        // Bytes two records claim (two older images of a page sharing a freed overflow
+        // page): the first span there wins.
         let mut end = 0;
         index.spans.retain(|&(at, len, _)| {
             let keep = at >= end;
@@ -300,7 +322,7 @@ impl Index {
     /// newest row in the current database, unless it deletes the key, by its value's
     /// prefix.
     pub fn secrets_at_rest(&self) -> SecretsAtRest {
-        let mut counts = SecretsAtRest::default();
+        let mut counts = SecretsAtRest { partial: !self.whole, ..SecretsAtRest::default() };
         for k in &self.keys {
             let Some(rest) = k.name.strip_prefix(SECRETS) else { continue };
             if k.newest == i64::MIN || k.deleted {

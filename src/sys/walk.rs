@@ -239,6 +239,23 @@ impl DirFd {
             .map_err(io::Error::from)
     }
 
+    /// [`DirFd::open_file_below`] for a file the walk has not seen (a database's log
+    /// beside it): asked first what it is (an `O_PATH` descriptor opens nothing), so a
+    /// device node there is never opened; the file opened must be the one asked.
+    pub fn open_regular_below(&self, path: &Path) -> io::Result<File> {
+        let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let asked = stat::fstat(&open_below(self.0.as_fd(), path, flags)?)?;
+        if SFlag::from_bits_truncate(asked.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+            return Err(io::Error::other("not a regular file"));
+        }
+        let file = self.open_file_below(path)?;
+        let opened = stat::fstat(&file)?;
+        if (asked.st_dev, asked.st_ino) != (opened.st_dev, opened.st_ino) {
+            return Err(io::Error::other("replaced while opened; not read"));
+        }
+        Ok(file)
+    }
+
     /// Opens the regular file `name` of this directory that is itself a mount point,
     /// once it is checked to be the mount `id` of the mount table (and a tmpfs when
     /// `tmpfs`); the file opened must be the one checked.
