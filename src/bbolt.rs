@@ -31,6 +31,8 @@ use std::fmt;
 use std::ops::Range;
 use std::rc::Rc;
 
+use crate::sys::Bytes;
+
 /// The magic number of a meta page.
 pub const MAGIC: u32 = 0xED0C_DAED;
 /// The file format version bbolt writes.
@@ -148,6 +150,41 @@ fn read_meta(page: &[u8]) -> Option<Meta> {
     })
 }
 
+/// The current meta of a file of `page_size` pages from its two meta pages: the valid one
+/// of the higher transaction.
+fn current_meta(
+    page_size: usize,
+    first: Option<Meta>,
+    second: Option<Meta>,
+) -> Result<Meta, Error> {
+    if !(512..=1 << 24).contains(&page_size) || !page_size.is_power_of_two() {
+        return Err(err(format!("bbolt: implausible page size {page_size}")));
+    }
+    let valid = |m: &Meta| m.page_size as usize == page_size && m.root >= 2 && m.root < m.pgid;
+    match (first.filter(valid), second.filter(valid)) {
+        (Some(a), Some(b)) => Ok(if b.txid > a.txid { b } else { a }),
+        (Some(m), None) | (None, Some(m)) => Ok(m),
+        (None, None) => Err(err("bbolt: no valid meta page")),
+    }
+}
+
+/// Takes `n` elements from `budget`, or says it is spent.
+fn spend(budget: &Cell<u64>, n: usize) -> Result<(), Error> {
+    match budget.get().checked_sub(n as u64) {
+        Some(rest) => {
+            budget.set(rest);
+            Ok(())
+        }
+        None => {
+            budget.set(0);
+            Err(err(format!(
+                "bbolt: more elements read than {REREADS} times what the file can hold \
+                 (buckets share pages: a crafted or damaged file); the rest is not read"
+            )))
+        }
+    }
+}
+
 /// An opened bbolt file: its bytes, its current meta, and what is left of the budget of
 /// elements to read (shared by every bucket of it, see `REREADS`).
 #[derive(Clone, Debug)]
@@ -219,42 +256,15 @@ impl<'a> Db<'a> {
                     }
                 })?,
         };
-        if !(512..=1 << 24).contains(&page_size) || !page_size.is_power_of_two() {
-            return Err(err(format!("bbolt: implausible page size {page_size}")));
-        }
         let second = data.get(page_size..).and_then(read_meta);
-        let valid = |m: &Meta| m.page_size as usize == page_size && m.root >= 2 && m.root < m.pgid;
-        let meta = match (first.filter(valid), second.filter(valid)) {
-            (Some(a), Some(b)) => {
-                if b.txid > a.txid {
-                    b
-                } else {
-                    a
-                }
-            }
-            (Some(m), None) | (None, Some(m)) => m,
-            (None, None) => return Err(err("bbolt: no valid meta page")),
-        };
+        let meta = current_meta(page_size, first, second)?;
         let budget = Rc::new(Cell::new(REREADS * (data.len() / ELEMENT) as u64 + 1024));
         Ok(Db { data, page_size, meta, budget })
     }
 
     /// Takes `n` elements from the budget of reads, or says it is spent.
     fn spend(&self, n: usize) -> Result<(), Error> {
-        let left = self.budget.get();
-        match left.checked_sub(n as u64) {
-            Some(rest) => {
-                self.budget.set(rest);
-                Ok(())
-            }
-            None => {
-                self.budget.set(0);
-                Err(err(format!(
-                    "bbolt: more elements read than {REREADS} times what the file can hold \
-                     (buckets share pages: a crafted or damaged file); the rest is not read"
-                )))
-            }
-        }
+        spend(&self.budget, n)
     }
 
     /// The current meta page.
@@ -553,6 +563,185 @@ fn leaf<'a>(page: &'a [u8], what: &str, f: &mut Visit<'_, 'a>) -> Result<Flow, E
     Ok(Flow::Continue(()))
 }
 
+/// A bbolt file read page by page with `pread` (etcd's `member/snap/db` and its
+/// snapshots, up to etcd's 8 GiB quota): a walk holds one page (with its overflow pages)
+/// at a time, never the file. The same format, checks and read budget as [`Db`], which
+/// reads bytes already in memory.
+pub struct Paged<'a> {
+    file: &'a dyn Bytes,
+    page_size: usize,
+    meta: Meta,
+    budget: Cell<u64>,
+    /// Asked before each page read: whether to stop (a deadline, a signal).
+    stop: &'a dyn Fn() -> bool,
+}
+
+/// Never stops.
+fn never() -> bool {
+    false
+}
+
+/// Where a bucket's elements are, for [`Paged`]: a page, or an inline bucket's page image.
+enum PagedRoot {
+    Page(u64),
+    Inline(Vec<u8>),
+}
+
+/// The largest page (with its overflow pages) [`Paged`] reads: a value larger than etcd's
+/// request limit (1.5 MiB by default, `--max-request-bytes`) is no etcd value.
+const MAX_PAGE_RUN: usize = 64 << 20;
+
+impl<'a> Paged<'a> {
+    /// Opens a bbolt file: its page size and current meta, as [`Db::open`] finds them.
+    pub fn open(file: &'a dyn Bytes) -> Result<Paged<'a>, Error> {
+        Paged::open_until(file, &never)
+    }
+
+    /// [`Paged::open`], asking `stop` before each page read whether to stop: past it every
+    /// read fails.
+    pub fn open_until(file: &'a dyn Bytes, stop: &'a dyn Fn() -> bool) -> Result<Paged<'a>, Error> {
+        let meta_at = |at: u64| {
+            let mut b = [0u8; CHECKSUM_AT + 8];
+            file.read_at(at, &mut b).ok()?;
+            read_meta(&b)
+        };
+        let first = meta_at(0);
+        let page_size = match first {
+            Some(m) => m.page_size as usize,
+            None => (0..15)
+                .map(|i| 1024usize << i)
+                .find(|&at| meta_at(at as u64).is_some_and(|m| m.page_size as usize == at))
+                .ok_or_else(|| err("not a bbolt file: no valid meta page"))?,
+        };
+        let meta = current_meta(page_size, first, meta_at(page_size as u64))?;
+        let budget = Cell::new(REREADS * (file.size() / ELEMENT as u64) + 1024);
+        Ok(Paged { file, page_size, meta, budget, stop })
+    }
+
+    /// Takes `n` elements from the budget of reads, or says it is spent.
+    fn spend(&self, n: usize) -> Result<(), Error> {
+        spend(&self.budget, n)
+    }
+
+    /// Reads page `id` with its overflow pages, checked to be a page of the tree.
+    fn page(&self, id: u64) -> Result<Vec<u8>, Error> {
+        if (self.stop)() {
+            return Err(err("stopped (a deadline or a signal)"));
+        }
+        if id < 2 || id >= self.meta.pgid {
+            return Err(err(format!("bbolt: page {id} is outside the file's pages")));
+        }
+        let start = id.saturating_mul(self.page_size as u64);
+        let mut header = [0u8; HEADER];
+        if self.file.read_at(start, &mut header).is_err() {
+            return Err(err(format!("bbolt: page {id} is past the end of the file (truncated?)")));
+        }
+        if u64_at(&header, 0) != Some(id) {
+            return Err(err(format!("bbolt: page {id} has the id of another page")));
+        }
+        let overflow = u32_at(&header, 12).unwrap_or(0) as usize;
+        let len = (overflow + 1).saturating_mul(self.page_size);
+        if len > MAX_PAGE_RUN || start.saturating_add(len as u64) > self.file.size() {
+            return Err(err(format!("bbolt: page {id} runs past the end of the file")));
+        }
+        let mut page = vec![0u8; len];
+        self.file
+            .read_at(start, &mut page)
+            .map_err(|_| err(format!("bbolt: page {id} could not be read")))?;
+        Ok(page)
+    }
+
+    /// Calls `f` with the key and value of each plain entry of the bucket at `path` (its
+    /// names from the root), in key order, until it breaks. `Ok(false)` when there is no
+    /// such bucket. An error (a damaged page, the budget spent) ends the walk where it is.
+    pub fn each(
+        &self,
+        path: &[&[u8]],
+        f: &mut dyn FnMut(&[u8], &[u8]) -> Flow,
+    ) -> Result<bool, Error> {
+        let mut root = PagedRoot::Page(self.meta.root);
+        for name in path {
+            let mut found = None;
+            let _: Flow = self.walk(&root, &mut |(flags, key, value)| {
+                if key != *name || flags & BUCKET_FLAG == 0 {
+                    return Flow::Continue(());
+                }
+                found = match u64_at(value, 0) {
+                    Some(0) => value.get(HEADER..).map(|v| PagedRoot::Inline(v.to_vec())),
+                    Some(id) => Some(PagedRoot::Page(id)),
+                    None => None,
+                };
+                Flow::Break(())
+            })?;
+            match found {
+                Some(r) => root = r,
+                None => return Ok(false),
+            }
+        }
+        let _: Flow = self.walk(&root, &mut |(flags, key, value)| match flags & BUCKET_FLAG {
+            0 => f(key, value),
+            _ => Flow::Continue(()),
+        })?;
+        Ok(true)
+    }
+
+    /// Calls `f` with the leaf elements of the bucket at `root`, in order, until it breaks.
+    fn walk(
+        &self,
+        root: &PagedRoot,
+        f: &mut dyn FnMut(Element<'_>) -> Flow,
+    ) -> Result<Flow, Error> {
+        let id = match root {
+            PagedRoot::Inline(page) => {
+                if u16_at(page, 8) != Some(LEAF) {
+                    return Err(err("bbolt: an inline bucket is not a leaf page"));
+                }
+                self.spend(usize::from(u16_at(page, 10).unwrap_or(0)))?;
+                return leaf(page, "an inline bucket", &mut |e| f(e));
+            }
+            PagedRoot::Page(id) => *id,
+        };
+        let mut seen = HashSet::new();
+        // Depth first, children in order: the stack holds (page, next child) of branches.
+        let mut stack: Vec<(Vec<u8>, u64, usize)> = Vec::new();
+        let mut next = Some(id);
+        loop {
+            if let Some(id) = next.take() {
+                if stack.len() > MAX_DEPTH || !seen.insert(id) {
+                    return Err(err(format!("bbolt: page {id} is reached twice (a loop)")));
+                }
+                let page = self.page(id)?;
+                self.spend(usize::from(u16_at(&page, 10).unwrap_or(0)).max(1))?;
+                match u16_at(&page, 8) {
+                    Some(LEAF) => {
+                        if leaf(&page, &format!("page {id}"), &mut |e| f(e))?.is_break() {
+                            return Ok(Flow::Break(()));
+                        }
+                    }
+                    Some(BRANCH) => stack.push((page, id, 0)),
+                    Some(flags) => {
+                        return Err(err(format!(
+                            "bbolt: page {id} is not a branch or leaf (flags {flags:#x})"
+                        )));
+                    }
+                    None => return Err(err(format!("bbolt: page {id} is too short"))),
+                }
+            }
+            let Some((page, id, i)) = stack.last_mut() else { return Ok(Flow::Continue(())) };
+            let count = usize::from(u16_at(page, 10).unwrap_or(0));
+            if *i >= count {
+                stack.pop();
+                continue;
+            }
+            let e = HEADER + *i * ELEMENT;
+            *i += 1;
+            next = Some(u64_at(page, e + 8).ok_or_else(|| {
+                err(format!("bbolt: page {id}: element {} runs past the page", *i - 1))
+            })?);
+        }
+    }
+}
+
 /// A minimal bbolt writer, for tests and fixtures only: it lays out a tree the way bbolt
 /// does (metas in pages 0 and 1, the freelist in page 2, leaves and branch pages, inline
 /// buckets, overflow pages) so that the reader and the scanner can be tested on files of
@@ -840,6 +1029,28 @@ mod tests {
         Ok(out)
     }
 
+    /// Each bucket's path and its plain entries.
+    type Plain = (Vec<Vec<u8>>, BTreeMap<Vec<u8>, Vec<u8>>);
+
+    fn plain(bucket: &BTreeMap<Vec<u8>, Node>, path: &mut Vec<Vec<u8>>, out: &mut Vec<Plain>) {
+        let mut data = BTreeMap::new();
+        for (k, v) in bucket {
+            match v {
+                Node::Data(d) => {
+                    data.insert(k.clone(), d.clone());
+                }
+                Node::Bucket(b) => {
+                    path.push(k.clone());
+                    plain(b, path, out);
+                    path.pop();
+                }
+            }
+        }
+        if !path.is_empty() {
+            out.push((path.clone(), data));
+        }
+    }
+
     fn node() -> impl Strategy<Value = Node> {
         let key = || prop::collection::vec(any::<u8>(), 1..12);
         let data = prop::collection::vec(any::<u8>(), 0..300).prop_map(Node::Data);
@@ -954,7 +1165,22 @@ mod tests {
         fn any_tree_round_trips(root in tree(), inline in any::<bool>(), leaf_max in 1usize..6) {
             let file = Writer::new(4096, inline, leaf_max).finish(&root, &[], 0);
             let db = Db::open(&file).unwrap();
-            prop_assert_eq!(read(db.root()).unwrap(), root);
+            prop_assert_eq!(&read(db.root()).unwrap(), &root);
+            // Read page by page, every bucket's plain entries are the same.
+            let bytes = file.as_slice();
+            let paged = Paged::open(&bytes).unwrap();
+            let mut buckets = Vec::new();
+            plain(&root, &mut Vec::new(), &mut buckets);
+            for (path, want) in buckets {
+                let path: Vec<&[u8]> = path.iter().map(Vec::as_slice).collect();
+                let mut got = BTreeMap::new();
+                let found = paged.each(&path, &mut |k, v| {
+                    got.insert(k.to_vec(), v.to_vec());
+                    Flow::Continue(())
+                });
+                prop_assert_eq!(found, Ok(true));
+                prop_assert_eq!(got, want);
+            }
             let (dead, errors) = db.dead_ranges();
             prop_assert!(errors.is_empty());
             prop_assert!(dead.is_empty());
@@ -974,6 +1200,18 @@ mod tests {
             }
             if truncate {
                 file.truncate(cut.index(file.len()));
+            }
+            let bytes = file.as_slice();
+            if let Ok(paged) = Paged::open(&bytes) {
+                let mut n = 0usize;
+                let walked = paged.each(&[b"v1", b"default"], &mut |_, _| {
+                    n += 1;
+                    Flow::Continue(())
+                });
+                if let Err(e) = walked {
+                    prop_assert!(!e.to_string().contains("STALE"), "{}", e);
+                }
+                prop_assert!(n <= file.len() / ELEMENT);
             }
             if let Ok(db) = Db::open(&file) {
                 let messages: Vec<String> = match read(db.root()) {

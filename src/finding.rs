@@ -478,6 +478,10 @@ pub struct DbRecord {
     pub state: RecordState,
 }
 
+/// The prefix of a Secret's key in the cluster's datastore (the API server's default
+/// `--etcd-prefix`, `/registry`).
+pub const SECRETS_PREFIX: &str = "/registry/secrets/";
+
 /// How many of a datastore's Secrets are stored in plaintext and how many encrypted (a
 /// value beginning `k8s:enc:`), each Secret's served revision counted once, from the keys
 /// and the values' prefixes alone: never a value.
@@ -523,6 +527,14 @@ impl SecretsAtRest {
         };
         *all += 1;
         *one += 1;
+    }
+
+    /// Counts the Secret whose datastore key is `key` (`/registry/secrets/<ns>/<name>`);
+    /// another key is no Secret and is not counted.
+    pub fn add_key(&mut self, key: &str, encrypted: bool) {
+        if let Some(rest) = key.strip_prefix(SECRETS_PREFIX) {
+            self.add(rest.split_once('/').map_or("", |(ns, _)| ns), encrypted);
+        }
     }
 
     /// Whether it counted no Secret.

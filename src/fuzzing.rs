@@ -121,11 +121,13 @@ pub fn fingerprint_file(data: &[u8]) {
     }
 }
 
-/// Any bbolt file: opened, every bucket walked (depth-bounded), freed pages listed; and
-/// read as Podman's state database.
+/// Any bbolt file: opened, every bucket walked (depth-bounded), freed pages listed; read
+/// as Podman's state database; and page by page as etcd's database, its Secrets counted.
 pub fn bbolt(data: &[u8]) {
     // Podman's state database, read as the scan reads it.
     let _ = other_runtimes::libpod_containers(&mut &data[..]);
+    // etcd's, as the scan reads it.
+    let _ = crate::sites::etcd::secrets_at_rest(&data, &|| false);
     let Ok(db) = Db::open(data) else { return };
     let _ = db.meta();
     walk(db.root(), 0);

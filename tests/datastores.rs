@@ -668,3 +668,154 @@ fn frames_past_a_shrunk_database_are_older_images() {
         assert!(row, "{} attributed to its row: {seen:?}", s.id());
     }
 }
+
+/// Two free TCP ports on the loopback.
+fn free_ports() -> (u16, u16) {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    (a.local_addr().unwrap().port(), b.local_addr().unwrap().port())
+}
+
+/// A real etcd (Debian's etcd-server) serving a data dir of the test's, stopped on drop.
+struct Etcd {
+    child: std::process::Child,
+    client: String,
+}
+
+impl Etcd {
+    fn start(data_dir: &Path) -> Etcd {
+        let (client, peer) = free_ports();
+        let (client, peer) =
+            (format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"));
+        let log = std::fs::File::create(data_dir.with_extension("log")).unwrap();
+        let child = Command::new("etcd")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--name", "node", "--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client, "--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("node={peer}")])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("etcd (Debian's etcd-server) runs");
+        let etcd = Etcd { child, client };
+        for _ in 0..100 {
+            if etcd.ctl(&["endpoint", "health"], b"").is_ok() {
+                return etcd;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!(
+            "etcd did not come up: {}",
+            std::fs::read_to_string(data_dir.with_extension("log")).unwrap()
+        );
+    }
+
+    /// Runs `etcdctl` (Debian's etcd-client) against it, `stdin` its input.
+    fn ctl(&self, args: &[&str], stdin: &[u8]) -> Result<(), String> {
+        use std::io::Write;
+        let mut c = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &self.client])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("etcdctl (Debian's etcd-client) runs");
+        c.stdin.take().unwrap().write_all(stdin).unwrap();
+        let out = c.wait_with_output().unwrap();
+        match out.status.success() {
+            true => Ok(()),
+            false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+        }
+    }
+
+    /// Puts `value` under `key` (from stdin: a value is bytes, `\0` and all).
+    fn put(&self, key: &str, value: &[u8]) {
+        self.ctl(&["put", key], value).unwrap();
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        // Stopped as a node stops it (SIGTERM): its backend commits what it batched.
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+        // Written back: the extents of its preallocated log files (what the tree's digest
+        // hashes by) no longer change under the scan.
+        let _ = Command::new("sync").status();
+    }
+}
+
+/// A real etcd where k3s (embedded etcd) and k0s keep it, and a snapshot where k3s writes
+/// them: a plain scan finds each Secret value in the database and the snapshot, and says
+/// for each how many Secrets it serves in plaintext and encrypted, exactly (a Secret
+/// updated is one, a deleted one none, a ConfigMap none), from the bucket of keys walked
+/// page by page.
+#[test]
+fn etcd_where_distributions_keep_it() {
+    for (data_dir, snapshots) in [
+        ("/var/lib/rancher/k3s/server/db/etcd", Some("/var/lib/rancher/k3s/server/db/snapshots")),
+        ("/var/lib/k0s/etcd", None),
+    ] {
+        let tree = NodeTree::new();
+        let host = tree.host(data_dir);
+        std::fs::create_dir_all(host.parent().unwrap()).unwrap();
+        let etcd = Etcd::start(&host);
+        let mut secrets = Vec::new();
+        for i in 0..12u64 {
+            let name = format!("app-{i}");
+            let password = fake_secret_len(7400 + i, 40);
+            let stored = stored_secret("shop", &name, &[("password", &password)]);
+            etcd.put(&key("shop", &name), &stored);
+            secrets.push(Secret::opaque("shop", &name, &[("password", password)]));
+        }
+        // Updated (one Secret still), deleted (none), encrypted, not a Secret.
+        etcd.put(&key("shop", "app-0"), &stored_secret("shop", "app-0", &[("password", b"x")]));
+        etcd.ctl(&["del", &key("shop", "app-1")], b"").unwrap();
+        for i in 0..5 {
+            let mut ct = b"k8s:enc:aescbc:v1:key1:".to_vec();
+            ct.extend(filler(i, 200));
+            etcd.put(&key("vault", &format!("sealed-{i}")), &ct);
+        }
+        etcd.put("/registry/configmaps/shop/cm", b"k8s\0not a secret");
+        let snapshot = snapshots.map(|dir| {
+            let path = format!("{dir}/etcd-snapshot-node-1764979200");
+            std::fs::create_dir_all(tree.host(dir)).unwrap();
+            let host = tree.host(&path);
+            etcd.ctl(&["snapshot", "save", host.to_str().unwrap()], b"").unwrap();
+            path
+        });
+        drop(etcd);
+        tree.guard_secrets(&secrets);
+        let file = tree.secrets_file("secrets.json", &secrets);
+        let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+        out.assert_code(1);
+        let db = format!("{data_dir}/member/snap/db");
+        let mut files = vec![db.clone()];
+        files.extend(snapshot);
+        for path in &files {
+            let lines: Vec<_> = out
+                .findings()
+                .into_iter()
+                .filter(|f| f.path == *path && f.raw["match"]["kind"] == "datastore")
+                .collect();
+            assert_eq!(lines.len(), 1, "{path}: {}", out.stdout_str());
+            let (f, counts) = (&lines[0], &lines[0].raw["secrets_at_rest"]);
+            assert_eq!((f.site.as_str(), f.severity.as_str()), ("etcd", "critical"));
+            assert_eq!(
+                (counts["plaintext"].as_u64(), counts["encrypted"].as_u64()),
+                (Some(11), Some(5))
+            );
+            assert!(counts["partial"].is_null(), "{counts}");
+            for s in &secrets[2..] {
+                let hit = out.findings().iter().any(|f| f.path == *path && f.secret == s.id());
+                assert!(hit, "{} in {path}", s.id());
+            }
+        }
+        let report = out.json();
+        assert!(report["errors"].as_array().unwrap().is_empty(), "{}", report["errors"]);
+    }
+}

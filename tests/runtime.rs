@@ -617,11 +617,17 @@ fn etcd_plaintext_is_found_and_ciphertext_is_not() {
         let out =
             tree.scan(&[&["--secrets", path_arg(&file), "--format", "json"], &args[..]].concat());
         out.assert_code(1);
+        let (lines, matches): (Vec<_>, Vec<_>) =
+            out.findings().into_iter().partition(|f| f.raw["match"]["kind"] == "datastore");
         let found: Vec<(String, String, String, String)> =
-            out.findings().into_iter().map(|f| (f.path, f.site, f.category, f.secret)).collect();
+            matches.into_iter().map(|f| (f.path, f.site, f.category, f.secret)).collect();
         let want =
             (path.to_owned(), "etcd".to_owned(), "etcd-plaintext".to_owned(), "shop/db".to_owned());
         assert_eq!(found, vec![want], "{args:?}");
+        // And the database says what its Secrets are at rest: one of each.
+        let counts: Vec<_> = lines.iter().map(|f| f.raw["secrets_at_rest"].clone()).collect();
+        assert_eq!(counts.len(), 1, "{args:?}");
+        assert_eq!((&counts[0]["plaintext"], &counts[0]["encrypted"]), (&1.into(), &1.into()));
         assert!(out.findings().iter().all(|f| f.severity == "critical"));
     }
 }

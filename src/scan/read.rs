@@ -354,6 +354,7 @@ impl Worker {
                 self.scan_whole(f, size, &cx, attribute)?
             }
             Reading::Kine => self.scan_kine(&f, size, sparse, &cx)?,
+            Reading::Etcd => self.scan_etcd(&f, size, sparse, &cx)?,
             Reading::Stream | Reading::LogContent | Reading::Whole { .. } => {
                 self.scan_bytes(&f, size, sparse, &cx, &mut |_| {})?
             }
@@ -418,9 +419,7 @@ impl Worker {
             (Which::Wal, Some(main)) => Some((main, Some(f))),
             (Which::Wal, None) => None,
         };
-        let deadline = self.deadline;
-        let stop =
-            move || sys::stop_signal().is_some() || deadline.is_some_and(|d| Instant::now() >= d);
+        let stop = self.stop_check();
         let db = match pair.map(|(main, wal)| Db::open_until(main, wal, &stop)) {
             Some(Ok(db)) => db,
             Some(Err(e)) => {
@@ -457,6 +456,28 @@ impl Worker {
             found.push(super::search::at_rest(cx.job, counts));
         }
         Ok((n, aggregate(found)))
+    }
+
+    /// Reads an etcd file ([`Reading::Etcd`]): streamed raw; when it is a bbolt database
+    /// (etcd's `db`, a snapshot), its bucket of keys is then walked page by page and the
+    /// database says once what its Secrets are at rest.
+    fn scan_etcd(
+        &mut self,
+        f: &File,
+        size: u64,
+        sparse: bool,
+        cx: &Cx<'_>,
+    ) -> Result<(u64, Vec<Finding>), String> {
+        let (n, mut found) = self.scan_bytes(f, size, sparse, cx, &mut |_| {})?;
+        let stop = self.stop_check();
+        if stop() {
+            return Ok((n, found));
+        }
+        if let Some((counts, errors)) = sites::etcd::secrets_at_rest(f, &stop) {
+            self.file_errors.extend(errors);
+            found.push(super::search::at_rest(cx.job, counts));
+        }
+        Ok((n, found))
     }
 
     /// Reads a file of at most its site's cap whole, searches it as one buffer, and has its
@@ -636,6 +657,13 @@ impl Worker {
         }
         self.late(at);
         true
+    }
+
+    /// What a reader of a file asks between its reads: whether a stop signal came or the
+    /// deadline passed.
+    fn stop_check(&self) -> impl Fn() -> bool + use<> {
+        let deadline = self.deadline;
+        move || sys::stop_signal().is_some() || deadline.is_some_and(|d| Instant::now() >= d)
     }
 
     /// Whether the deadline has passed; if so, the file is noted as read up to `reached`.

@@ -168,8 +168,8 @@ struct Key {
     encrypted: bool,
 }
 
-/// The prefix of a Secret's key (the API server's default `--etcd-prefix`).
-pub const SECRETS: &str = "/registry/secrets/";
+/// The prefix of a Secret's key.
+pub const SECRETS: &str = crate::finding::SECRETS_PREFIX;
 
 /// The prefix of a value encrypted at rest (`k8s:enc:<provider>:v1:<key>:`).
 pub const ENCRYPTED: &[u8] = b"k8s:enc:";
@@ -323,13 +323,8 @@ impl Index {
     /// prefix.
     pub fn secrets_at_rest(&self) -> SecretsAtRest {
         let mut counts = SecretsAtRest { partial: !self.whole, ..SecretsAtRest::default() };
-        for k in &self.keys {
-            let Some(rest) = k.name.strip_prefix(SECRETS) else { continue };
-            if k.newest == i64::MIN || k.deleted {
-                continue;
-            }
-            let ns = rest.split_once('/').map_or("", |(ns, _)| ns);
-            counts.add(ns, k.encrypted);
+        for k in self.keys.iter().filter(|k| k.newest != i64::MIN && !k.deleted) {
+            counts.add_key(&k.name, k.encrypted);
         }
         counts
     }

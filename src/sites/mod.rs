@@ -458,6 +458,9 @@ pub enum Reading {
     /// A kine SQLite database or its log ([`kine`]): searched raw, its matches attributed
     /// to the rows that hold them, its values split across pages searched reassembled.
     Kine,
+    /// etcd's files: streamed; a bbolt database among them (`member/snap/db`, a snapshot)
+    /// then says how many Secrets it serves in plaintext and encrypted ([`etcd`]).
+    Etcd,
     /// A CRI log: its content searched (partial lines joined, `.gz` inflated), offsets
     /// mapped back to the file; a sparse log is streamed raw.
     LogContent,
@@ -563,7 +566,9 @@ pub fn props(id: SiteId) -> Props {
             let base = Base::Is(Category::Other);
             row(Family::RuntimeData, stream, false, base, &[Docker, Podman])
         }
-        SiteId::Etcd => row(Family::Etcd, stream, false, Base::Is(Category::EtcdPlaintext), &[]),
+        SiteId::Etcd => {
+            row(Family::Etcd, Reading::Etcd, false, Base::Is(Category::EtcdPlaintext), &[])
+        }
         SiteId::Kine => {
             row(Family::Kine, Reading::Kine, false, Base::Is(Category::EtcdPlaintext), &[])
         }

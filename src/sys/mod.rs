@@ -21,12 +21,14 @@
 //! the caller then checks what it opened with `fstat` and closes anything that is not the
 //! regular file it walked.
 
+mod bytes;
 mod lock;
 pub mod mount;
 mod output;
 pub mod tree;
 pub mod walk;
 
+pub use bytes::Bytes;
 pub use lock::{lock, Lock, LockError, ROOT_LOCK_DIR};
 pub use output::{
     open_append, open_output, resolve_output, MakeDirs, Output, Patient, Place, PlaceKind,
