@@ -27,11 +27,10 @@
 
 use std::cell::Cell;
 use std::collections::HashSet;
-use std::fmt;
 use std::ops::Range;
 use std::rc::Rc;
 
-use crate::sys::Bytes;
+use crate::sys::{le16 as u16_at, le32 as u32_at, le64 as u64_at, Bytes};
 
 /// The magic number of a meta page.
 pub const MAGIC: u32 = 0xED0C_DAED;
@@ -62,51 +61,28 @@ const META_AT: usize = HEADER;
 const CHECKSUM_AT: usize = HEADER + 56;
 
 /// Why a file, or part of it, could not be read. The message names pages and offsets only.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Error(String);
+pub use crate::sys::ReadError as Error;
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// More records (of `what`) or values than a reader keeps (`values` 0: no count of values
+/// is kept).
+pub fn many(what: &str, records: usize, values: usize) -> Error {
+    let values = match values {
+        0 => String::new(),
+        n => format!(" or {n} values"),
+    };
+    err(format!(
+        "more than {records} {what}{values}; the rest are not read (what they would name is \
+         unknown)"
+    ))
 }
 
-impl std::error::Error for Error {}
-
-impl Error {
-    /// More records (of `what`) or values than a reader keeps (`values` 0: no count of
-    /// values is kept).
-    pub fn many(what: &str, records: usize, values: usize) -> Error {
-        let values = match values {
-            0 => String::new(),
-            n => format!(" or {n} values"),
-        };
-        err(format!(
-            "bbolt: more than {records} {what}{values}; the rest are not read (what they \
-             would name is unknown)"
-        ))
-    }
-
-    /// Page `page` is the root of a second bucket (or reached again on the way to one).
-    pub fn shared(page: u64) -> Error {
-        err(format!("bbolt: page {page} is reached twice (buckets share it); read once"))
-    }
+/// Page `page` is the root of a second bucket (or reached again on the way to one).
+pub fn shared(page: u64) -> Error {
+    err(format!("page {page} is reached twice (buckets share it); read once"))
 }
 
 fn err(msg: impl Into<String>) -> Error {
-    Error(msg.into())
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+    Error::new("bbolt", msg.into())
 }
 
 /// FNV-1a, 64 bits (Go's `hash/fnv.New64a`), the meta page checksum.
@@ -158,13 +134,13 @@ fn current_meta(
     second: Option<Meta>,
 ) -> Result<Meta, Error> {
     if !(512..=1 << 24).contains(&page_size) || !page_size.is_power_of_two() {
-        return Err(err(format!("bbolt: implausible page size {page_size}")));
+        return Err(err(format!("implausible page size {page_size}")));
     }
     let valid = |m: &Meta| m.page_size as usize == page_size && m.root >= 2 && m.root < m.pgid;
     match (first.filter(valid), second.filter(valid)) {
         (Some(a), Some(b)) => Ok(if b.txid > a.txid { b } else { a }),
         (Some(m), None) | (None, Some(m)) => Ok(m),
-        (None, None) => Err(err("bbolt: no valid meta page")),
+        (None, None) => Err(err("no valid meta page")),
     }
 }
 
@@ -178,7 +154,7 @@ fn spend(budget: &Cell<u64>, n: usize) -> Result<(), Error> {
         None => {
             budget.set(0);
             Err(err(format!(
-                "bbolt: more elements read than {REREADS} times what the file can hold \
+                "more elements read than {REREADS} times what the file can hold \
                  (buckets share pages: a crafted or damaged file); the rest is not read"
             )))
         }
@@ -252,7 +228,7 @@ impl<'a> Db<'a> {
                     } else if u32_at(data, META_AT) != Some(MAGIC) {
                         err("not a bbolt file: no bbolt magic number in the first meta page")
                     } else {
-                        err("bbolt: both meta pages are invalid (bad checksum or version)")
+                        err("both meta pages are invalid (bad checksum or version)")
                     }
                 })?,
         };
@@ -280,23 +256,21 @@ impl<'a> Db<'a> {
     /// The bytes of page `id` (with its overflow pages), checked to be a page of the tree.
     fn page(&self, id: u64) -> Result<&'a [u8], Error> {
         if id < 2 || id >= self.meta.pgid {
-            return Err(err(format!("bbolt: page {id} is outside the file's pages")));
+            return Err(err(format!("page {id} is outside the file's pages")));
         }
         let start = usize::try_from(id).ok().and_then(|i| i.checked_mul(self.page_size));
         let header = start.and_then(|s| self.data.get(s..s + HEADER));
         let Some((start, header)) = start.zip(header) else {
-            return Err(err(format!("bbolt: page {id} is past the end of the file (truncated?)")));
+            return Err(err(format!("page {id} is past the end of the file (truncated?)")));
         };
         if u64_at(header, 0) != Some(id) {
-            return Err(err(format!("bbolt: page {id} has the id of another page")));
+            return Err(err(format!("page {id} has the id of another page")));
         }
         let overflow = u32_at(header, 12).unwrap_or(0) as usize;
         let len = (overflow + 1).checked_mul(self.page_size);
         match len.and_then(|l| self.data.get(start..start.checked_add(l)?)) {
             Some(page) => Ok(page),
-            None => {
-                Err(err(format!("bbolt: page {id} runs past the end of the file (truncated?)")))
-            }
+            None => Err(err(format!("page {id} runs past the end of the file (truncated?)"))),
         }
     }
 
@@ -315,10 +289,8 @@ impl<'a> Db<'a> {
                         (0..(p.len() / self.page_size) as u64).map(|i| self.meta.freelist + i),
                     );
                 }
-                Ok(_) => errors.push(err(format!(
-                    "bbolt: freelist page {} is not a freelist",
-                    self.meta.freelist
-                ))),
+                Ok(_) => errors
+                    .push(err(format!("freelist page {} is not a freelist", self.meta.freelist))),
                 Err(e) => errors.push(e),
             }
         }
@@ -362,7 +334,7 @@ impl<'a> Db<'a> {
                     }
                 }
                 if b.depth > MAX_DEPTH {
-                    errors.push(err("bbolt: buckets nested too deep"));
+                    errors.push(err("buckets nested too deep"));
                     return Flow::Continue(());
                 }
                 self.mark(&b, live, errors);
@@ -457,7 +429,7 @@ impl<'a> Bucket<'a> {
         match self.root {
             Root::Inline(page) => {
                 if u16_at(page, 8) != Some(LEAF) {
-                    return Err(err("bbolt: an inline bucket is not a leaf page"));
+                    return Err(err("an inline bucket is not a leaf page"));
                 }
                 self.db.spend(usize::from(u16_at(page, 10).unwrap_or(0)))?;
                 leaf(page, "an inline bucket", f)
@@ -471,11 +443,11 @@ impl<'a> Bucket<'a> {
         if flags & BUCKET_FLAG == 0 {
             return Ok(Value::Data(value));
         }
-        let root = u64_at(value, 0).ok_or_else(|| err("bbolt: a bucket value is too short"))?;
+        let root = u64_at(value, 0).ok_or_else(|| err("a bucket value is too short"))?;
         let root = match root {
-            0 => Root::Inline(
-                value.get(HEADER..).ok_or_else(|| err("bbolt: a bucket value is too short"))?,
-            ),
+            0 => {
+                Root::Inline(value.get(HEADER..).ok_or_else(|| err("a bucket value is too short"))?)
+            }
             id => Root::Page(id),
         };
         Ok(Value::Bucket(Bucket { db: self.db.clone(), root, depth: self.depth + 1 }))
@@ -494,7 +466,7 @@ impl<'a> Db<'a> {
         f: &mut Visit<'_, 'a>,
     ) -> Result<Flow, Error> {
         if depth > MAX_DEPTH || !seen.insert(id) {
-            return Err(err(format!("bbolt: page {id} is reached twice (a loop)")));
+            return Err(err(format!("page {id} is reached twice (a loop)")));
         }
         let page = self.page(id)?;
         pages.push((id, (page.len() / self.page_size) as u64));
@@ -506,19 +478,16 @@ impl<'a> Db<'a> {
                 let count = usize::from(u16_at(page, 10).unwrap_or(0));
                 for i in 0..count {
                     let e = HEADER + i * ELEMENT;
-                    let child = u64_at(page, e + 8).ok_or_else(|| {
-                        err(format!("bbolt: {what}: element {i} runs past the page"))
-                    })?;
+                    let child = u64_at(page, e + 8)
+                        .ok_or_else(|| err(format!("{what}: element {i} runs past the page")))?;
                     if self.walk(child, depth + 1, seen, pages, f)?.is_break() {
                         return Ok(Flow::Break(()));
                     }
                 }
                 Ok(Flow::Continue(()))
             }
-            Some(flags) => {
-                Err(err(format!("bbolt: {what} is not a branch or leaf (flags {flags:#x})")))
-            }
-            None => Err(err(format!("bbolt: {what} is too short"))),
+            Some(flags) => Err(err(format!("{what} is not a branch or leaf (flags {flags:#x})"))),
+            None => Err(err(format!("{what} is too short"))),
         }
     }
 }
@@ -533,7 +502,7 @@ fn leaf<'a>(page: &'a [u8], what: &str, f: &mut Visit<'_, 'a>) -> Result<Flow, E
     let mut free = HEADER + count * ELEMENT;
     for i in 0..count {
         let e = HEADER + i * ELEMENT;
-        let bad = || err(format!("bbolt: {what}: element {i} runs past the page"));
+        let bad = || err(format!("{what}: element {i} runs past the page"));
         let (flags, pos, ksize, vsize) = (|| {
             Some((
                 u32_at(page, e)?,
@@ -551,7 +520,7 @@ fn leaf<'a>(page: &'a [u8], what: &str, f: &mut Visit<'_, 'a>) -> Result<Flow, E
         };
         if k < free || key.is_empty() {
             return Err(err(format!(
-                "bbolt: {what}: element {i} shares bytes with another or has no key (a \
+                "{what}: element {i} shares bytes with another or has no key (a \
                  crafted or damaged page); the rest of its bucket is not read"
             )));
         }
@@ -629,25 +598,25 @@ impl<'a> Paged<'a> {
             return Err(err("stopped (a deadline or a signal)"));
         }
         if id < 2 || id >= self.meta.pgid {
-            return Err(err(format!("bbolt: page {id} is outside the file's pages")));
+            return Err(err(format!("page {id} is outside the file's pages")));
         }
         let start = id.saturating_mul(self.page_size as u64);
         let mut header = [0u8; HEADER];
         if self.file.read_at(start, &mut header).is_err() {
-            return Err(err(format!("bbolt: page {id} is past the end of the file (truncated?)")));
+            return Err(err(format!("page {id} is past the end of the file (truncated?)")));
         }
         if u64_at(&header, 0) != Some(id) {
-            return Err(err(format!("bbolt: page {id} has the id of another page")));
+            return Err(err(format!("page {id} has the id of another page")));
         }
         let overflow = u32_at(&header, 12).unwrap_or(0) as usize;
         let len = (overflow + 1).saturating_mul(self.page_size);
         if len > MAX_PAGE_RUN || start.saturating_add(len as u64) > self.file.size() {
-            return Err(err(format!("bbolt: page {id} runs past the end of the file")));
+            return Err(err(format!("page {id} runs past the end of the file")));
         }
         let mut page = vec![0u8; len];
         self.file
             .read_at(start, &mut page)
-            .map_err(|_| err(format!("bbolt: page {id} could not be read")))?;
+            .map_err(|_| err(format!("page {id} could not be read")))?;
         Ok(page)
     }
 
@@ -694,7 +663,7 @@ impl<'a> Paged<'a> {
         let id = match root {
             PagedRoot::Inline(page) => {
                 if u16_at(page, 8) != Some(LEAF) {
-                    return Err(err("bbolt: an inline bucket is not a leaf page"));
+                    return Err(err("an inline bucket is not a leaf page"));
                 }
                 self.spend(usize::from(u16_at(page, 10).unwrap_or(0)))?;
                 return leaf(page, "an inline bucket", &mut |e| f(e));
@@ -708,7 +677,7 @@ impl<'a> Paged<'a> {
         loop {
             if let Some(id) = next.take() {
                 if stack.len() > MAX_DEPTH || !seen.insert(id) {
-                    return Err(err(format!("bbolt: page {id} is reached twice (a loop)")));
+                    return Err(err(format!("page {id} is reached twice (a loop)")));
                 }
                 let page = self.page(id)?;
                 self.spend(usize::from(u16_at(&page, 10).unwrap_or(0)).max(1))?;
@@ -721,10 +690,10 @@ impl<'a> Paged<'a> {
                     Some(BRANCH) => stack.push((page, id, 0)),
                     Some(flags) => {
                         return Err(err(format!(
-                            "bbolt: page {id} is not a branch or leaf (flags {flags:#x})"
+                            "page {id} is not a branch or leaf (flags {flags:#x})"
                         )));
                     }
-                    None => return Err(err(format!("bbolt: page {id} is too short"))),
+                    None => return Err(err(format!("page {id} is too short"))),
                 }
             }
             let Some((page, id, i)) = stack.last_mut() else { return Ok(Flow::Continue(())) };
@@ -735,9 +704,10 @@ impl<'a> Paged<'a> {
             }
             let e = HEADER + *i * ELEMENT;
             *i += 1;
-            next = Some(u64_at(page, e + 8).ok_or_else(|| {
-                err(format!("bbolt: page {id}: element {} runs past the page", *i - 1))
-            })?);
+            next =
+                Some(u64_at(page, e + 8).ok_or_else(|| {
+                    err(format!("page {id}: element {} runs past the page", *i - 1))
+                })?);
         }
     }
 }

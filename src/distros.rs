@@ -108,6 +108,8 @@ pub struct Distro {
     pub etcd: &'static [Place],
     /// Its kine SQLite databases (`state.db`; its log `state.db-wal` beside it).
     pub kine: &'static [Place],
+    /// Its dqlite data dirs (raft log segments and snapshots of kine's database).
+    pub dqlite: &'static [Place],
     /// The CRI sockets of the other runtimes kubelet may use on it (k3s's `--docker`
     /// mode: cri-dockerd's), as node paths.
     pub other_sockets: &'static [&'static str],
@@ -150,6 +152,7 @@ pub const KUBEADM: Distro = Distro {
     containerds: &[UPSTREAM_CONTAINERD],
     etcd: &[Place::at("/var/lib/etcd")],
     kine: &[],
+    dqlite: &[],
     other_sockets: &[],
     old_copies: None,
 };
@@ -201,6 +204,7 @@ const RANCHER: Distro = Distro {
     containerds: &[RANCHER_CONTAINERD],
     etcd: &RANCHER_ETCD,
     kine: &[],
+    dqlite: &[],
     other_sockets: &["/run/k3s/cri-dockerd/cri-dockerd.sock"],
     old_copies: None,
 };
@@ -252,6 +256,8 @@ pub const DISTROS: &[Distro] = &[
         }],
         etcd: &[],
         kine: &[],
+        // k8s-dqlite's raft log and snapshots (`--storage-dir`).
+        dqlite: &[Place::at("/var/snap/microk8s/current/var/kubernetes/backend")],
         other_sockets: &[],
         // snapd keeps earlier revisions' `SNAP_DATA` (credentials, certs, the datastore).
         old_copies: Some(OldCopies {
@@ -277,6 +283,7 @@ pub const DISTROS: &[Distro] = &[
         etcd: &[Place::at("{data}/etcd")],
         // With `--single` (or `storage.type: kine`).
         kine: &[Place::at("{data}/db/state.db")],
+        dqlite: &[],
         other_sockets: &[],
         old_copies: None,
     },
@@ -301,6 +308,7 @@ pub const DISTROS: &[Distro] = &[
         ],
         etcd: &[Place::at("/var/lib/etcd")],
         kine: &[],
+        dqlite: &[],
         other_sockets: &[],
         old_copies: None,
     },
@@ -324,6 +332,7 @@ pub const DISTROS: &[Distro] = &[
         ],
         etcd: &[],
         kine: &[],
+        dqlite: &[],
         other_sockets: &[],
         old_copies: None,
     },
@@ -351,7 +360,7 @@ mod tests {
             assert!(DISTROS[i + 1..].iter().all(|o| o.name != d.name), "{} twice", d.name);
             assert_eq!(i == 0, d.markers.is_empty() && d.data.is_none(), "{}", d.name);
             let mut places = vec![d.kubelet, d.pod_logs];
-            places.extend(d.etcd.iter().chain(d.kine).copied());
+            places.extend(d.etcd.iter().chain(d.kine).chain(d.dqlite).copied());
             for c in d.containerds {
                 places.extend([c.root, c.state]);
                 places.extend(c.socket);

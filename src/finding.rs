@@ -107,6 +107,7 @@ site_ids! {
     PodLog => "pod-log",
     Etcd => "etcd",
     Kine => "kine",
+    Dqlite => "dqlite",
     ContainersStorage => "containers-storage",
     DockerStorage => "docker-storage",
     RuntimeLog => "runtime-log",
@@ -583,6 +584,9 @@ pub enum RecordState {
     Freed,
     /// Unused space in a page: the bytes of a row deleted from it.
     Unused,
+    /// A transaction's pages in the datastore's replicated log (dqlite's raft log), kept
+    /// until the log is compacted past it: the row as it was written.
+    RaftLog,
 }
 
 impl RecordState {
@@ -597,6 +601,7 @@ impl RecordState {
             RecordState::Superseded => "superseded",
             RecordState::Freed => "freed",
             RecordState::Unused => "unused",
+            RecordState::RaftLog => "raft-log",
         }
     }
 
@@ -615,6 +620,10 @@ impl RecordState {
             }
             RecordState::Freed => "in a freed page of the database: compacted or deleted rows",
             RecordState::Unused => "in unused space of a page of the database: a removed row",
+            RecordState::RaftLog => {
+                "in the datastore's raft log: a write as it was replicated, kept until the log \
+                 is compacted"
+            }
         })
     }
 }

@@ -28,7 +28,48 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("kubectl_pods", kubectl_pods),
     ("distro_settings", distro_settings),
     ("sqlite", sqlite),
+    ("dqlite", dqlite),
 ];
+
+/// dqlite's files (MicroK8s's datastore): read as a raft segment, every frames command's
+/// pages where they say they are, and its transactions' rows read; as a snapshot, every database inside it; and inflated
+/// as an LZ4 frame, at most 1 MiB, then read as a snapshot.
+pub fn dqlite(data: &[u8]) {
+    use crate::dqlite::{entries, frames, inflate, snapshot, Flow};
+    let mut txns = Vec::new();
+    let mut page_size = None;
+    let _ = entries(&data, |e| {
+        assert!(e.data.start <= e.data.end && e.data.end <= data.len() as u64);
+        if let Ok(Some(f)) = frames(&data, e) {
+            for &(_, at) in &f.pages {
+                assert!(at + f.page_size as u64 <= e.data.end);
+            }
+            if *page_size.get_or_insert(f.page_size) == f.page_size {
+                txns.push(f.pages);
+            }
+        }
+        Flow::Continue(())
+    });
+    // The transactions' pages read as a database of page images, as a scan reads them.
+    if let Some(page_size) = page_size {
+        let db = crate::sqlite::Db::of_images(&data, page_size, &txns, &|| false);
+        db.image_records(|r| {
+            for p in &r.pieces {
+                assert!(p.at as usize + p.len <= data.len());
+            }
+            crate::sqlite::Flow::Continue(())
+        });
+    }
+    let check = |bytes: &[u8]| {
+        for db in snapshot(&bytes).unwrap_or_default() {
+            assert!(db.main.end <= db.wal.start && db.wal.end <= bytes.len() as u64);
+        }
+    };
+    check(data);
+    let (inflated, _) = inflate(&data, 1 << 20);
+    assert!(inflated.len() <= 1 << 20);
+    check(&inflated);
+}
 
 /// A SQLite database and its log (kine's `state.db`, `state.db-wal`): the first four
 /// bytes (little-endian) are the length of the database, the rest after it the log. Every

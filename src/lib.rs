@@ -23,7 +23,8 @@
 //! 12. [`finding`] (the model: findings, severities, the exit contract), [`kubectl`] (the API
 //!     server's JSON) and [`bbolt`] (the runtime's metadata databases, containerd's
 //!     `meta.db` and the snapshotters' `metadata.db`, read from bytes), [`sqlite`] (kine's
-//!     SQLite datastore and its log, read page by page) and [`distros`] (the
+//!     SQLite datastore and its log, read page by page), [`dqlite`] (MicroK8s's raft log
+//!     and snapshots, the SQLite pages they carry) and [`distros`] (the
 //!     Kubernetes distributions' node layouts, as data);
 //! 13. [`sys`] (the only home of system calls);
 //! 14. [`text`] (how node bytes become text: paths, names withheld, text safe to show),
@@ -38,6 +39,7 @@ pub mod cli;
 pub mod config;
 pub mod cri;
 pub mod distros;
+pub mod dqlite;
 pub mod finding;
 pub mod fingerprint;
 pub mod fuzzing;
@@ -94,7 +96,7 @@ const LAYERS: &[&[&str]] = &[
     &["rules"],
     &["matcher"],
     &["fingerprint"],
-    &["finding", "kubectl", "bbolt", "sqlite", "distros"],
+    &["finding", "kubectl", "bbolt", "sqlite", "dqlite", "distros"],
     &["sys"],
     &["text", "prng", "runtimes"],
 ];

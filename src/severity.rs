@@ -177,7 +177,7 @@ mod tests {
                         | SiteId::DockerStorage => from_records,
                         SiteId::PodLog | SiteId::RuntimeLog => C::PodLog,
                         SiteId::RuntimeVolume => C::Other,
-                        SiteId::Etcd | SiteId::Kine => C::EtcdPlaintext,
+                        SiteId::Etcd | SiteId::Kine | SiteId::Dqlite => C::EtcdPlaintext,
                         SiteId::Other => C::Other,
                     };
                     assert_eq!(got, want, "{id:?} tmpfs={tmpfs} owner={owner:?}");

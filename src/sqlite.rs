@@ -43,7 +43,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 use std::ops::Range;
 
 pub use crate::sys::Bytes;
@@ -68,19 +67,10 @@ pub const MAX_RECORD: usize = 64 << 20;
 const REREADS: u64 = 8;
 
 /// Why a file, or part of it, could not be read. The message names pages and offsets only.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Error(String);
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Error {}
+pub use crate::sys::ReadError as Error;
 
 fn err(msg: impl Into<String>) -> Error {
-    Error(format!("sqlite: {}", msg.into()))
+    Error::new("sqlite", msg.into())
 }
 
 /// Which of the two files a byte is in.
@@ -233,7 +223,21 @@ pub struct Db<'a> {
     /// The pages the current database's tables use (their trees and overflow chains, as
     /// far as walked): an older record's overflow chain does not run into them.
     used: RefCell<HashSet<u32>>,
+    /// Set for a database of page images only ([`Db::of_images`]): the frames of each
+    /// page in order, the last frame of each frame's transaction, and the transaction a
+    /// record is read as of (its overflow pages are those images of that time).
+    images: Option<Images>,
 }
+
+/// The transactions of a database of page images only ([`Db::of_images`]).
+struct Images {
+    history: HashMap<u32, Vec<usize>>,
+    txn_end: Vec<usize>,
+    as_of: Cell<Option<usize>>,
+}
+
+/// No bytes: the main file of a database of page images only.
+static NO_FILE: &[u8] = &[];
 
 /// Never stops.
 fn never() -> bool {
@@ -380,6 +384,7 @@ impl<'a> Db<'a> {
             stop,
             whole: Cell::new(true),
             used: RefCell::new(HashSet::new()),
+            images: None,
         };
         if let Some(wal) = wal {
             db.read_wal(wal);
@@ -387,6 +392,86 @@ impl<'a> Db<'a> {
         let images = u64::from(in_file) + db.frames.len() as u64;
         db.budget.set(REREADS.saturating_mul(images).saturating_add(64));
         Ok(db)
+    }
+
+    /// A database of page images only (dqlite's raft log: each transaction's pages, in
+    /// order, in `log`; `txns` the page number and image offset of each page of each
+    /// transaction). Its records are read with [`Db::image_records`]: each table leaf
+    /// image once, its overflow pages the images of its transaction or before.
+    pub fn of_images(
+        log: &'a dyn Bytes,
+        page_size: usize,
+        txns: &[Vec<(u32, u64)>],
+        stop: &'a dyn Fn() -> bool,
+    ) -> Db<'a> {
+        let mut frames = Vec::new();
+        let mut txn_end = Vec::new();
+        let mut history: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut newest = HashMap::new();
+        for txn in txns {
+            let end = frames.len() + txn.len();
+            for &(page, at) in txn {
+                history.entry(page).or_default().push(frames.len());
+                newest.insert(page, frames.len());
+                frames.push(Frame { page, at, state: FrameState::Committed });
+                txn_end.push(end.saturating_sub(1));
+            }
+        }
+        let pages = frames.iter().map(|f| f.page).max().unwrap_or(0);
+        let images = frames.len() as u64;
+        Db {
+            main: &NO_FILE,
+            wal: Some(log),
+            page_size,
+            usable: page_size,
+            pages,
+            frames,
+            newest,
+            budget: Cell::new(REREADS.saturating_mul(images).saturating_add(64)),
+            errors: RefCell::new(Vec::new()),
+            stop,
+            whole: Cell::new(true),
+            used: RefCell::new(HashSet::new()),
+            images: Some(Images { history, txn_end, as_of: Cell::new(None) }),
+        }
+    }
+
+    /// Whether it is a database of page images only ([`Db::of_images`]).
+    pub fn is_images(&self) -> bool {
+        self.images.is_some()
+    }
+
+    /// Calls `visit` with every record of every table leaf image of a database of page
+    /// images only ([`Db::of_images`]), as of its transaction.
+    pub fn image_records(&self, mut visit: impl FnMut(&Record) -> Flow) {
+        let Some(images) = &self.images else { return };
+        let mut buf = Vec::new();
+        for (i, f) in self.frames.iter().enumerate() {
+            let loc = Loc { which: Which::Wal, at: f.at };
+            if let Err(e) = self.image(loc, &mut buf) {
+                self.whole.set(false);
+                self.keep(e);
+                return;
+            }
+            let head = if f.page == 1 { 100 } else { 0 };
+            if buf.get(head) != Some(&TABLE_LEAF) {
+                continue;
+            }
+            images.as_of.set(Some(images.txn_end[i]));
+            let flow = self.leaf(&buf, loc, head, None, Version::Older, &mut visit);
+            images.as_of.set(None);
+            match flow {
+                Ok(Flow::Break(())) => return,
+                Ok(Flow::Continue(())) => {}
+                Err(e) => self.keep(e),
+            }
+        }
+    }
+
+    /// The index of the frame whose page image holds the log's byte `at`.
+    fn frame_index(&self, at: u64) -> Option<usize> {
+        let i = self.frames.partition_point(|f| f.at <= at).checked_sub(1)?;
+        (at < self.frames[i].at + self.page_size as u64).then_some(i)
     }
 
     /// Reads the log's header and frames: which are valid, which committed, and the
@@ -457,9 +542,14 @@ impl<'a> Db<'a> {
     }
 
     fn note(&self, msg: String) {
+        self.keep(err(msg));
+    }
+
+    /// Keeps `e` among the errors (the first 64).
+    fn keep(&self, e: Error) {
         let mut errors = self.errors.borrow_mut();
         if errors.len() < 64 {
-            errors.push(err(msg));
+            errors.push(e);
         }
     }
 
@@ -487,9 +577,7 @@ impl<'a> Db<'a> {
     /// The state of the log frame whose image holds the log's byte `at`; `None` in the
     /// log's header or past its frames.
     pub fn frame_at(&self, at: u64) -> Option<FrameState> {
-        let frame_size = FRAME_HEADER + self.page_size as u64;
-        let i = at.checked_sub(WAL_HEADER)? / frame_size;
-        self.frames.get(usize::try_from(i).ok()?).map(|f| f.state)
+        self.frame_index(at).map(|i| self.frames[i].state)
     }
 
     /// What the database makes of the page image holding byte `at` of `which`, `freed`
@@ -505,14 +593,7 @@ impl<'a> Db<'a> {
                 (n, n <= self.pages && !self.newest.contains_key(&n))
             }
             Which::Wal => {
-                let Some(i) = at
-                    .checked_sub(WAL_HEADER)
-                    .map(|a| a / (FRAME_HEADER + page_size))
-                    .and_then(|i| usize::try_from(i).ok())
-                    .filter(|&i| i < self.frames.len())
-                else {
-                    return Version::Older;
-                };
+                let Some(i) = self.frame_index(at) else { return Version::Older };
                 let f = self.frames[i];
                 (f.page, self.newest.get(&f.page) == Some(&i))
             }
@@ -526,6 +607,12 @@ impl<'a> Db<'a> {
 
     /// The image of page `n` in the current database.
     fn current(&self, n: u32) -> Result<Loc, Error> {
+        if let Some(limit) = self.images.as_ref().and_then(|i| i.as_of.get()) {
+            let list = self.images.as_ref().and_then(|i| i.history.get(&n));
+            let i = list.and_then(|l| l[..l.partition_point(|&i| i <= limit)].last());
+            let i = i.ok_or_else(|| err(format!("page {n} is in no transaction of the log")))?;
+            return Ok(Loc { which: Which::Wal, at: self.frames[*i].at });
+        }
         if n == 0 || n > self.pages {
             return Err(err(format!("page {n} is past the database's {} pages", self.pages)));
         }
@@ -599,23 +686,16 @@ impl<'a> Db<'a> {
                 Ok(Flow::Continue(())) => {}
                 Err(e) => {
                     self.whole.set(false);
-                    self.note(e.0);
+                    self.keep(e);
                 }
             }
         }
         let freed = self.freelist();
         let mut others: Vec<(Loc, Version)> = Vec::new();
-        let frame_size = FRAME_HEADER + self.page_size as u64;
         for (i, f) in self.frames.iter().enumerate() {
             let newest = self.newest.get(&f.page) == Some(&i);
             if !newest || f.state != FrameState::Committed {
-                others.push((
-                    Loc {
-                        which: Which::Wal,
-                        at: WAL_HEADER + i as u64 * frame_size + FRAME_HEADER,
-                    },
-                    Version::Older,
-                ));
+                others.push((Loc { which: Which::Wal, at: f.at }, Version::Older));
             }
         }
         let in_file = self.main.size() / self.page_size as u64;
@@ -639,7 +719,7 @@ impl<'a> Db<'a> {
                 continue;
             }
             if let Err(e) = self.image(loc, &mut buf) {
-                self.note(e.0);
+                self.keep(e);
                 return;
             }
             if buf[0] != TABLE_LEAF {
@@ -654,7 +734,7 @@ impl<'a> Db<'a> {
             match flow {
                 Ok(Flow::Break(())) => return,
                 Ok(Flow::Continue(())) => {}
-                Err(e) => self.note(e.0),
+                Err(e) => self.keep(e),
             }
         }
     }
@@ -673,7 +753,7 @@ impl<'a> Db<'a> {
         while trunk != 0 && out.insert(trunk) {
             let Ok(loc) = self.current(trunk) else { break };
             if let Err(e) = self.image(loc, &mut buf) {
-                self.note(e.0);
+                self.keep(e);
                 break;
             }
             let count = be32(&buf, 4).unwrap_or(0) as usize;
@@ -701,7 +781,7 @@ impl<'a> Db<'a> {
         // A page that cannot be read loses its subtree, not the rest of the tree.
         let lost = |e: Error| {
             self.whole.set(false);
-            self.note(e.0);
+            self.keep(e);
         };
         while let Some((n, depth)) = stack.pop() {
             let loc = match self.current(n) {
@@ -875,7 +955,7 @@ impl<'a> Db<'a> {
                 Err(_) => return false,
             };
             if let Err(e) = self.image(loc, &mut buf) {
-                self.note(e.0);
+                self.keep(e);
                 return false;
             }
             let take = (self.usable - 4).min(want - record.payload.len());

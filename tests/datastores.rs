@@ -819,3 +819,284 @@ fn etcd_where_distributions_keep_it() {
         assert!(report["errors"].as_array().unwrap().is_empty(), "{}", report["errors"]);
     }
 }
+
+/// A real dqlite node (Debian's go-dqlite: `dqlite-demo`, on libdqlite0) with its data
+/// dir of the test's, and its SQL shell; stopped (SIGTERM) on drop.
+struct DqliteNode {
+    child: std::process::Child,
+    db: String,
+}
+
+impl DqliteNode {
+    fn start(dir: &Path) -> DqliteNode {
+        let (api, db) = free_ports();
+        let db = format!("127.0.0.1:{db}");
+        let log = std::fs::File::create(dir.with_extension("log")).unwrap();
+        let child = Command::new("dqlite-demo")
+            .args(["--api", &format!("127.0.0.1:{api}"), "--db", &db, "--dir"])
+            .arg(dir)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("dqlite-demo (Debian's go-dqlite) runs");
+        let node = DqliteNode { child, db };
+        for _ in 0..100 {
+            if node.sql("SELECT 1;\n").is_ok() {
+                return node;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!(
+            "dqlite did not come up: {}",
+            std::fs::read_to_string(dir.with_extension("log")).unwrap()
+        );
+    }
+
+    /// Runs `sql` (one statement a line) in database `k8s`, as k8s-dqlite's is named: the
+    /// shell reads lines of at most 4 KiB, so a longer statement is given as an argument.
+    fn sql(&self, sql: &str) -> Result<(), String> {
+        let mut short = String::new();
+        for line in sql.lines() {
+            if line.len() < 3000 {
+                short += line;
+                short.push('\n');
+                continue;
+            }
+            self.shell(&[], &std::mem::take(&mut short))?;
+            self.shell(&[line], "")?;
+        }
+        self.shell(&[], &short)
+    }
+
+    /// The dqlite shell with `args`, `stdin` its input; what it says of an error fails.
+    fn shell(&self, args: &[&str], stdin: &str) -> Result<(), String> {
+        use std::io::Write;
+        if args.is_empty() && stdin.is_empty() {
+            return Ok(());
+        }
+        let mut c = Command::new("dqlite")
+            .args(["-s", &self.db, "k8s"])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the dqlite shell (Debian's go-dqlite) runs");
+        c.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        let out = c.wait_with_output().unwrap();
+        let said = [out.stdout, out.stderr].concat();
+        let said = String::from_utf8_lossy(&said);
+        match out.status.success() && !said.contains("Error") {
+            true => Ok(()),
+            false => Err(said.chars().take(300).collect()),
+        }
+    }
+}
+
+impl Drop for DqliteNode {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+        let _ = Command::new("sync").status();
+    }
+}
+
+/// MicroK8s's datastore made by a real dqlite node (kine's table created and filled
+/// through SQL: Secrets, some split across overflow pages, encrypted ones, updates and a
+/// deletion; then enough writes for the node to take an LZ4 snapshot; then Secrets only
+/// in the raft log): a plain scan of a node laid out as MicroK8s finds every value, whole,
+/// in the snapshot and in the log's segments, attributed to its key; and the snapshot says
+/// how many Secrets it serves in plaintext and encrypted.
+#[test]
+fn dqlite_where_microk8s_keeps_it() {
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("node");
+    std::fs::create_dir(&data).unwrap();
+    let node = DqliteNode::start(&data);
+    // kine's schema, a statement a line (the shell reads lines).
+    let schema = SCHEMA.replace('\n', " ");
+    let schema: String = schema
+        .split(';')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| format!("{};\n", s.trim()))
+        .collect();
+    node.sql(&schema).unwrap();
+    let mut k = Kine::default();
+    let mut secrets = Vec::new();
+    // The value between two certificates; the second's size sweeps where a page ends.
+    let mut stored = |name: &str, seed: u64, tls: usize| {
+        let password = fake_secret_len(seed, 48);
+        let data = [
+            ("ca.crt", filler(seed, 1000)),
+            ("password", password.clone()),
+            ("tls.crt", filler(seed + 1, tls)),
+        ];
+        let data: Vec<(&str, &[u8])> = data.iter().map(|(k, v)| (*k, &v[..])).collect();
+        secrets.push(Secret::opaque("shop", name, &[("password", password)]));
+        stored_secret("shop", name, &data)
+    };
+    // Before the snapshot: small and cert-sized Secrets (split across overflow pages).
+    for i in 0..30u64 {
+        let tls = if i < 6 { 0 } else { 3850 + 13 * (i as usize - 6) };
+        let v = stored(&format!("s-{i}"), 7500 + 2 * i, tls);
+        k.create(&key("shop", &format!("s-{i}")), &v);
+    }
+    let v = stored("rotated", 7590, 100);
+    k.create(&key("shop", "rotated"), &v);
+    k.update(&key("shop", "rotated"), &stored("rotated-v2", 7591, 100));
+    k.create(&key("shop", "gone"), &stored("gone", 7592, 100));
+    k.delete(&key("shop", "gone"));
+    for i in 0..3 {
+        let mut ct = b"k8s:enc:aescbc:v1:key1:".to_vec();
+        ct.extend(filler(i, 200));
+        k.create(&key("vault", &format!("sealed-{i}")), &ct);
+    }
+    // Enough writes (a transaction each) for the node to snapshot (every 1024 entries).
+    for i in 0..1100 {
+        k.create(&format!("/registry/leases/kube-node-lease/n{i}"), b"k8s\0lease");
+    }
+    node.sql(&k.sql).unwrap();
+    // After it: only in the raft log.
+    let mut after = Kine { rev: k.rev, ..Kine::default() };
+    for i in 0..3u64 {
+        let v = stored(&format!("late-{i}"), 7600 + i, 4100);
+        after.create(&key("shop", &format!("late-{i}")), &v);
+    }
+    node.sql(&after.sql).unwrap();
+    drop(node);
+    let tree = NodeTree::new();
+    let backend = "/var/snap/microk8s/current/var/kubernetes/backend";
+    // What marks a MicroK8s node; `current` the snap revision's dir.
+    std::fs::create_dir_all(tree.host("/var/snap/microk8s/common")).unwrap();
+    std::fs::create_dir_all(tree.host("/var/snap/microk8s/7229")).unwrap();
+    std::os::unix::fs::symlink("7229", tree.host("/var/snap/microk8s/current")).unwrap();
+    let made = std::fs::read_dir(&data).unwrap().next().unwrap().unwrap().path();
+    let mut snapshots = 0;
+    for e in std::fs::read_dir(&made).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        snapshots += usize::from(name.starts_with("snapshot-") && !name.ends_with(".meta"));
+        let revision = "/var/snap/microk8s/7229/var/kubernetes/backend";
+        tree.copy(format!("{revision}/{name}"), &e.path()).unwrap();
+    }
+    assert!(snapshots >= 1, "the node took a snapshot");
+    // Some values are split across pages: not one run of bytes in the (inflated) snapshot
+    // nor in any segment.
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(&made).unwrap() {
+        let (name, bytes) = (e.as_ref().unwrap().file_name(), read(&e.unwrap().path()));
+        let name = name.to_string_lossy().into_owned();
+        if name.starts_with("snapshot-") && !name.ends_with(".meta") {
+            let mut inflated = Vec::new();
+            use std::io::Read;
+            lz4_flex::frame::FrameDecoder::new(&bytes[..]).read_to_end(&mut inflated).unwrap();
+            files.push(inflated);
+        } else {
+            files.push(bytes);
+        }
+    }
+    let split = secrets
+        .iter()
+        .filter(|s| files.iter().all(|f| find_all(f, s.value("password")).is_empty()))
+        .count();
+    assert!(split >= 2, "{split} values split across pages");
+    tree.guard_secrets(&secrets);
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let before = tree.digest();
+    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    out.assert_code(1);
+    tree.digest().assert_same(&before, "a scan of dqlite's data dir changes nothing");
+    let findings = out.findings();
+    let (lines, matches): (Vec<_>, Vec<_>) =
+        findings.iter().partition(|f| f.raw["match"]["kind"] == "datastore");
+    // (secret, file kind, state, key) of each match.
+    let seen: BTreeSet<(String, String, String, String)> = matches
+        .iter()
+        .map(|f| {
+            assert_eq!((f.site.as_str(), f.category.as_str()), ("dqlite", "etcd-plaintext"));
+            assert!(f.path.starts_with(backend), "{}", f.path);
+            let file = f.path.rsplit('/').next().unwrap();
+            let kind = if file.starts_with("snapshot-") { "snapshot" } else { "log" };
+            let r = &f.raw["record"];
+            let key = r["key"].as_str().unwrap_or("-").to_owned();
+            (f.secret.clone(), kind.to_owned(), r["state"].as_str().unwrap_or("-").to_owned(), key)
+        })
+        .collect();
+    // Found in `kind` of file, in `state`, attributed to the Secret's own key.
+    let has = |secret: &str, kind: &str, state: &str| {
+        let own = key("shop", secret.trim_start_matches("shop/"));
+        seen.iter().any(|(s, k, st, key)| s == secret && k == kind && st == state && *key == own)
+    };
+    for i in 0..30 {
+        let s = format!("shop/s-{i}");
+        assert!(has(&s, "snapshot", "current"), "{s} in the snapshot: {seen:?}");
+        assert!(has(&s, "log", "raft-log"), "{s} in the log: {seen:?}");
+    }
+    for i in 0..3 {
+        let s = format!("shop/late-{i}");
+        assert!(has(&s, "log", "raft-log"), "{s} in the log: {seen:?}");
+        assert!(!seen.iter().any(|(x, k, ..)| *x == s && k == "snapshot"), "{s}: {seen:?}");
+    }
+    assert!(
+        seen.iter()
+            .any(|(s, k, st, _)| s == "shop/rotated" && k == "snapshot" && st == "old-revision"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().any(|(s, k, st, _)| s == "shop/gone" && k == "snapshot" && st == "deleted"),
+        "{seen:?}"
+    );
+    // The snapshot's count: every Secret it serves, by state, exactly.
+    let snap_lines: Vec<_> = lines.iter().filter(|f| f.path.contains("/snapshot-")).collect();
+    assert!(!snap_lines.is_empty(), "{}", out.stdout_str());
+    let newest = snap_lines.iter().max_by_key(|f| f.path.clone()).unwrap();
+    let counts = &newest.raw["secrets_at_rest"];
+    assert_eq!(
+        (counts["plaintext"].as_u64(), counts["encrypted"].as_u64()),
+        (Some(31), Some(3)),
+        "{counts}"
+    );
+    assert_eq!(newest.severity, "critical");
+    let report = out.json();
+    assert!(report["errors"].as_array().unwrap().is_empty(), "{}", report["errors"]);
+}
+
+/// dqlite's files are read in bounded memory and time whatever they say: a snapshot that
+/// inflates to 1 GiB (inflated to the cap, with an error), a segment whose batch claims
+/// 2^60 entries, one whose frames claim more pages than it holds, and segments of junk.
+/// Each is scanned to the end with a clear `errors` entry, never a panic.
+#[test]
+fn hostile_dqlite_files_are_bounded() {
+    use std::io::Write;
+    let tree = NodeTree::new();
+    std::fs::create_dir_all(tree.host("/var/snap/microk8s/common")).unwrap();
+    let backend = "/var/snap/microk8s/current/var/kubernetes/backend";
+    // An LZ4 bomb: 1 GiB of zeros, then a value.
+    let value = fake_secret_len(7700, 40);
+    let mut bomb = lz4_flex::frame::FrameEncoder::new(Vec::new());
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..1024 {
+        bomb.write_all(&zeros).unwrap();
+    }
+    bomb.write_all(&value).unwrap();
+    tree.write(format!("{backend}/snapshot-1-2048-1764979200"), &bomb.finish().unwrap());
+    // A batch claiming 2^60 entries; a frames command claiming 2^31 pages of 4 KiB.
+    let mut huge = 1u64.to_le_bytes().to_vec();
+    huge.extend([0u8; 8]);
+    huge.extend((1u64 << 60).to_le_bytes());
+    huge.extend(filler(7701, 4096));
+    tree.write(format!("{backend}/0000000000000001-0000000000000009"), &huge);
+    let mut rng = Prng::new(7702);
+    tree.write(format!("{backend}/open-1"), &rng.bytes(1 << 20));
+    let mut junk = 1u64.to_le_bytes().to_vec();
+    junk.extend(rng.bytes(1 << 20));
+    tree.write(format!("{backend}/open-2"), &junk);
+    let secrets = [Secret::opaque("shop", "bomb", &[("password", value)])];
+    let out = scan_measured(&tree, &secrets);
+    assert!(matches!(out.code, 0 | 1), "{}", out.stderr_str());
+    let errors = out.json()["errors"].to_string();
+    assert!(errors.contains("inflates to more than"), "{errors}");
+    assert!(errors.contains("claims"), "{errors}");
+    let rss = out.peak_rss_kb.expect("peak RSS measured");
+    assert!(rss < 160 * 1024, "peak RSS {rss} KiB");
+}

@@ -88,6 +88,7 @@ fn target_kind(site: SiteId) -> Option<TargetKind> {
         | SiteId::RuntimeVolume
         | SiteId::Etcd
         | SiteId::Kine
+        | SiteId::Dqlite
         | SiteId::Other => None,
     }
 }

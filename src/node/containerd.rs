@@ -138,7 +138,7 @@ pub fn read_snapshots(data: &[u8]) -> Result<(Snapshots, Vec<Error>), Error> {
         }
     }
     if cut {
-        errors.push(Error::many("snapshot records", MAX_SNAPSHOTS, 0));
+        errors.push(crate::bbolt::many("snapshot records", MAX_SNAPSHOTS, 0));
     }
     Ok((Snapshots { records: out, complete: !cut }, errors))
 }
@@ -287,7 +287,7 @@ fn image_tops(
         return Err(e);
     }
     if cut {
-        return Err(Error::many("images or content blobs", MAX_RECORDS, MAX_BLOBS));
+        return Err(crate::bbolt::many("images or content blobs", MAX_RECORDS, MAX_BLOBS));
     }
     Ok(())
 }
@@ -402,7 +402,7 @@ impl MetaDb {
             }
         }
         if cut || room == 0 {
-            errors.push(Error::many("container records", MAX_RECORDS, MAX_VALUES));
+            errors.push(crate::bbolt::many("container records", MAX_RECORDS, MAX_VALUES));
         }
         out.values.sort_by_key(|(r, _)| r.start);
         Ok((out, errors))
@@ -441,7 +441,7 @@ fn flatten<'a>(
 ) -> Result<(), Error> {
     if let Some(page) = bucket.page() {
         if !seen.insert(page) {
-            return Err(Error::shared(page));
+            return Err(crate::bbolt::shared(page));
         }
     }
     let mut failed = None;

@@ -274,6 +274,11 @@ fn read_full<R: Read + ?Sized>(f: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
+/// How a dqlite snapshot's bytes are searched: given the worker and how to attribute a
+/// match, the matches ([`Worker::scan_snapshot`]).
+type SnapshotSearch<'s> =
+    dyn FnMut(&mut Worker, &mut dyn FnMut(&mut Finding)) -> Result<Vec<Finding>, String> + 's;
+
 impl Worker {
     /// Moves the last `overlap` bytes of `buf[..len]` to the front; returns the new carry.
     fn keep(&mut self, len: usize) -> usize {
@@ -355,6 +360,7 @@ impl Worker {
             }
             Reading::Kine => self.scan_kine(&f, size, sparse, &cx)?,
             Reading::Etcd => self.scan_etcd(&f, size, sparse, &cx)?,
+            Reading::Dqlite => self.scan_dqlite(&f, size, sparse, &cx)?,
             Reading::Stream | Reading::LogContent | Reading::Whole { .. } => {
                 self.scan_bytes(&f, size, sparse, &cx, &mut |_| {})?
             }
@@ -428,8 +434,34 @@ impl Worker {
             }
             None => return self.scan_bytes(f, size, sparse, cx, &mut |_| {}),
         };
+        let mut index = self.rows(&db, which, cx, &stop, "kine");
+        if self.cut(0) {
+            return Ok((0, aggregate(index.take_split())));
+        }
+        let (n, mut found) =
+            self.scan_bytes(f, size, sparse, cx, &mut |found| index.attribute(&db, found))?;
+        found.extend(index.take_split());
+        // The database says once, in its main file, what its Secrets are at rest.
+        let counts = index.secrets_at_rest();
+        if which == Which::Main && !counts.is_empty() {
+            found.push(super::search::at_rest(cx.job, counts));
+        }
+        Ok((n, aggregate(found)))
+    }
+
+    /// The rows of kine's table in `db` whose bytes are in `which` ([`sites::kine::Index`]),
+    /// each row whose bytes are not one run of the file searched reassembled; what could
+    /// not be read is an error of `format`.
+    fn rows(
+        &mut self,
+        db: &crate::sqlite::Db<'_>,
+        which: crate::sqlite::Which,
+        cx: &Cx<'_>,
+        stop: &dyn Fn() -> bool,
+        format: &str,
+    ) -> sites::kine::Index {
         let scratch = &mut self.scratch;
-        let mut index = sites::kine::Index::build(&db, which, |r| {
+        let index = sites::kine::Index::build(db, which, |r| {
             if stop() || scratch.stopped {
                 return None;
             }
@@ -443,19 +475,148 @@ impl Worker {
         });
         // The rows' searches are no part of the file's stream.
         self.scratch.start_file();
-        self.file_errors.extend(index.errors.iter().map(|e| format!("kine: {e}")));
-        if self.cut(0) {
-            return Ok((0, aggregate(index.take_split())));
+        self.file_errors.extend(index.errors.iter().map(|e| format!("{format}: {e}")));
+        index
+    }
+
+    /// Reads a file of dqlite's data dir ([`Reading::Dqlite`]): a segment of the raft log
+    /// as the pages its transactions wrote to kine's database, a snapshot as the databases
+    /// it holds (inflated in memory, at most [`sites::dqlite::MAX_SNAPSHOT`], when
+    /// LZ4-compressed: offsets are then in the inflated bytes), each match attributed to
+    /// its row; any other file streamed as it is.
+    fn scan_dqlite(
+        &mut self,
+        f: &File,
+        size: u64,
+        sparse: bool,
+        cx: &Cx<'_>,
+    ) -> Result<(u64, Vec<Finding>), String> {
+        use crate::dqlite;
+        use crate::sqlite::{Db, Which};
+        use sites::dqlite::{Kind, DATABASE, MAX_SNAPSHOT};
+        let name = cx.job.rel.file_name().unwrap_or_default();
+        let stop = self.stop_check();
+        match Kind::of(std::os::unix::ffi::OsStrExt::as_bytes(name)) {
+            Kind::Other => self.scan_bytes(f, size, sparse, cx, &mut |_| {}),
+            Kind::Segment => {
+                let mut txns = Vec::new();
+                let mut page_size = None;
+                let mut errors = dqlite::entries(f, |e| {
+                    if stop() {
+                        return dqlite::Flow::Break(());
+                    }
+                    if let Ok(Some(fr)) = dqlite::frames(f, e) {
+                        if fr.database == DATABASE
+                            && *page_size.get_or_insert(fr.page_size) == fr.page_size
+                        {
+                            txns.push(fr.pages);
+                        }
+                    }
+                    dqlite::Flow::Continue(())
+                });
+                errors.truncate(16);
+                self.file_errors.extend(errors.iter().map(ToString::to_string));
+                let Some(page_size) = page_size else {
+                    return self.scan_bytes(f, size, sparse, cx, &mut |_| {});
+                };
+                let db = Db::of_images(f, page_size, &txns, &stop);
+                let mut index = self.rows(&db, Which::Wal, cx, &stop, "dqlite");
+                if self.cut(0) {
+                    return Ok((0, aggregate(index.take_split())));
+                }
+                let (n, mut found) =
+                    self.scan_bytes(f, size, sparse, cx, &mut |found| index.attribute(&db, found))?;
+                found.extend(index.take_split());
+                Ok((n, aggregate(found)))
+            }
+            Kind::Snapshot if dqlite::is_lz4(f) => {
+                let (data, whole) = dqlite::inflate(f, MAX_SNAPSHOT);
+                if let Err(e) = whole {
+                    self.file_errors.push(e.to_string());
+                }
+                let found = self.scan_snapshot(&data.as_slice(), cx, &stop, &mut |s, refine| {
+                    let mut raw = Vec::new();
+                    let span = Span { carry: 0, len: data.len(), pos: 0, last: true, each: true };
+                    s.scratch.search(&data, cx, span, &mut raw);
+                    s.cut(0);
+                    for f in &mut raw {
+                        refine(f);
+                    }
+                    Ok(raw)
+                })?;
+                Ok((size, found))
+            }
+            Kind::Snapshot => {
+                let mut read = 0;
+                let found = self.scan_snapshot(f, cx, &stop, &mut |s, refine| {
+                    let (n, found) = s.scan_bytes(f, size, sparse, cx, refine)?;
+                    read = n;
+                    Ok(found)
+                })?;
+                Ok((read, found))
+            }
         }
-        let (n, mut found) =
-            self.scan_bytes(f, size, sparse, cx, &mut |found| index.attribute(&db, found))?;
-        found.extend(index.take_split());
-        // The database says once, in its main file, what its Secrets are at rest.
-        let counts = index.secrets_at_rest();
-        if which == Which::Main && !counts.is_empty() {
+    }
+
+    /// Reads a dqlite snapshot's bytes `snap`: kine's database in it read ([`Self::rows`]),
+    /// its bytes searched by `search` (given how to attribute a match), and the database
+    /// says what its Secrets are at rest.
+    fn scan_snapshot(
+        &mut self,
+        snap: &dyn crate::sqlite::Bytes,
+        cx: &Cx<'_>,
+        stop: &dyn Fn() -> bool,
+        search: &mut SnapshotSearch<'_>,
+    ) -> Result<Vec<Finding>, String> {
+        use crate::sqlite::{Db, Which};
+        use crate::sys::Window;
+        let dbs = match crate::dqlite::snapshot(snap) {
+            Ok(dbs) => dbs,
+            Err(e) => {
+                self.file_errors.push(format!("{e}; searched as it is"));
+                Vec::new()
+            }
+        };
+        let Some(k8s) = dbs.into_iter().find(|d| d.database == sites::dqlite::DATABASE) else {
+            return Ok(aggregate(search(self, &mut |_| {})?));
+        };
+        let main = Window { of: snap, range: k8s.main.clone() };
+        let wal = Window { of: snap, range: k8s.wal.clone() };
+        let log = (!k8s.wal.is_empty()).then_some(&wal as &dyn crate::sqlite::Bytes);
+        let db = match Db::open_until(&main, log, stop) {
+            Ok(db) => db,
+            Err(e) => {
+                self.file_errors.push(format!("{e}; searched as it is"));
+                return Ok(aggregate(search(self, &mut |_| {})?));
+            }
+        };
+        let mut parts = Vec::new();
+        for (which, range) in [(Which::Main, k8s.main.clone()), (Which::Wal, k8s.wal.clone())] {
+            let index = self.rows(&db, which, cx, stop, "dqlite");
+            parts.push((range, index));
+        }
+        let mut found = match self.cut(0) {
+            true => Vec::new(),
+            false => search(self, &mut |found| {
+                if let Some((range, index)) = parts.iter().find(|(r, _)| r.contains(&found.offset))
+                {
+                    found.offset -= range.start;
+                    index.attribute(&db, found);
+                    found.offset += range.start;
+                }
+            })?,
+        };
+        for (range, index) in &mut parts {
+            for mut split in index.take_split() {
+                split.offset += range.start;
+                found.push(split);
+            }
+        }
+        let counts = parts[0].1.secrets_at_rest();
+        if !counts.is_empty() {
             found.push(super::search::at_rest(cx.job, counts));
         }
-        Ok((n, aggregate(found)))
+        Ok(aggregate(found))
     }
 
     /// Reads an etcd file ([`Reading::Etcd`]): streamed raw; when it is a bbolt database

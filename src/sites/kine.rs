@@ -213,27 +213,38 @@ impl Index {
             errors: Vec::new(),
             whole: true,
         };
-        let tables = match db.tables() {
-            Ok(t) => t,
-            Err(e) => {
-                index.errors.push(e.to_string());
-                Vec::new()
+        // A database of page images only (dqlite's log) has no schema to read: its rows are
+        // the records of kine's shape.
+        let (layout, root) = match db.is_images() {
+            true => (Layout::of(""), None),
+            false => {
+                let tables = match db.tables() {
+                    Ok(t) => t,
+                    Err(e) => {
+                        index.errors.push(e.to_string());
+                        Vec::new()
+                    }
+                };
+                let Some(table) = tables.iter().find(|t| t.name == TABLE) else {
+                    if index.errors.is_empty() {
+                        let e = "no kine table; matches are not attributed to rows";
+                        index.errors.push(e.to_owned());
+                    }
+                    return index;
+                };
+                (Layout::of(&table.sql), Some(table.root))
             }
         };
-        let Some(table) = tables.iter().find(|t| t.name == TABLE) else {
-            if index.errors.is_empty() {
-                index.errors.push("no kine table; matches are not attributed to rows".to_owned());
-            }
-            return index;
-        };
-        let layout = Layout::of(&table.sql);
         let mut names: HashMap<Vec<u8>, u32> = HashMap::new();
         let mut full = false;
-        db.records(&[table.root], |r| {
-            if r.table.is_some_and(|t| t != table.root) {
+        let mut visit = |r: &Record| {
+            if r.table.is_some_and(|t| Some(t) != root) {
                 return Flow::Continue(());
             }
             let Ok(cols) = sqlite::columns(&r.payload) else { return Flow::Continue(()) };
+            if root.is_none() && cols.len() != COLUMNS.len() {
+                return Flow::Continue(());
+            }
             let Some((Value::Text(name), _)) = cols.get(layout.name) else {
                 return Flow::Continue(());
             };
@@ -296,7 +307,11 @@ impl Index {
                 index.keep_split(r, f, &columns);
             }
             Flow::Continue(())
-        });
+        };
+        match root {
+            Some(root) => db.records(&[root], &mut visit),
+            None => db.image_records(&mut visit),
+        }
         if full {
             index.errors.push(format!(
                 "more than {MAX_SPANS} row pieces; matches past them are attributed by page only"
@@ -393,6 +408,7 @@ impl Index {
             Some(e) => self.label(f, e),
             None => {
                 let state = match db.version_at(self.which, f.offset, &self.freed) {
+                    _ if db.is_images() => RecordState::RaftLog,
                     Version::Current => RecordState::Unused,
                     Version::Freed => RecordState::Freed,
                     Version::Older => older(db, self.which, f.offset),
@@ -420,6 +436,9 @@ impl Index {
 /// The state of an older page image at `at` of `which`: uncommitted when it is a log
 /// frame after the last commit.
 fn older(db: &Db<'_>, which: Which, at: u64) -> RecordState {
+    if db.is_images() {
+        return RecordState::RaftLog;
+    }
     match (which, db.frame_at(at)) {
         (Which::Wal, Some(sqlite::FrameState::Uncommitted)) => RecordState::Uncommitted,
         _ => RecordState::Superseded,

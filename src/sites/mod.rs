@@ -15,6 +15,7 @@
 pub mod containerd;
 pub mod containers_storage;
 pub mod docker;
+pub mod dqlite;
 pub mod etcd;
 pub mod extra;
 pub mod kine;
@@ -461,6 +462,10 @@ pub enum Reading {
     /// etcd's files: streamed; a bbolt database among them (`member/snap/db`, a snapshot)
     /// then says how many Secrets it serves in plaintext and encrypted ([`etcd`]).
     Etcd,
+    /// A file of dqlite's data dir ([`dqlite`]): a snapshot (inflated) read as the
+    /// databases it holds, a segment of the raft log as the pages its transactions wrote,
+    /// each match attributed to its row, values split across pages searched reassembled.
+    Dqlite,
     /// A CRI log: its content searched (partial lines joined, `.gz` inflated), offsets
     /// mapped back to the file; a sparse log is streamed raw.
     LogContent,
@@ -572,6 +577,9 @@ pub fn props(id: SiteId) -> Props {
         SiteId::Kine => {
             row(Family::Kine, Reading::Kine, false, Base::Is(Category::EtcdPlaintext), &[])
         }
+        SiteId::Dqlite => {
+            row(Family::Dqlite, Reading::Dqlite, false, Base::Is(Category::EtcdPlaintext), &[])
+        }
         SiteId::Other => row(Family::Extra, stream, false, Base::Is(Category::Other), &[]),
     }
 }
@@ -595,6 +603,8 @@ pub enum Family {
     Etcd,
     /// kine's SQLite databases ([`kine`]).
     Kine,
+    /// dqlite's data dirs ([`dqlite`]).
+    Dqlite,
     /// Extra paths ([`extra`]).
     Extra,
 }
@@ -611,6 +621,7 @@ impl Family {
             Family::RuntimeData => &runtime_data::RuntimeData,
             Family::Etcd => &etcd::Etcd,
             Family::Kine => &kine::Kine,
+            Family::Dqlite => &dqlite::Dqlite,
             Family::Extra => &extra::Extra,
         }
     }
@@ -619,7 +630,7 @@ impl Family {
 /// Every family, in discovery order, which is the order the walk reads them in (and so
 /// what a `--timeout` reaches first): kubelet's pod dirs, the pod logs, then the
 /// runtimes' records and layers (gigabytes of image layers come after what the pods left).
-pub const REGISTRY: [Family; 9] = [
+pub const REGISTRY: [Family; 10] = [
     Family::Kubelet,
     Family::PodLogs,
     Family::Containerd,
@@ -628,6 +639,7 @@ pub const REGISTRY: [Family; 9] = [
     Family::RuntimeData,
     Family::Etcd,
     Family::Kine,
+    Family::Dqlite,
     Family::Extra,
 ];
 

@@ -57,6 +57,8 @@ pub struct Places {
     pub etcd: Vec<(PathBuf, bool)>,
     /// kine's SQLite databases (`state.db`).
     pub kine: Vec<PathBuf>,
+    /// dqlite's data dirs.
+    pub dqlite: Vec<PathBuf>,
     /// The dirs of the distributions' earlier versions ([`crate::distros::OldCopies`]).
     pub old_copies: Vec<PathBuf>,
 }
@@ -149,6 +151,11 @@ impl Places {
                     add(&mut out.kine, p);
                 }
             }
+            for q in d.dqlite {
+                if let Some(p) = at(cx, q) {
+                    add(&mut out.dqlite, p);
+                }
+            }
             if let Some(old) = d.old_copies {
                 out.old_copies.extend(old_copies(cx, &old));
             }
@@ -206,6 +213,7 @@ impl Places {
         }
         self.etcd.iter().for_each(|(p, _)| place("etcd dir", p));
         self.kine.iter().for_each(|p| place("kine database", p));
+        self.dqlite.iter().for_each(|p| place("dqlite data dir", p));
         self.old_copies.iter().for_each(|p| place("an earlier version's dir", p));
         lines
     }

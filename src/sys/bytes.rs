@@ -1,5 +1,28 @@
-//! Bytes read at an offset: the datastores' readers (kine's SQLite, etcd's bbolt) read
-//! a file page by page with `pread`, never all of it in memory.
+//! Bytes read at an offset: the readers of node databases (kine's SQLite, bbolt, dqlite's
+//! raft log) read a file page by page with `pread`, never all of it in memory; and what
+//! they say when part of one cannot be read.
+
+use std::fmt;
+
+/// Why a file, or part of it, could not be read by a reader of a database format: the
+/// message names the format, pages and offsets, never content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadError(String);
+
+impl ReadError {
+    /// An error of `format` (`sqlite`, `bbolt`, …): `<format>: <msg>`.
+    pub fn new(format: &str, msg: impl fmt::Display) -> ReadError {
+        ReadError(format!("{format}: {msg}"))
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ReadError {}
 
 /// Bytes read at an offset: a file (read with `pread`, never all in memory) or a slice.
 pub trait Bytes {
@@ -30,5 +53,42 @@ impl Bytes for std::fs::File {
 
     fn read_at(&self, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
         std::os::unix::fs::FileExt::read_exact_at(self, buf, at)
+    }
+}
+
+/// The little-endian `u16` at `at` of `b`, when it is all there.
+pub fn le16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
+}
+
+/// The little-endian `u32` at `at` of `b`, when it is all there.
+pub fn le32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+}
+
+/// The little-endian `u64` at `at` of `b`, when it is all there.
+pub fn le64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+}
+
+/// A window of bytes of another [`Bytes`]: `range` of it, read from offset 0 (a database
+/// inside a snapshot).
+pub struct Window<'a> {
+    /// What it is a window of.
+    pub of: &'a dyn Bytes,
+    /// Its bytes there.
+    pub range: std::ops::Range<u64>,
+}
+
+impl Bytes for Window<'_> {
+    fn size(&self) -> u64 {
+        self.range.end.saturating_sub(self.range.start)
+    }
+
+    fn read_at(&self, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        if at.saturating_add(buf.len() as u64) > self.size() {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        }
+        self.of.read_at(self.range.start + at, buf)
     }
 }
