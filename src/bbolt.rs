@@ -1096,6 +1096,48 @@ mod tests {
         hay.windows(needle.len()).position(|w| w == needle)
     }
 
+    /// The page-by-page reader is bounded whatever the pages say: children that all point
+    /// at one page (a graph, not a tree) are read once, then an error; a page claiming
+    /// 2^32 overflow pages is an error, not a 16 TiB read.
+    #[test]
+    fn paged_reads_are_bounded() {
+        let keys: BTreeMap<Vec<u8>, Node> =
+            (0..40u8).map(|i| (vec![b'k', i], Node::Data(vec![i; 100]))).collect();
+        let root = BTreeMap::from([(b"key".to_vec(), Node::Bucket(keys))]);
+        let good = Writer::new(4096, false, 2).finish(&root, &[], 0);
+        let count = |file: &[u8]| {
+            let bytes = file;
+            let paged = Paged::open(&bytes).unwrap();
+            let mut n = 0;
+            let r = paged.each(&[b"key"], &mut |_, _| {
+                n += 1;
+                Flow::Continue(())
+            });
+            (n, r)
+        };
+        assert_eq!(count(&good), (40, Ok(true)));
+        let branch = (2..good.len() / 4096)
+            .find(|&p| u16_at(&good[p * 4096..], 8) == Some(BRANCH))
+            .expect("a branch page");
+        let mut shared = good.clone();
+        let at = branch * 4096;
+        let first = u64_at(&shared, at + HEADER + 8).unwrap();
+        let elements = usize::from(u16_at(&shared, at + 10).unwrap());
+        for i in 0..elements {
+            let e = at + HEADER + i * ELEMENT + 8;
+            shared[e..e + 8].copy_from_slice(&first.to_le_bytes());
+        }
+        let (n, r) = count(&shared);
+        assert!(n <= 40 && r.unwrap_err().to_string().contains("reached twice"), "{n}");
+        let mut huge = good.clone();
+        let leaf = (2..good.len() / 4096)
+            .find(|&p| u16_at(&good[p * 4096..], 8) == Some(LEAF) && p != branch)
+            .unwrap();
+        huge[leaf * 4096 + 12..leaf * 4096 + 16].copy_from_slice(&u32::MAX.to_le_bytes());
+        let (_, r) = count(&huge);
+        assert!(r.unwrap_err().to_string().contains("runs past"));
+    }
+
     #[test]
     fn meta_choice_and_damage() {
         let (file, _) = sample(true, 64);

@@ -112,6 +112,20 @@ impl FileJob {
         Ok(f)
     }
 
+    /// The names of the entries of this file's directory (its siblings and itself), in
+    /// name order, listed beneath its directory's descriptor (or its mount's top).
+    pub fn sibling_names(&self) -> std::io::Result<Vec<std::ffi::OsString>> {
+        match self.by_path {
+            true => {
+                let rel = self.rel.parent().unwrap_or(Path::new(""));
+                let rel = crate::sys::walk::under_base(rel, self.base);
+                let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+                self.dir.names_below(rel)
+            }
+            false => self.dir.names_below(Path::new(".")),
+        }
+    }
+
     /// The node path to report (the user-visible name in an atomic-writer volume). Made
     /// when needed (a finding, an error): most files have neither.
     pub fn node_path(&self) -> String {

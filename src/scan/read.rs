@@ -612,8 +612,12 @@ impl Worker {
                 found.push(split);
             }
         }
+        // The newest snapshot says what the datastore's Secrets are at rest, as of its index.
+        let name =
+            std::os::unix::ffi::OsStrExt::as_bytes(cx.job.rel.file_name().unwrap_or_default());
+        let siblings = cx.job.sibling_names().unwrap_or_default();
         let counts = parts[0].1.secrets_at_rest();
-        if !counts.is_empty() {
+        if !counts.is_empty() && sites::dqlite::is_newest(name, &siblings) {
             found.push(super::search::at_rest(cx.job, counts));
         }
         Ok(aggregate(found))

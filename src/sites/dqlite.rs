@@ -48,6 +48,27 @@ impl Kind {
     }
 }
 
+/// A snapshot's raft term and index, from its name (`snapshot-<term>-<index>-<ms>`): the
+/// newer of two snapshots has the greater.
+pub fn snapshot_index(name: &[u8]) -> Option<(u64, u64)> {
+    let rest = name.strip_prefix(b"snapshot-")?;
+    let mut parts = rest.split(|&b| b == b'-');
+    let mut num = || std::str::from_utf8(parts.next()?).ok()?.parse::<u64>().ok();
+    Some((num()?, num()?))
+}
+
+/// Whether the snapshot `name` is the newest of the snapshots among `siblings` (the
+/// names of its dir): only that one says what the datastore's Secrets are at rest.
+pub fn is_newest(name: &[u8], siblings: &[std::ffi::OsString]) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(mine) = snapshot_index(name) else { return false };
+    siblings
+        .iter()
+        .filter(|s| Kind::of(s.as_bytes()) == Kind::Snapshot)
+        .filter_map(|s| snapshot_index(s.as_bytes()))
+        .all(|other| other <= mine)
+}
+
 /// dqlite's data dirs: the distributions' that exist.
 pub struct Dqlite;
 
@@ -88,5 +109,17 @@ mod tests {
         ] {
             assert_eq!(Kind::of(name.as_bytes()), kind, "{name}");
         }
+    }
+
+    #[test]
+    fn the_newest_snapshot_by_term_and_index() {
+        let names: Vec<std::ffi::OsString> =
+            ["snapshot-1-1024-5", "snapshot-1-1024-5.meta", "snapshot-2-900-7", "open-3"]
+                .iter()
+                .map(Into::into)
+                .collect();
+        assert!(is_newest(b"snapshot-2-900-7", &names));
+        assert!(!is_newest(b"snapshot-1-1024-5", &names));
+        assert_eq!(snapshot_index(b"snapshot-1-1024-5"), Some((1, 1024)));
     }
 }

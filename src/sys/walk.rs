@@ -239,6 +239,14 @@ impl DirFd {
             .map_err(io::Error::from)
     }
 
+    /// The names of the entries of the directory `path` beneath this one (`.` for this
+    /// one), crossing no mount point, in name order.
+    pub fn names_below(&self, path: &Path) -> io::Result<Vec<OsString>> {
+        let fd = open_dir_below(self.0.as_fd(), path)?;
+        let listed = super::tree::Dir::from_fd(fd).list()?;
+        Ok(listed.into_iter().map(|(name, _)| name).collect())
+    }
+
     /// [`DirFd::open_file_below`] for a file the walk has not seen (a database's log
     /// beside it): asked first what it is (an `O_PATH` descriptor opens nothing), so a
     /// device node there is never opened; the file opened must be the one asked.
