@@ -848,7 +848,7 @@ impl DqliteNode {
         let api = format!("127.0.0.1:{api}");
         let mut cmd = Command::new("dqlite-demo");
         let daemon = Daemon::spawn(cmd.args(["--api", &api, "--db", &db, "--dir"]).arg(dir), &log);
-        let node = DqliteNode { daemon: daemon, db };
+        let node = DqliteNode { daemon, db };
         node.daemon.wait(&log, || node.sql("SELECT 1;\n").is_ok());
         node
     }
