@@ -560,6 +560,10 @@ enum PagedRoot {
 /// request limit (1.5 MiB by default, `--max-request-bytes`) is no etcd value.
 const MAX_PAGE_RUN: usize = 64 << 20;
 
+/// The largest branch page (with its overflow pages) [`Paged`] reads: a branch of 65535
+/// elements is 1 MiB.
+const MAX_BRANCH_RUN: usize = 1 << 20;
+
 impl<'a> Paged<'a> {
     /// Opens a bbolt file: its page size and current meta, as [`Db::open`] finds them.
     pub fn open(file: &'a dyn Bytes) -> Result<Paged<'a>, Error> {
@@ -583,17 +587,16 @@ impl<'a> Paged<'a> {
                 .ok_or_else(|| err("not a bbolt file: no valid meta page"))?,
         };
         let meta = current_meta(page_size, first, meta_at(page_size as u64))?;
-        let budget = Cell::new(REREADS * (file.size() / ELEMENT as u64) + 1024);
+        // In pages: a walk reads each page once; the budget bounds the walks together.
+        let pages = file.size() / page_size as u64;
+        let budget = Cell::new(REREADS.saturating_mul(pages).saturating_add(64));
         Ok(Paged { file, page_size, meta, budget, stop })
     }
 
-    /// Takes `n` elements from the budget of reads, or says it is spent.
-    fn spend(&self, n: usize) -> Result<(), Error> {
-        spend(&self.budget, n)
-    }
-
-    /// Reads page `id` with its overflow pages, checked to be a page of the tree.
-    fn page(&self, id: u64) -> Result<Vec<u8>, Error> {
+    /// Reads page `id` with its overflow pages, checked to be a page of the tree that
+    /// shares no page with another read by this walk (`seen`), from the budget: a branch
+    /// is at most [`MAX_BRANCH_RUN`] bytes, any page at most [`MAX_PAGE_RUN`].
+    fn page(&self, id: u64, seen: &mut HashSet<u64>) -> Result<Vec<u8>, Error> {
         if (self.stop)() {
             return Err(err("stopped (a deadline or a signal)"));
         }
@@ -610,8 +613,25 @@ impl<'a> Paged<'a> {
         }
         let overflow = u32_at(&header, 12).unwrap_or(0) as usize;
         let len = (overflow + 1).saturating_mul(self.page_size);
-        if len > MAX_PAGE_RUN || start.saturating_add(len as u64) > self.file.size() {
+        let cap = match u16_at(&header, 8) {
+            Some(BRANCH) => MAX_BRANCH_RUN,
+            _ => MAX_PAGE_RUN,
+        };
+        if len > cap || start.saturating_add(len as u64) > self.file.size() {
             return Err(err(format!("page {id} runs past the end of the file")));
+        }
+        // Every page of the run is this walk's once: runs that overlap are a crafted file.
+        let run = id..id + overflow as u64 + 1;
+        if run.clone().any(|p| seen.contains(&p)) {
+            return Err(err(format!("page {id} is reached twice (a loop or shared pages)")));
+        }
+        seen.extend(run);
+        let left = self.budget.get().checked_sub(overflow as u64 + 1);
+        self.budget.set(left.unwrap_or(0));
+        if left.is_none() {
+            return Err(err(format!(
+                "more pages read than {REREADS} times the file's; the rest is not read"
+            )));
         }
         let mut page = vec![0u8; len];
         self.file
@@ -665,29 +685,38 @@ impl<'a> Paged<'a> {
                 if u16_at(page, 8) != Some(LEAF) {
                     return Err(err("an inline bucket is not a leaf page"));
                 }
-                self.spend(usize::from(u16_at(page, 10).unwrap_or(0)))?;
                 return leaf(page, "an inline bucket", &mut |e| f(e));
             }
             PagedRoot::Page(id) => *id,
         };
         let mut seen = HashSet::new();
-        // Depth first, children in order: the stack holds (page, next child) of branches.
-        let mut stack: Vec<(Vec<u8>, u64, usize)> = Vec::new();
+        // Depth first, children in order: the stack holds each branch's children left to
+        // read (ids only, never a page's bytes), the next last.
+        let mut stack: Vec<Vec<u64>> = Vec::new();
         let mut next = Some(id);
         loop {
             if let Some(id) = next.take() {
-                if stack.len() > MAX_DEPTH || !seen.insert(id) {
-                    return Err(err(format!("page {id} is reached twice (a loop)")));
+                if stack.len() > MAX_DEPTH {
+                    return Err(err(format!("page {id} is nested too deep (a loop)")));
                 }
-                let page = self.page(id)?;
-                self.spend(usize::from(u16_at(&page, 10).unwrap_or(0)).max(1))?;
+                let page = self.page(id, &mut seen)?;
                 match u16_at(&page, 8) {
                     Some(LEAF) => {
                         if leaf(&page, &format!("page {id}"), &mut |e| f(e))?.is_break() {
                             return Ok(Flow::Break(()));
                         }
                     }
-                    Some(BRANCH) => stack.push((page, id, 0)),
+                    Some(BRANCH) => {
+                        let count = usize::from(u16_at(&page, 10).unwrap_or(0));
+                        let children: Option<Vec<u64>> = (0..count)
+                            .rev()
+                            .map(|i| u64_at(&page, HEADER + i * ELEMENT + 8))
+                            .collect();
+                        let children = children.ok_or_else(|| {
+                            err(format!("page {id}: its elements run past the page"))
+                        })?;
+                        stack.push(children);
+                    }
                     Some(flags) => {
                         return Err(err(format!(
                             "page {id} is not a branch or leaf (flags {flags:#x})"
@@ -696,18 +725,13 @@ impl<'a> Paged<'a> {
                     None => return Err(err(format!("page {id} is too short"))),
                 }
             }
-            let Some((page, id, i)) = stack.last_mut() else { return Ok(Flow::Continue(())) };
-            let count = usize::from(u16_at(page, 10).unwrap_or(0));
-            if *i >= count {
-                stack.pop();
-                continue;
+            let Some(children) = stack.last_mut() else { return Ok(Flow::Continue(())) };
+            match children.pop() {
+                Some(child) => next = Some(child),
+                None => {
+                    stack.pop();
+                }
             }
-            let e = HEADER + *i * ELEMENT;
-            *i += 1;
-            next =
-                Some(u64_at(page, e + 8).ok_or_else(|| {
-                    err(format!("page {id}: element {} runs past the page", *i - 1))
-                })?);
         }
     }
 }
@@ -1135,6 +1159,19 @@ mod tests {
             .unwrap();
         huge[leaf * 4096 + 12..leaf * 4096 + 16].copy_from_slice(&u32::MAX.to_le_bytes());
         let (_, r) = count(&huge);
+        assert!(r.unwrap_err().to_string().contains("runs past"));
+        // A branch whose run overlaps the pages after it (each page read once per walk),
+        // and one claiming more than a branch can be.
+        let mut overlapping = good.clone();
+        let second = u64_at(&good, at + HEADER + ELEMENT + 8).unwrap();
+        let (lo, hi) = (first.min(second) as usize, first.max(second) as usize);
+        let run = (hi - lo) as u32;
+        overlapping[lo * 4096 + 12..lo * 4096 + 16].copy_from_slice(&run.to_le_bytes());
+        let (_, r) = count(&overlapping);
+        assert!(r.unwrap_err().to_string().contains("reached twice"));
+        let mut wide = good.clone();
+        wide[at + 12..at + 16].copy_from_slice(&300u32.to_le_bytes());
+        let (_, r) = count(&wide);
         assert!(r.unwrap_err().to_string().contains("runs past"));
     }
 

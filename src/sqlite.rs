@@ -57,6 +57,8 @@ const TABLE_INTERIOR: u8 = 0x05;
 const TABLE_LEAF: u8 = 0x0d;
 /// SQLite's own limit on a b-tree's depth is 20; past this a tree is a loop.
 const MAX_DEPTH: usize = 40;
+/// The most columns of a record read ([`columns`]).
+pub const MAX_COLUMNS: usize = 64;
 /// The largest record reassembled (kine's values are at most etcd's 1.5 MiB request
 /// limit, twice with the old value); the rest of a larger one is not read.
 pub const MAX_RECORD: usize = 64 << 20;
@@ -297,7 +299,8 @@ pub fn columns(payload: &[u8]) -> Result<Vec<(Value<'_>, Range<usize>)>, Error> 
     }
     let mut out = Vec::new();
     let (mut at, mut body) = (n, header_len);
-    while at < header_len {
+    // A table of kine's has 9 columns; a header claiming millions is read that far only.
+    while at < header_len && out.len() < MAX_COLUMNS {
         let (serial, n) = varint(payload, at).ok_or_else(|| err("serial type cut short"))?;
         at += n;
         let len = match serial {

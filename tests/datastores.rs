@@ -1039,6 +1039,10 @@ fn dqlite_where_microk8s_keeps_it() {
             .any(|(s, k, st, _)| s == "shop/rotated" && k == "snapshot" && st == "old-revision"),
         "{seen:?}"
     );
+    // The older snapshot's rows are the datastore's no longer.
+    for f in matches.iter().filter(|f| f.path.contains("/snapshot-1-512-")) {
+        assert_eq!(f.raw["record"]["state"], "superseded", "{}", f.raw);
+    }
     assert!(
         seen.iter().any(|(s, k, st, _)| s == "shop/gone" && k == "snapshot" && st == "deleted"),
         "{seen:?}"

@@ -612,13 +612,23 @@ impl Worker {
                 found.push(split);
             }
         }
-        // The newest snapshot says what the datastore's Secrets are at rest, as of its index.
+        // The newest complete snapshot says what the datastore's Secrets are at rest, as of
+        // its index; an older one's rows are the datastore's no longer.
         let name =
             std::os::unix::ffi::OsStrExt::as_bytes(cx.job.rel.file_name().unwrap_or_default());
-        let siblings = cx.job.sibling_names().unwrap_or_default();
+        let newest = match cx.job.sibling_names() {
+            Ok(siblings) => sites::dqlite::is_newest(name, &siblings),
+            Err(e) => {
+                self.file_errors.push(format!("its dir could not be listed: {}", io_message(&e)));
+                false
+            }
+        };
         let counts = parts[0].1.secrets_at_rest();
-        if !counts.is_empty() && sites::dqlite::is_newest(name, &siblings) {
+        if !counts.is_empty() && newest {
             found.push(super::search::at_rest(cx.job, counts));
+        }
+        if !newest {
+            found.iter_mut().for_each(sites::kine::superseded);
         }
         Ok(aggregate(found))
     }
@@ -635,12 +645,13 @@ impl Worker {
     ) -> Result<(u64, Vec<Finding>), String> {
         let (n, mut found) = self.scan_bytes(f, size, sparse, cx, &mut |_| {})?;
         let stop = self.stop_check();
-        if stop() {
-            return Ok((n, found));
-        }
         if let Some((counts, errors)) = sites::etcd::secrets_at_rest(f, &stop) {
             self.file_errors.extend(errors);
-            found.push(super::search::at_rest(cx.job, counts));
+            // A walk the deadline cut says so, as a stream it cut does.
+            self.late(n);
+            if !counts.is_empty() {
+                found.push(super::search::at_rest(cx.job, counts));
+            }
         }
         Ok((n, found))
     }

@@ -57,14 +57,19 @@ pub fn snapshot_index(name: &[u8]) -> Option<(u64, u64)> {
     Some((num()?, num()?))
 }
 
-/// Whether the snapshot `name` is the newest of the snapshots among `siblings` (the
-/// names of its dir): only that one says what the datastore's Secrets are at rest.
+/// Whether the snapshot `name` is the newest complete one among `siblings` (the names of
+/// its dir; raft writes a snapshot's `.meta` last, and one without it is incomplete): only
+/// that one says what the datastore's Secrets are at rest.
 pub fn is_newest(name: &[u8], siblings: &[std::ffi::OsString]) -> bool {
     use std::os::unix::ffi::OsStrExt;
-    let Some(mine) = snapshot_index(name) else { return false };
+    let complete = |n: &[u8]| {
+        let meta = [n, b".meta"].concat();
+        siblings.iter().any(|s| s.as_bytes() == meta.as_slice())
+    };
+    let Some(mine) = snapshot_index(name).filter(|_| complete(name)) else { return false };
     siblings
         .iter()
-        .filter(|s| Kind::of(s.as_bytes()) == Kind::Snapshot)
+        .filter(|s| Kind::of(s.as_bytes()) == Kind::Snapshot && complete(s.as_bytes()))
         .filter_map(|s| snapshot_index(s.as_bytes()))
         .all(|other| other <= mine)
 }
@@ -113,13 +118,21 @@ mod tests {
 
     #[test]
     fn the_newest_snapshot_by_term_and_index() {
-        let names: Vec<std::ffi::OsString> =
-            ["snapshot-1-1024-5", "snapshot-1-1024-5.meta", "snapshot-2-900-7", "open-3"]
-                .iter()
-                .map(Into::into)
-                .collect();
+        let names: Vec<std::ffi::OsString> = [
+            "snapshot-1-1024-5",
+            "snapshot-1-1024-5.meta",
+            "snapshot-2-900-7",
+            "snapshot-2-900-7.meta",
+            "snapshot-3-1-9",
+            "open-3",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
         assert!(is_newest(b"snapshot-2-900-7", &names));
         assert!(!is_newest(b"snapshot-1-1024-5", &names));
+        // One without its .meta is incomplete: neither newest nor in the way.
+        assert!(!is_newest(b"snapshot-3-1-9", &names));
         assert_eq!(snapshot_index(b"snapshot-1-1024-5"), Some((1, 1024)));
     }
 }

@@ -31,8 +31,8 @@ struct KeyValue {
 
 /// How many Secrets the etcd database (a bbolt file: `member/snap/db`, or a snapshot)
 /// serves in plaintext and encrypted: each Secret key's newest revision, unless it is a
-/// deletion, by its value's prefix; and what could not be read. `None` when the file is
-/// not a bbolt file of etcd's (a log, a raft snapshot) or holds no Secret.
+/// deletion, by its value's prefix (empty when it holds none); and what could not be read.
+/// `None` when the file is not a bbolt file of etcd's (a log, a raft snapshot).
 /// `stop` is asked before each page read.
 pub fn secrets_at_rest(
     file: &dyn Bytes,
@@ -71,7 +71,7 @@ pub fn secrets_at_rest(
     for (key, encrypted) in &newest {
         counts.add_key(&String::from_utf8_lossy(key), *encrypted);
     }
-    (!counts.is_empty()).then_some((counts, errors))
+    Some((counts, errors))
 }
 
 /// etcd's data dirs: `--etcd-dir`, else kubeadm's and the distributions' that exist.

@@ -293,8 +293,10 @@ impl Index {
                     None => return Flow::Break(()),
                 },
             };
-            // The row's entries, when a span or a split match refers to them.
-            if full && found.is_empty() {
+            // The row's entries, when a span or a split match refers to them: none for a row
+            // with no bytes in this file (the other file's index has it).
+            let here = r.pieces.iter().any(|p| p.which == index.which);
+            if (full || !here) && found.is_empty() {
                 return Flow::Continue(());
             }
             for column in COLUMN_ENTRIES {
@@ -442,6 +444,15 @@ fn older(db: &Db<'_>, which: Which, at: u64) -> RecordState {
     match (which, db.frame_at(at)) {
         (Which::Wal, Some(sqlite::FrameState::Uncommitted)) => RecordState::Uncommitted,
         _ => RecordState::Superseded,
+    }
+}
+
+/// Marks `f`, a match in a row of a copy of the datastore that is no longer its state (a
+/// dqlite snapshot older than the newest), as in an older copy: its key and revision stay.
+pub fn superseded(f: &mut Finding) {
+    if let Some(record) = f.record.take() {
+        let (key, revision) = (record.key, record.revision);
+        set_state(f, DbRecord { key, revision, state: RecordState::Superseded });
     }
 }
 

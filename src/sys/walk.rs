@@ -252,11 +252,21 @@ impl DirFd {
     /// device node there is never opened; the file opened must be the one asked.
     pub fn open_regular_below(&self, path: &Path) -> io::Result<File> {
         let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let asked = stat::fstat(&open_below(self.0.as_fd(), path, flags)?)?;
+        let checked = open_below(self.0.as_fd(), path, flags)?;
+        let asked = stat::fstat(&checked)?;
         if SFlag::from_bits_truncate(asked.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
             return Err(io::Error::other("not a regular file"));
         }
-        let file = self.open_file_below(path)?;
+        // The very inode checked, reopened for reading through its descriptor's link in
+        // /proc (nothing swapped in meanwhile is opened); by name where /proc is not there.
+        let read = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let link = format!("/proc/self/fd/{}", checked.as_raw_fd());
+        let reopened = without_atime(|f| fcntl::open(link.as_str(), f, stat::Mode::empty()), read);
+        let file = match reopened {
+            Ok(fd) => File::from(fd),
+            Err(Errno::ENOENT) => self.open_file_below(path)?,
+            Err(e) => return Err(e.into()),
+        };
         let opened = stat::fstat(&file)?;
         if (asked.st_dev, asked.st_ino) != (opened.st_dev, opened.st_ino) {
             return Err(io::Error::other("replaced while opened; not read"));
