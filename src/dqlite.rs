@@ -275,22 +275,30 @@ pub fn is_lz4(file: &dyn Bytes) -> bool {
     read(file, 0, 4).is_ok_and(|b| b == LZ4_MAGIC)
 }
 
+/// The bytes of `file` read in order with `pread` (its offset left alone).
+struct Reader<'a> {
+    file: &'a dyn Bytes,
+    at: u64,
+}
+
+impl Read for Reader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = (self.file.size().saturating_sub(self.at)).min(buf.len() as u64) as usize;
+        self.file.read_at(self.at, &mut buf[..n])?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+/// The inflated bytes of the LZ4 frame `file` holds, as they inflate.
+pub fn inflating(file: &dyn Bytes) -> impl Read + '_ {
+    lz4_flex::frame::FrameDecoder::new(Reader { file, at: 0 })
+}
+
 /// Inflates the LZ4 frame `file` holds, at most `cap` bytes of it: the bytes, and whether
 /// they are all of it (a larger or damaged frame gives what inflated before).
 pub fn inflate(file: &dyn Bytes, cap: u64) -> (Vec<u8>, Result<(), Error>) {
-    struct Reader<'a> {
-        file: &'a dyn Bytes,
-        at: u64,
-    }
-    impl Read for Reader<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let n = (self.file.size().saturating_sub(self.at)).min(buf.len() as u64) as usize;
-            self.file.read_at(self.at, &mut buf[..n])?;
-            self.at += n as u64;
-            Ok(n)
-        }
-    }
-    let mut decoder = lz4_flex::frame::FrameDecoder::new(Reader { file, at: 0 });
+    let mut decoder = inflating(file);
     // Grown by doubling, never past the cap (`read_to_end` would double past it).
     let cap = usize::try_from(cap).unwrap_or(usize::MAX);
     let mut out: Vec<u8> = Vec::new();

@@ -1064,7 +1064,8 @@ fn dqlite_where_microk8s_keeps_it() {
 }
 
 /// dqlite's files are read in bounded memory and time whatever they say: a snapshot that
-/// inflates to 1 GiB (inflated to the cap, with an error), a segment whose batch claims
+/// inflates to 256 MiB (more than is held: searched as it inflates, its value at the end
+/// found, with an error saying its rows were not read), a segment whose batch claims
 /// 2^60 entries, one whose frames claim more pages than it holds, and segments of junk.
 /// Each is scanned to the end with a clear `errors` entry, never a panic.
 #[test]
@@ -1073,11 +1074,11 @@ fn hostile_dqlite_files_are_bounded() {
     let tree = NodeTree::new();
     std::fs::create_dir_all(tree.host("/var/snap/microk8s/common")).unwrap();
     let backend = "/var/snap/microk8s/current/var/kubernetes/backend";
-    // An LZ4 bomb: 1 GiB of zeros, then a value.
+    // An LZ4 bomb: 256 MiB of zeros, then a value.
     let value = fake_secret_len(7700, 40);
     let mut bomb = lz4_flex::frame::FrameEncoder::new(Vec::new());
     let zeros = vec![0u8; 1 << 20];
-    for _ in 0..1024 {
+    for _ in 0..256 {
         bomb.write_all(&zeros).unwrap();
     }
     bomb.write_all(&value).unwrap();
@@ -1099,6 +1100,9 @@ fn hostile_dqlite_files_are_bounded() {
     let errors = out.json()["errors"].to_string();
     assert!(errors.contains("inflates to more than"), "{errors}");
     assert!(errors.contains("claims"), "{errors}");
+    let at_end =
+        out.findings().into_iter().any(|f| f.secret == "shop/bomb" && f.offset == 256 << 20);
+    assert!(at_end, "the value past what is held, found as it inflates: {}", out.stdout_str());
     let rss = out.peak_rss_kb.expect("peak RSS measured");
     assert!(rss < 160 * 1024, "peak RSS {rss} KiB");
 }

@@ -250,6 +250,42 @@ impl Source for LogContent<'_> {
     }
 }
 
+/// The bytes a reader gives as they come (an LZ4 snapshot, inflated), at most `cap`.
+struct Inflated<R> {
+    r: R,
+    /// Offset of the next byte in the inflated stream.
+    pos: u64,
+    cap: u64,
+    chunk: usize,
+}
+
+impl<R: Read> Source for Inflated<R> {
+    fn next(&mut self, out: &mut [u8], errors: &mut Vec<String>) -> io::Result<Piece> {
+        if self.pos >= self.cap {
+            errors.push(format!("inflates to more than {} bytes; the rest not read", self.cap));
+            return Ok(Piece::End);
+        }
+        let want = self.chunk.min(usize::try_from(self.cap - self.pos).unwrap_or(usize::MAX));
+        let n = match read_full(&mut self.r, &mut out[..want]) {
+            Ok(n) => n,
+            Err(_) => {
+                errors.push(format!("damaged after {} inflated bytes", self.pos));
+                return Ok(Piece::End);
+            }
+        };
+        if n == 0 {
+            return Ok(Piece::End);
+        }
+        let at = self.pos;
+        self.pos += n as u64;
+        Ok(Piece::Data { at, n, last: false })
+    }
+
+    fn reached(&self) -> u64 {
+        self.pos
+    }
+}
+
 /// Lists, in `errors`, that `f` is now shorter than the `size` it had when opened (it
 /// was truncated while read): its end could not be read.
 fn note_shrunk(f: &File, size: u64, errors: &mut Vec<String>) {
@@ -481,9 +517,10 @@ impl Worker {
 
     /// Reads a file of dqlite's data dir ([`Reading::Dqlite`]): a segment of the raft log
     /// as the pages its transactions wrote to kine's database, a snapshot as the databases
-    /// it holds (inflated in memory, at most [`sites::dqlite::MAX_SNAPSHOT`], when
-    /// LZ4-compressed: offsets are then in the inflated bytes), each match attributed to
-    /// its row; any other file streamed as it is.
+    /// it holds (when LZ4-compressed, inflated in memory up to
+    /// [`sites::dqlite::MAX_SNAPSHOT`], offsets then in the inflated bytes; a larger one is
+    /// searched as it inflates, its rows not read), each match attributed to its row; any
+    /// other file streamed as it is.
     fn scan_dqlite(
         &mut self,
         f: &File,
@@ -493,7 +530,7 @@ impl Worker {
     ) -> Result<(u64, Vec<Finding>), String> {
         use crate::dqlite;
         use crate::sqlite::{Db, Which};
-        use sites::dqlite::{Kind, DATABASE, MAX_SNAPSHOT};
+        use sites::dqlite::{Kind, DATABASE, MAX_INFLATED, MAX_SNAPSHOT};
         let name = cx.job.rel.file_name().unwrap_or_default();
         let stop = self.stop_check();
         match Kind::of(std::os::unix::ffi::OsStrExt::as_bytes(name)) {
@@ -533,6 +570,16 @@ impl Worker {
                 let (data, whole) = dqlite::inflate(f, MAX_SNAPSHOT);
                 if let Err(e) = whole {
                     self.file_errors.push(e.to_string());
+                }
+                if data.len() as u64 >= MAX_SNAPSHOT {
+                    // Too large to hold: its rows are not read, its bytes are searched as
+                    // they inflate.
+                    drop(data);
+                    let r = dqlite::inflating(f);
+                    let mut src = Inflated { r, pos: 0, cap: MAX_INFLATED, chunk: self.chunk };
+                    let found =
+                        self.stream(&mut src, cx, &mut |_| {}).map_err(|e| io_message(&e))?;
+                    return Ok((size, aggregate(found)));
                 }
                 let found = self.scan_snapshot(&data.as_slice(), cx, &stop, &mut |s, refine| {
                     let mut raw = Vec::new();

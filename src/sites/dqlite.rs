@@ -16,6 +16,10 @@ pub const DATABASE: &str = "k8s";
 /// keeps two snapshots): the rest of a larger one is not read, and the errors say so.
 pub const MAX_SNAPSHOT: u64 = 64 << 20;
 
+/// The most of a larger snapshot searched as it inflates (etcd's largest quota, 8 GiB, is
+/// kine's too): what lies past it is an `errors` entry.
+pub const MAX_INFLATED: u64 = 8 << 30;
+
 /// What a file of the data dir is, by its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
