@@ -37,9 +37,11 @@
 //! the work is linear in the file's size whatever its header or pointers claim (cycles in
 //! trees and chains, absurd counts), and memory is a page plus the record being read.
 //! Cells a page's pointers make overlap are read once; a page that cannot be read loses
-//! its subtree, not the table ([`Db::read_whole`] says so); an older record's overflow
-//! chain stops at a page the current database uses (those bytes are another record's
-//! now); a caller's `stop` ([`Db::open_until`]) is asked before every page read.
+//! its subtree, not the table ([`Db::read_whole`] says so); a record read from a log frame
+//! reads its overflow pages as they were then (its transaction's frames or earlier ones,
+//! else the main file's), and an older record's chain stops at a page image the current
+//! database uses (those bytes are another record's now); a caller's `stop`
+//! ([`Db::open_until`]) is asked before every page read.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -225,17 +227,21 @@ pub struct Db<'a> {
     /// The pages the current database's tables use (their trees and overflow chains, as
     /// far as walked): an older record's overflow chain does not run into them.
     used: RefCell<HashSet<u32>>,
-    /// Set for a database of page images only ([`Db::of_images`]): the frames of each
-    /// page in order, the last frame of each frame's transaction, and the transaction a
-    /// record is read as of (its overflow pages are those images of that time).
-    images: Option<Images>,
+    /// The log's transactions: what an older record's overflow pages were when it was
+    /// written.
+    history: History,
 }
 
-/// The transactions of a database of page images only ([`Db::of_images`]).
-struct Images {
-    history: HashMap<u32, Vec<usize>>,
+/// The frames of each page in order, the last frame of each frame's transaction, and the
+/// frame a record in a log frame is read as of (its overflow pages are the images of that
+/// time: its transaction's, or earlier, else the main file's).
+#[derive(Default)]
+struct History {
+    frames: HashMap<u32, Vec<usize>>,
     txn_end: Vec<usize>,
     as_of: Cell<Option<usize>>,
+    /// A database of page images only ([`Db::of_images`]): no main file behind the log.
+    log_only: bool,
 }
 
 /// No bytes: the main file of a database of page images only.
@@ -387,7 +393,7 @@ impl<'a> Db<'a> {
             stop,
             whole: Cell::new(true),
             used: RefCell::new(HashSet::new()),
-            images: None,
+            history: History::default(),
         };
         if let Some(wal) = wal {
             db.read_wal(wal);
@@ -420,6 +426,7 @@ impl<'a> Db<'a> {
                 txn_end.push(end.saturating_sub(1));
             }
         }
+        let history = History { frames: history, txn_end, as_of: Cell::new(None), log_only: true };
         let pages = frames.iter().map(|f| f.page).max().unwrap_or(0);
         let images = frames.len() as u64;
         Db {
@@ -435,19 +442,21 @@ impl<'a> Db<'a> {
             stop,
             whole: Cell::new(true),
             used: RefCell::new(HashSet::new()),
-            images: Some(Images { history, txn_end, as_of: Cell::new(None) }),
+            history,
         }
     }
 
     /// Whether it is a database of page images only ([`Db::of_images`]).
     pub fn is_images(&self) -> bool {
-        self.images.is_some()
+        self.history.log_only
     }
 
     /// Calls `visit` with every record of every table leaf image of a database of page
     /// images only ([`Db::of_images`]), as of its transaction.
     pub fn image_records(&self, mut visit: impl FnMut(&Record) -> Flow) {
-        let Some(images) = &self.images else { return };
+        if !self.history.log_only {
+            return;
+        }
         let mut buf = Vec::new();
         for (i, f) in self.frames.iter().enumerate() {
             let loc = Loc { which: Which::Wal, at: f.at };
@@ -460,9 +469,7 @@ impl<'a> Db<'a> {
             if buf.get(head) != Some(&TABLE_LEAF) {
                 continue;
             }
-            images.as_of.set(Some(images.txn_end[i]));
-            let flow = self.leaf(&buf, loc, head, None, Version::Older, &mut visit);
-            images.as_of.set(None);
+            let flow = self.leaf_as_of(i, &buf, loc, head, Version::Older, &mut visit);
             match flow {
                 Ok(Flow::Break(())) => return,
                 Ok(Flow::Continue(())) => {}
@@ -502,6 +509,7 @@ impl<'a> Db<'a> {
         let salts = (be32(&head, 16), be32(&head, 20));
         let mut sum = wal_checksum(magic & 1 == 1, &head[..24], (0, 0));
         let (mut valid, mut committed, mut db_pages) = (header_ok, 0usize, None);
+        let mut commits = HashSet::new();
         let mut page = vec![0u8; self.page_size];
         let mut fh = [0u8; FRAME_HEADER as usize];
         for i in 0..count {
@@ -527,6 +535,9 @@ impl<'a> Db<'a> {
             let state = if valid { FrameState::Uncommitted } else { FrameState::Unused };
             self.frames.push(Frame { page: number, at: at + FRAME_HEADER, state });
             let size = be32(&fh, 4).unwrap_or(0);
+            if size > 0 {
+                commits.insert(self.frames.len() - 1);
+            }
             if valid && size > 0 {
                 committed = self.frames.len();
                 db_pages = Some(size);
@@ -535,6 +546,18 @@ impl<'a> Db<'a> {
         for (i, f) in self.frames[..committed].iter_mut().enumerate() {
             f.state = FrameState::Committed;
             self.newest.insert(f.page, i);
+        }
+        // Each frame's transaction ends at the next commit frame (or the log's end).
+        let mut end = self.frames.len().saturating_sub(1);
+        self.history.txn_end = vec![0; self.frames.len()];
+        for i in (0..self.frames.len()).rev() {
+            if commits.contains(&i) {
+                end = i;
+            }
+            self.history.txn_end[i] = end;
+        }
+        for (i, f) in self.frames.iter().enumerate() {
+            self.history.frames.entry(f.page).or_default().push(i);
         }
         if let Some(n) = db_pages {
             self.pages = n;
@@ -608,14 +631,48 @@ impl<'a> Db<'a> {
         }
     }
 
-    /// The image of page `n` in the current database.
+    /// The records of the leaf image of frame `i` (in `buf`), read as of its transaction.
+    fn leaf_as_of(
+        &self,
+        i: usize,
+        buf: &[u8],
+        loc: Loc,
+        head: usize,
+        version: Version,
+        visit: &mut dyn FnMut(&Record) -> Flow,
+    ) -> Result<Flow, Error> {
+        let end = self.history.txn_end.get(i).copied().unwrap_or(i);
+        self.history.as_of.set(Some(end));
+        let flow = self.leaf(buf, loc, head, None, version, visit);
+        self.history.as_of.set(None);
+        flow
+    }
+
+    /// Whether `loc` is the image of page `n` in the current database.
+    fn is_current_image(&self, n: u32, loc: Loc) -> bool {
+        self.current_image(n).is_ok_and(|c| c == loc)
+    }
+
+    /// The image of page `n` in the current database; for a record read as of a frame of
+    /// the log, its image then (the newest frame of it in that transaction or before, else
+    /// the main file's).
     fn current(&self, n: u32) -> Result<Loc, Error> {
-        if let Some(limit) = self.images.as_ref().and_then(|i| i.as_of.get()) {
-            let list = self.images.as_ref().and_then(|i| i.history.get(&n));
-            let i = list.and_then(|l| l[..l.partition_point(|&i| i <= limit)].last());
-            let i = i.ok_or_else(|| err(format!("page {n} is in no transaction of the log")))?;
-            return Ok(Loc { which: Which::Wal, at: self.frames[*i].at });
+        if let Some(limit) = self.history.as_of.get() {
+            let list = self.history.frames.get(&n);
+            if let Some(&i) = list.and_then(|l| l[..l.partition_point(|&i| i <= limit)].last()) {
+                return Ok(Loc { which: Which::Wal, at: self.frames[i].at });
+            }
+            let at = u64::from(n.saturating_sub(1)) * self.page_size as u64;
+            if self.history.log_only || n == 0 || at + self.page_size as u64 > self.main.size() {
+                return Err(err(format!("page {n} is in no transaction of the log")));
+            }
+            return Ok(Loc { which: Which::Main, at });
         }
+        self.current_image(n)
+    }
+
+    /// The image of page `n` in the current database.
+    fn current_image(&self, n: u32) -> Result<Loc, Error> {
         if n == 0 || n > self.pages {
             return Err(err(format!("page {n} is past the database's {} pages", self.pages)));
         }
@@ -728,12 +785,16 @@ impl<'a> Db<'a> {
             if buf[0] != TABLE_LEAF {
                 continue;
             }
-            let flow = self.leaf(&buf, loc, 0, None, version, &mut |r| {
+            let mut unseen = |r: &Record| {
                 if seen.contains(&(r.rowid, fnv(&r.payload))) {
                     return Flow::Continue(());
                 }
                 visit(r)
-            });
+            };
+            let flow = match (loc.which, self.frame_index(loc.at)) {
+                (Which::Wal, Some(i)) => self.leaf_as_of(i, &buf, loc, 0, version, &mut unseen),
+                _ => self.leaf(&buf, loc, 0, None, version, &mut unseen),
+            };
             match flow {
                 Ok(Flow::Break(())) => return,
                 Ok(Flow::Continue(())) => {}
@@ -950,13 +1011,13 @@ impl<'a> Db<'a> {
             if next == 0 || !seen.insert(next) {
                 return false;
             }
-            if !current && self.used.borrow().contains(&next) {
-                return false;
-            }
             let loc = match self.current(next) {
                 Ok(loc) => loc,
                 Err(_) => return false,
             };
+            if !current && self.is_current_image(next, loc) && self.used.borrow().contains(&next) {
+                return false;
+            }
             if let Err(e) = self.image(loc, &mut buf) {
                 self.keep(e);
                 return false;

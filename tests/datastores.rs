@@ -480,47 +480,66 @@ fn attributed(out: &Out) -> BTreeSet<(String, String, String)> {
         .collect()
 }
 
-/// A row deleted and another written in its place reuse its overflow pages: the page the
-/// log rewrote still holds the deleted row's cell, pointing at pages that now hold the new
-/// row. The new row's values there are the new row's, current, never the old row's.
-#[test]
-fn an_older_image_never_claims_pages_reused_since() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut k = Kine::new(true);
-    let mut secrets = Vec::new();
-    // Rows of two pages each: a password past the first 4 KiB lies whole in an overflow page.
-    let mut stored = |name: &str, seed: u64| {
-        let password = fake_secret_len(seed, 48);
-        let data = [("ca.crt", filler(seed, 5000)), ("password", password.clone())];
-        let data: Vec<(&str, &[u8])> = data.iter().map(|(k, v)| (*k, &v[..])).collect();
-        secrets.push(Secret::opaque("shop", name, &[("password", password)]));
-        stored_secret("shop", name, &data)
-    };
-    for i in 0..60 {
-        let v = stored(&format!("old-{i}"), 7100 + i);
-        k.create(&key("shop", &format!("old-{i}")), &v);
-    }
-    k.sql("PRAGMA wal_checkpoint(TRUNCATE);");
-    // Compaction removes the old rows; new Secrets take their pages, in the log only.
-    k.sql("BEGIN;");
-    k.sql("DELETE FROM kine WHERE name LIKE '/registry/secrets/shop/old-%';");
-    for i in 0..60 {
-        let v = stored(&format!("new-{i}"), 7200 + i);
-        k.create(&key("shop", &format!("new-{i}")), &v);
-    }
-    k.sql("COMMIT;");
-    run_sqlite(dir.path(), &mut k);
-    let tree = node_with(dir.path(), "/var/lib/rancher/k3s/server/db");
-    let file = tree.secrets_file("secrets.json", &secrets);
+/// The database `k` makes in `dir`, at k3s's place: scanned for `secrets`, each match's
+/// (secret, key, state).
+fn scan_made(dir: &Path, k: &mut Kine, secrets: &[Secret]) -> BTreeSet<(String, String, String)> {
+    run_sqlite(dir, k);
+    let tree = node_with(dir, "/var/lib/rancher/k3s/server/db");
+    let file = tree.secrets_file("secrets.json", secrets);
     let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
     out.assert_code(1);
-    let seen = attributed(&out);
-    for i in 0..60 {
-        let secret = format!("shop/new-{i}");
-        let want = (secret.clone(), key("shop", &format!("new-{i}")), "current".to_owned());
-        assert!(seen.contains(&want), "{want:?} in {seen:?}");
-        let wrong = seen.iter().filter(|(s, k, _)| *s == secret && !k.ends_with(&secret));
-        assert_eq!(wrong.count(), 0, "{secret} claimed by another row: {seen:?}");
+    attributed(&out)
+}
+
+/// Rows deleted and others written in their place reuse their overflow pages: the page
+/// the log rewrote still holds a deleted row's cell, pointing at pages that now hold a new
+/// row. The new rows' values are theirs, current, never an old row's. And where the old
+/// rows were written in the log too (no checkpoint between), an old row's overflow pages
+/// are read as they were when it was written (its transaction's frames): its value is
+/// found as its own, superseded.
+#[test]
+fn an_older_image_never_claims_pages_reused_since() {
+    for checkpoint in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut k = Kine::new(true);
+        let mut secrets = Vec::new();
+        // Rows of two pages each: a password past the first 4 KiB lies whole in an
+        // overflow page.
+        let mut stored = |name: &str, seed: u64| {
+            let password = fake_secret_len(seed, 48);
+            let data = [("ca.crt", filler(seed, 5000)), ("password", password.clone())];
+            let data: Vec<(&str, &[u8])> = data.iter().map(|(k, v)| (*k, &v[..])).collect();
+            secrets.push(Secret::opaque("shop", name, &[("password", password)]));
+            stored_secret("shop", name, &data)
+        };
+        for i in 0..60 {
+            let v = stored(&format!("old-{i}"), 7100 + i);
+            k.create(&key("shop", &format!("old-{i}")), &v);
+        }
+        if checkpoint {
+            k.sql("PRAGMA wal_checkpoint(TRUNCATE);");
+        }
+        // Compaction removes the old rows; new Secrets take their pages, in the log.
+        k.sql("BEGIN;");
+        k.sql("DELETE FROM kine WHERE name LIKE '/registry/secrets/shop/old-%';");
+        for i in 0..60 {
+            let v = stored(&format!("new-{i}"), 7200 + i);
+            k.create(&key("shop", &format!("new-{i}")), &v);
+        }
+        k.sql("COMMIT;");
+        let seen = scan_made(dir.path(), &mut k, &secrets);
+        for s in &secrets {
+            let own = key("shop", &s.name);
+            let wrong = seen.iter().filter(|(x, k, _)| *x == s.id() && *k != "-" && *k != own);
+            assert_eq!(wrong.count(), 0, "{} claimed by another row: {seen:?}", s.id());
+            let state = match s.name.starts_with("old-") {
+                true if checkpoint => continue,
+                true => "superseded",
+                false => "current",
+            };
+            let want = (s.id(), own, state.to_owned());
+            assert!(seen.contains(&want), "checkpoint {checkpoint}: {want:?} in {seen:?}");
+        }
     }
 }
 
@@ -648,12 +667,7 @@ fn frames_past_a_shrunk_database_are_older_images() {
     }
     k.sql("DELETE FROM kine;");
     k.sql("VACUUM;");
-    run_sqlite(dir.path(), &mut k);
-    let tree = node_with(dir.path(), "/var/lib/rancher/k3s/server/db");
-    let file = tree.secrets_file("secrets.json", &secrets);
-    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
-    out.assert_code(1);
-    let seen = attributed(&out);
+    let seen = scan_made(dir.path(), &mut k, &secrets);
     let late: Vec<_> = seen.iter().filter(|(s, ..)| s.ends_with("gone-39")).collect();
     assert!(!late.is_empty(), "{seen:?}");
     for (secret, _, state) in &seen {
