@@ -532,6 +532,10 @@ fn leaf<'a>(page: &'a [u8], what: &str, f: &mut Visit<'_, 'a>) -> Result<Flow, E
     Ok(Flow::Continue(()))
 }
 
+/// What [`Paged::each_at`] calls with each plain entry: its key, its value and the
+/// value's file offset (none in an inline bucket).
+pub type Located<'f> = dyn FnMut(&[u8], &[u8], Option<u64>) -> Flow + 'f;
+
 /// A bbolt file read page by page with `pread` (etcd's `member/snap/db` and its
 /// snapshots, up to etcd's 8 GiB quota): a walk holds one page (with its overflow pages)
 /// at a time, never the file. The same format, checks and read budget as [`Db`], which
@@ -648,10 +652,15 @@ impl<'a> Paged<'a> {
         path: &[&[u8]],
         f: &mut dyn FnMut(&[u8], &[u8]) -> Flow,
     ) -> Result<bool, Error> {
+        self.each_at(path, &mut |key, value, _| f(key, value))
+    }
+
+    /// [`Paged::each`], with the file offset of each value (none in an inline bucket).
+    pub fn each_at(&self, path: &[&[u8]], f: &mut Located<'_>) -> Result<bool, Error> {
         let mut root = PagedRoot::Page(self.meta.root);
         for name in path {
             let mut found = None;
-            let _: Flow = self.walk(&root, &mut |(flags, key, value)| {
+            let _: Flow = self.walk(&root, &mut |(flags, key, value), _| {
                 if key != *name || flags & BUCKET_FLAG == 0 {
                     return Flow::Continue(());
                 }
@@ -667,25 +676,27 @@ impl<'a> Paged<'a> {
                 None => return Ok(false),
             }
         }
-        let _: Flow = self.walk(&root, &mut |(flags, key, value)| match flags & BUCKET_FLAG {
-            0 => f(key, value),
-            _ => Flow::Continue(()),
-        })?;
+        let _: Flow =
+            self.walk(&root, &mut |(flags, key, value), at| match flags & BUCKET_FLAG {
+                0 => f(key, value, at),
+                _ => Flow::Continue(()),
+            })?;
         Ok(true)
     }
 
-    /// Calls `f` with the leaf elements of the bucket at `root`, in order, until it breaks.
+    /// Calls `f` with the leaf elements of the bucket at `root`, in order, and the file
+    /// offset of each value, until it breaks.
     fn walk(
         &self,
         root: &PagedRoot,
-        f: &mut dyn FnMut(Element<'_>) -> Flow,
+        f: &mut dyn FnMut(Element<'_>, Option<u64>) -> Flow,
     ) -> Result<Flow, Error> {
         let id = match root {
             PagedRoot::Inline(page) => {
                 if u16_at(page, 8) != Some(LEAF) {
                     return Err(err("an inline bucket is not a leaf page"));
                 }
-                return leaf(page, "an inline bucket", &mut |e| f(e));
+                return leaf(page, "an inline bucket", &mut |e| f(e, None));
             }
             PagedRoot::Page(id) => *id,
         };
@@ -702,7 +713,11 @@ impl<'a> Paged<'a> {
                 let page = self.page(id, &mut seen)?;
                 match u16_at(&page, 8) {
                     Some(LEAF) => {
-                        if leaf(&page, &format!("page {id}"), &mut |e| f(e))?.is_break() {
+                        let start = id * self.page_size as u64;
+                        let base = page.as_ptr() as usize;
+                        let at = |v: &[u8]| start + (v.as_ptr() as usize - base) as u64;
+                        let flow = leaf(&page, &format!("page {id}"), &mut |e| f(e, Some(at(e.2))));
+                        if flow?.is_break() {
                             return Ok(Flow::Break(()));
                         }
                     }

@@ -168,7 +168,9 @@ pub fn bbolt(data: &[u8]) {
     // Podman's state database, read as the scan reads it.
     let _ = other_runtimes::libpod_containers(&mut &data[..]);
     // etcd's, as the scan reads it.
-    let _ = crate::sites::etcd::secrets_at_rest(&data, &|| false);
+    if let Some(db) = crate::sites::etcd::Database::read(&data, &|| false) {
+        let _ = db.secrets_at_rest();
+    }
     let Ok(db) = Db::open(data) else { return };
     let _ = db.meta();
     walk(db.root(), 0);

@@ -837,9 +837,28 @@ fn etcd_where_distributions_keep_it() {
                 (Some(11), Some(5))
             );
             assert!(counts["partial"].is_null(), "{counts}");
-            for s in &secrets[2..] {
-                let hit = out.findings().iter().any(|f| f.path == *path && f.secret == s.id());
-                assert!(hit, "{} in {path}", s.id());
+            // Each value attributed to its key and revision: served now, the value app-0 had
+            // before its update (etcd keeps revisions until it compacts), app-1's deleted.
+            for s in &secrets {
+                let state = match s.name.as_str() {
+                    "app-0" => "old-revision",
+                    "app-1" => "deleted",
+                    _ => "current",
+                };
+                // (Copy-on-write leaves older copies in freed pages: those hold no key.)
+                let hits: Vec<_> = out
+                    .findings()
+                    .into_iter()
+                    .filter(|f| f.path == *path && f.secret == s.id() && !f.raw["record"].is_null())
+                    .collect();
+                assert!(!hits.is_empty(), "{} attributed in {path}", s.id());
+                for hit in hits {
+                    let r = &hit.raw["record"];
+                    assert_eq!(r["key"], key("shop", &s.name).as_str(), "{}", hit.raw);
+                    assert_eq!(r["state"], state, "{}", hit.raw);
+                    assert!(r["revision"].as_i64().unwrap() > 0);
+                    assert_eq!(hit.raw["stale"], state != "current");
+                }
             }
         }
         let report = out.json();

@@ -680,8 +680,9 @@ impl Worker {
         Ok(aggregate(found))
     }
 
-    /// Reads an etcd file ([`Reading::Etcd`]): streamed raw; when it is a bbolt database
-    /// (etcd's `db`, a snapshot), its bucket of keys is then walked page by page and the
+    /// Reads an etcd file ([`Reading::Etcd`]): when it is a bbolt database (etcd's `db`, a
+    /// snapshot), its bucket of keys is walked page by page first; then it is streamed,
+    /// each match attributed to the key and revision whose value holds it, and the
     /// database says once what its Secrets are at rest.
     fn scan_etcd(
         &mut self,
@@ -690,17 +691,21 @@ impl Worker {
         sparse: bool,
         cx: &Cx<'_>,
     ) -> Result<(u64, Vec<Finding>), String> {
-        let (n, mut found) = self.scan_bytes(f, size, sparse, cx, &mut |_| {})?;
         let stop = self.stop_check();
-        if let Some((counts, errors)) = sites::etcd::secrets_at_rest(f, &stop) {
-            self.file_errors.extend(errors);
-            // A walk the deadline cut says so, as a stream it cut does.
-            self.late(n);
-            if !counts.is_empty() {
-                found.push(super::search::at_rest(cx.job, counts));
-            }
+        let db = sites::etcd::Database::read(f, &stop);
+        if let Some(db) = &db {
+            self.file_errors.extend(db.errors.iter().cloned());
         }
-        Ok((n, found))
+        let (n, mut found) = self.scan_bytes(f, size, sparse, cx, &mut |found| {
+            if let Some(db) = &db {
+                db.attribute(found);
+            }
+        })?;
+        let counts = db.map(|db| db.secrets_at_rest()).unwrap_or_default();
+        if !counts.is_empty() {
+            found.push(super::search::at_rest(cx.job, counts));
+        }
+        Ok((n, aggregate(found)))
     }
 
     /// Reads a file of at most its site's cap whole, searches it as one buffer, and has its

@@ -158,14 +158,70 @@ struct Entry {
     image: Option<RecordState>,
 }
 
-/// A key of the table: its name, and its newest revision in the current database
-/// (whether it deletes the key, whether its value is encrypted).
+/// A key of a datastore: its name, and its newest revision in the current database
+/// (whether it deletes the key, whether its value is encrypted); `newest` is `i64::MIN`
+/// while no current revision is known.
 #[derive(Clone, Debug)]
-struct Key {
-    name: String,
-    newest: i64,
-    deleted: bool,
-    encrypted: bool,
+pub struct Key {
+    /// Its name (`/registry/secrets/<ns>/<name>` for a Secret).
+    pub name: String,
+    /// Its newest revision.
+    pub newest: i64,
+    /// Whether its newest revision deletes it.
+    pub deleted: bool,
+    /// Whether its newest value is encrypted at rest.
+    pub encrypted: bool,
+}
+
+/// The keys of a datastore, each once (at most `MAX_KEYS`), shared by kine's rows and
+/// etcd's revisions.
+#[derive(Default)]
+pub struct Keys {
+    names: HashMap<Vec<u8>, u32>,
+    keys: Vec<Key>,
+    /// Set when a key past the bound was left out.
+    pub full: bool,
+}
+
+impl Keys {
+    /// The index of key `name`, added with no revision when new; `None` (and `full`) past
+    /// the bound.
+    pub fn intern(&mut self, name: &[u8]) -> Option<u32> {
+        if let Some(&k) = self.names.get(name) {
+            return Some(k);
+        }
+        if self.keys.len() >= MAX_KEYS {
+            self.full = true;
+            return None;
+        }
+        let k = self.keys.len() as u32;
+        let shown = String::from_utf8_lossy(name).into_owned();
+        self.keys.push(Key { name: shown, newest: i64::MIN, deleted: false, encrypted: false });
+        self.names.insert(name.to_vec(), k);
+        Some(k)
+    }
+
+    /// Key `k`.
+    pub fn get(&self, k: u32) -> &Key {
+        &self.keys[k as usize]
+    }
+
+    /// Key `k`, to update its newest revision.
+    pub fn get_mut(&mut self, k: u32) -> &mut Key {
+        &mut self.keys[k as usize]
+    }
+
+    /// How many Secrets the keys serve in plaintext and encrypted: each Secret key with a
+    /// newest revision that does not delete it, by its value's prefix; `partial` when the
+    /// keys are not all the datastore's (`whole` false, or `full`).
+    pub fn secrets_at_rest(&self, whole: bool) -> SecretsAtRest {
+        let partial = !whole || self.full;
+        let mut counts = SecretsAtRest { partial, ..SecretsAtRest::default() };
+        for k in self.keys.iter().filter(|k| k.newest != i64::MIN && !k.deleted) {
+            counts.add_key(&k.name, k.encrypted);
+        }
+        counts
+    }
 }
 
 /// The prefix of a Secret's key.
@@ -181,7 +237,7 @@ pub struct Index {
     /// (offset in the file, length, entry), sorted by offset, not overlapping.
     spans: Vec<(u64, u32, u32)>,
     entries: Vec<Entry>,
-    keys: Vec<Key>,
+    keys: Keys,
     freed: HashSet<u32>,
     /// The matches in values split across pages, at their file offsets, and their entries.
     split: Vec<(Finding, u32)>,
@@ -207,7 +263,7 @@ impl Index {
             which,
             spans: Vec::new(),
             entries: Vec::new(),
-            keys: Vec::new(),
+            keys: Keys::default(),
             freed: db.freelist(),
             split: Vec::new(),
             errors: Vec::new(),
@@ -235,7 +291,6 @@ impl Index {
                 (Layout::of(&table.sql), Some(table.root))
             }
         };
-        let mut names: HashMap<Vec<u8>, u32> = HashMap::new();
         let mut full = false;
         let mut visit = |r: &Record| {
             if r.table.is_some_and(|t| Some(t) != root) {
@@ -249,28 +304,13 @@ impl Index {
                 return Flow::Continue(());
             };
             let deleted = matches!(cols.get(layout.deleted), Some((Value::Int(1), _)));
-            let key = match names.get(*name) {
-                Some(&k) => k,
-                None if index.keys.len() >= MAX_KEYS => {
-                    index.whole = false;
-                    return Flow::Continue(());
-                }
-                None => {
-                    let k = index.keys.len() as u32;
-                    let shown = String::from_utf8_lossy(name).into_owned();
-                    let newest = i64::MIN;
-                    let (deleted, encrypted) = (false, false);
-                    index.keys.push(Key { name: shown, newest, deleted, encrypted });
-                    names.insert(name.to_vec(), k);
-                    k
-                }
-            };
-            if r.version == Version::Current && r.rowid > index.keys[key as usize].newest {
+            let Some(key) = index.keys.intern(name) else { return Flow::Continue(()) };
+            if r.version == Version::Current && r.rowid > index.keys.get(key).newest {
                 let value = match cols.get(layout.value) {
                     Some((Value::Blob(v) | Value::Text(v), _)) => v,
                     _ => &[][..],
                 };
-                let k = &mut index.keys[key as usize];
+                let k = index.keys.get_mut(key);
                 (k.newest, k.deleted, k.encrypted) =
                     (r.rowid, deleted, value.starts_with(ENCRYPTED));
             }
@@ -339,11 +379,7 @@ impl Index {
     /// newest row in the current database, unless it deletes the key, by its value's
     /// prefix.
     pub fn secrets_at_rest(&self) -> SecretsAtRest {
-        let mut counts = SecretsAtRest { partial: !self.whole, ..SecretsAtRest::default() };
-        for k in self.keys.iter().filter(|k| k.newest != i64::MIN && !k.deleted) {
-            counts.add_key(&k.name, k.encrypted);
-        }
-        counts
+        self.keys.secrets_at_rest(self.whole)
     }
 
     /// Adds the pieces of `r` in this file, cut at its value columns' bounds; false when
@@ -415,14 +451,14 @@ impl Index {
                     Version::Freed => RecordState::Freed,
                     Version::Older => older(db, self.which, f.offset),
                 };
-                set_state(f, DbRecord { key: None, revision: None, state });
+                set_state(f, DbRecord { key: None, revision: None, state }, TAG);
             }
         }
     }
 
     /// Labels `f` with the row of `e`.
     fn label(&self, f: &mut Finding, e: Entry) {
-        let key = &self.keys[e.key as usize];
+        let key = self.keys.get(e.key);
         let state = match e.image {
             Some(image) => image,
             None if key.deleted => RecordState::Deleted,
@@ -431,7 +467,7 @@ impl Index {
             None => RecordState::Current,
         };
         let (key, revision) = (Some(key.name.clone()), Some(e.revision));
-        set_state(f, DbRecord { key, revision, state });
+        set_state(f, DbRecord { key, revision, state }, TAG);
     }
 }
 
@@ -452,16 +488,20 @@ fn older(db: &Db<'_>, which: Which, at: u64) -> RecordState {
 pub fn superseded(f: &mut Finding) {
     if let Some(record) = f.record.take() {
         let (key, revision) = (record.key, record.revision);
-        set_state(f, DbRecord { key, revision, state: RecordState::Superseded });
+        set_state(f, DbRecord { key, revision, state: RecordState::Superseded }, TAG);
     }
 }
 
-/// Sets the record of `f`, and its note, staleness and id.
-fn set_state(f: &mut Finding, record: DbRecord) {
+/// What kine's records add to their findings' ids.
+const TAG: &str = "kine";
+
+/// Sets the record of `f`, a match in a datastore (`tag` names it in the id), and its
+/// note, staleness and id.
+pub fn set_state(f: &mut Finding, record: DbRecord, tag: &str) {
     let state = record.state;
     let part = match &record.key {
-        Some(key) => format!("kine={key}:{}", state.as_str()),
-        None => format!("kine={}", state.as_str()),
+        Some(key) => format!("{tag}={key}:{}", state.as_str()),
+        None => format!("{tag}={}", state.as_str()),
     };
     f.id = Finding::refine_id(&f.id, &part);
     f.note = state.note();
