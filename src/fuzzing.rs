@@ -29,7 +29,22 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("distro_settings", distro_settings),
     ("sqlite", sqlite),
     ("dqlite", dqlite),
+    ("qcow2", qcow2),
 ];
+
+/// A qcow2 disk image: opened, and its virtual disk read (its first 16 MiB) in pieces that
+/// cross clusters; a read fails or fills what it was asked.
+pub fn qcow2(data: &[u8]) {
+    use crate::sys::Bytes;
+    let Ok(q) = crate::qcow2::Qcow2::open(&data) else { return };
+    let mut buf = vec![0u8; 70_001];
+    let mut at = 0;
+    while at < q.size().min(16 << 20) {
+        let n = (q.size() - at).min(buf.len() as u64) as usize;
+        let _ = q.read_at(at, &mut buf[..n]);
+        at += n as u64;
+    }
+}
 
 /// dqlite's files (MicroK8s's datastore): read as a raft segment, every frames command's
 /// pages where they say they are, and its transactions' rows read; as a snapshot, every database inside it; and inflated

@@ -24,7 +24,8 @@
 //!     server's JSON) and [`bbolt`] (the runtime's metadata databases, containerd's
 //!     `meta.db` and the snapshotters' `metadata.db`, read from bytes), [`sqlite`] (kine's
 //!     SQLite datastore and its log, read page by page), [`dqlite`] (MicroK8s's raft log
-//!     and snapshots, the SQLite pages they carry) and [`distros`] (the
+//!     and snapshots, the SQLite pages they carry), [`qcow2`] (disk images, as the virtual
+//!     disk's bytes) and [`distros`] (the
 //!     Kubernetes distributions' node layouts, as data);
 //! 13. [`sys`] (the only home of system calls);
 //! 14. [`text`] (how node bytes become text: paths, names withheld, text safe to show),
@@ -48,6 +49,7 @@ pub mod matcher;
 pub mod node;
 pub mod prng;
 pub mod progress;
+pub mod qcow2;
 pub mod report;
 pub mod rules;
 pub mod runtimes;
@@ -96,7 +98,7 @@ const LAYERS: &[&[&str]] = &[
     &["rules"],
     &["matcher"],
     &["fingerprint"],
-    &["finding", "kubectl", "bbolt", "sqlite", "dqlite", "distros"],
+    &["finding", "kubectl", "bbolt", "sqlite", "dqlite", "qcow2", "distros"],
     &["sys"],
     &["text", "prng", "runtimes"],
 ];
