@@ -30,7 +30,16 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("sqlite", sqlite),
     ("dqlite", dqlite),
     ("qcow2", qcow2),
+    ("partitions", partitions),
 ];
+
+/// A disk's partition table (GPT or MBR): every partition read lies inside the disk.
+pub fn partitions(data: &[u8]) {
+    let (parts, _) = crate::partitions::read(&data);
+    for p in parts {
+        assert!(p.start.saturating_add(p.len) <= data.len() as u64);
+    }
+}
 
 /// A qcow2 disk image: opened, and its virtual disk read (its first 16 MiB) in pieces that
 /// cross clusters; a read fails or fills what it was asked.

@@ -25,7 +25,7 @@
 //!     `meta.db` and the snapshotters' `metadata.db`, read from bytes), [`sqlite`] (kine's
 //!     SQLite datastore and its log, read page by page), [`dqlite`] (MicroK8s's raft log
 //!     and snapshots, the SQLite pages they carry), [`qcow2`] (disk images, as the virtual
-//!     disk's bytes) and [`distros`] (the
+//!     disk's bytes), [`partitions`] (a disk's GPT or MBR) and [`distros`] (the
 //!     Kubernetes distributions' node layouts, as data);
 //! 13. [`sys`] (the only home of system calls);
 //! 14. [`text`] (how node bytes become text: paths, names withheld, text safe to show),
@@ -47,6 +47,7 @@ pub mod fuzzing;
 pub mod kubectl;
 pub mod matcher;
 pub mod node;
+pub mod partitions;
 pub mod prng;
 pub mod progress;
 pub mod qcow2;
@@ -98,7 +99,7 @@ const LAYERS: &[&[&str]] = &[
     &["rules"],
     &["matcher"],
     &["fingerprint"],
-    &["finding", "kubectl", "bbolt", "sqlite", "dqlite", "qcow2", "distros"],
+    &["finding", "kubectl", "bbolt", "sqlite", "dqlite", "qcow2", "partitions", "distros"],
     &["sys"],
     &["text", "prng", "runtimes"],
 ];
