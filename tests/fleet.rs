@@ -427,16 +427,16 @@ fn as_non_root_the_unreadable_is_listed_and_the_rest_scanned() {
     let bin = base.path().join("kresidue");
     std::fs::copy(env!("CARGO_BIN_EXE_kresidue"), &bin).unwrap();
     open(&bin, 0o755);
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(&bin)
-        .args(["scan", "--root"])
-        .arg(&root)
-        .args(["--no-cri", "--format", "json", "--secrets"])
-        .arg(&secrets)
-        .env("KRESIDUE_LOCK", base.path().join("lock"))
-        .output()
-        .unwrap();
+    let out = output_of_copy(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .args(["scan", "--root"])
+            .arg(&root)
+            .args(["--no-cri", "--format", "json", "--secrets"])
+            .arg(&secrets)
+            .env("KRESIDUE_LOCK", base.path().join("lock")),
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!contains(&out.stdout, value.as_bytes()) && !err.contains(&value));
     assert_eq!(out.status.code(), Some(1), "{err}");

@@ -434,7 +434,7 @@ fn a_run_as_another_user_locks_in_its_runtime_dir() {
         if let Some(d) = runtime_dir {
             cmd.env("XDG_RUNTIME_DIR", d);
         }
-        let out = cmd.output().unwrap();
+        let out = output_of_copy(&mut cmd);
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(!contains(&out.stdout, value.as_bytes()) && !err.contains(&value));
         (out.status.code(), err)

@@ -673,6 +673,22 @@ fn hash_file(p: &Path) -> String {
     hex(&h.finalize())
 }
 
+/// The output of `cmd`, which runs a copy of the binary the test just wrote: the copy's
+/// write descriptor may live on a moment in a child another test forked meanwhile (until
+/// that child execs), and exec then fails with ETXTBSY (exit 126): tried again then.
+pub fn output_of_copy(cmd: &mut std::process::Command) -> std::process::Output {
+    let mut tries = 0;
+    loop {
+        let out = cmd.output().unwrap();
+        let busy = String::from_utf8_lossy(&out.stderr).contains("Text file busy");
+        tries += 1;
+        if !(busy && out.status.code() == Some(126) && tries < 50) {
+            return out;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// Lowercase hex.
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
