@@ -40,12 +40,14 @@ const KNOWN_INCOMPATIBLE: u64 = 0b11;
 /// The largest L1 table read (8 bytes an entry).
 const MAX_L1: u64 = 4 << 20;
 
+/// The big-endian `u32` at `at` of `b`; 0 past its end.
 fn be32(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4).map_or(0, |s| u32::from_be_bytes(s.try_into().unwrap_or_default()))
+    crate::sys::be32(b, at).unwrap_or(0)
 }
 
+/// The big-endian `u64` at `at` of `b`; 0 past its end.
 fn be64(b: &[u8], at: usize) -> u64 {
-    b.get(at..at + 8).map_or(0, |s| u64::from_be_bytes(s.try_into().unwrap_or_default()))
+    crate::sys::be64(b, at).unwrap_or(0)
 }
 
 /// Whether `file` begins as a qcow2 image does.

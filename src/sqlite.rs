@@ -48,6 +48,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 pub use crate::sys::Bytes;
+use crate::sys::{be16, be32};
 
 /// The magic string that starts a database file.
 pub const MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -250,16 +251,6 @@ static NO_FILE: &[u8] = &[];
 /// Never stops.
 fn never() -> bool {
     false
-}
-
-/// Reads a big-endian `u16` at `at`.
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
-}
-
-/// Reads a big-endian `u32` at `at`.
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
 }
 
 /// Reads a varint at `at`: (value, its length).

@@ -470,19 +470,40 @@ impl Worker {
             }
             None => return self.scan_bytes(f, size, sparse, cx, &mut |_| {}),
         };
-        let mut index = self.rows(&db, which, cx, &stop, "kine");
-        if self.cut(0) {
-            return Ok((0, aggregate(index.take_split())));
-        }
-        let (n, mut found) =
-            self.scan_bytes(f, size, sparse, cx, &mut |found| index.attribute(&db, found))?;
-        found.extend(index.take_split());
+        let (n, mut found, index) =
+            self.scan_attributed(f, size, sparse, cx, &db, which, &stop, "kine")?;
         // The database says once, in its main file, what its Secrets are at rest.
-        let counts = index.secrets_at_rest();
+        let counts = index.map(|index| index.secrets_at_rest()).unwrap_or_default();
         if which == Which::Main && !counts.is_empty() {
             found.push(super::search::at_rest(cx.job, counts));
         }
         Ok((n, aggregate(found)))
+    }
+
+    /// Streams `f`, the file `which` of `db`, each match attributed to the row that holds
+    /// it ([`Self::rows`]), with the matches of values split across pages; and the index
+    /// of its rows, unless a stop signal or the deadline came while they were read (then
+    /// the file is not streamed).
+    #[allow(clippy::too_many_arguments)]
+    fn scan_attributed(
+        &mut self,
+        f: &File,
+        size: u64,
+        sparse: bool,
+        cx: &Cx<'_>,
+        db: &crate::sqlite::Db<'_>,
+        which: crate::sqlite::Which,
+        stop: &dyn Fn() -> bool,
+        format: &str,
+    ) -> Result<(u64, Vec<Finding>, Option<sites::kine::Index>), String> {
+        let mut index = self.rows(db, which, cx, stop, format);
+        if self.cut(0) {
+            return Ok((0, index.take_split(), None));
+        }
+        let (n, mut found) =
+            self.scan_bytes(f, size, sparse, cx, &mut |found| index.attribute(db, found))?;
+        found.extend(index.take_split());
+        Ok((n, found, Some(index)))
     }
 
     /// The rows of kine's table in `db` whose bytes are in `which` ([`sites::kine::Index`]),
@@ -557,13 +578,8 @@ impl Worker {
                     return self.scan_bytes(f, size, sparse, cx, &mut |_| {});
                 };
                 let db = Db::of_images(f, page_size, &txns, &stop);
-                let mut index = self.rows(&db, Which::Wal, cx, &stop, "dqlite");
-                if self.cut(0) {
-                    return Ok((0, aggregate(index.take_split())));
-                }
-                let (n, mut found) =
-                    self.scan_bytes(f, size, sparse, cx, &mut |found| index.attribute(&db, found))?;
-                found.extend(index.take_split());
+                let (n, found, _) =
+                    self.scan_attributed(f, size, sparse, cx, &db, Which::Wal, &stop, "dqlite")?;
                 Ok((n, aggregate(found)))
             }
             Kind::Snapshot if dqlite::is_lz4(f) => {

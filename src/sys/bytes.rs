@@ -92,3 +92,18 @@ impl Bytes for Window<'_> {
         self.of.read_at(self.range.start + at, buf)
     }
 }
+
+/// The big-endian `u16` at `at` of `b`, when it is all there.
+pub fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
+}
+
+/// The big-endian `u32` at `at` of `b`, when it is all there.
+pub fn be32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+}
+
+/// The big-endian `u64` at `at` of `b`, when it is all there.
+pub fn be64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_be_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+}

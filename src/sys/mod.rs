@@ -28,7 +28,7 @@ mod output;
 pub mod tree;
 pub mod walk;
 
-pub use bytes::{le16, le32, le64, Bytes, ReadError, Window};
+pub use bytes::{be16, be32, be64, le16, le32, le64, Bytes, ReadError, Window};
 pub use lock::{lock, Lock, LockError, ROOT_LOCK_DIR};
 pub use output::{
     open_append, open_output, resolve_output, MakeDirs, Output, Patient, Place, PlaceKind,
