@@ -181,6 +181,13 @@ pub struct ScanArgs {
     /// line on stderr; the next scan still runs.
     #[arg(long, value_name = "DURATION")]
     pub every: Option<String>,
+
+    /// Scan a container image archive instead of the node, without root or a runtime: an
+    /// OCI image layout (a directory, or a tar of one) or a `docker save` tar. Each layer is
+    /// read once, inflated as it is read; a finding's path is LAYER-DIGEST/PATH-IN-LAYER
+    /// (or the config's digest), with the images holding it.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["root", "paths", "every"])]
+    pub image: Option<PathBuf>,
 }
 
 /// What to search for and where: the options `scan` and `clean` share.

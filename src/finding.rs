@@ -112,6 +112,7 @@ site_ids! {
     DockerStorage => "docker-storage",
     RuntimeLog => "runtime-log",
     RuntimeVolume => "runtime-volume",
+    ImageArchive => "image-archive",
     Other => "other",
 }
 

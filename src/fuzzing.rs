@@ -31,7 +31,43 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("dqlite", dqlite),
     ("qcow2", qcow2),
     ("partitions", partitions),
+    ("layer", layer),
+    ("image_archive", image_archive),
 ];
+
+/// An image layer (or any tar stream): inflated (gzip, zstd) as sniffed, its members read
+/// through, at most 64 MiB inflated; every member's data is as long as its header says.
+pub fn layer(data: &[u8]) {
+    let Ok((_, r)) = crate::tarball::inflated(std::io::Cursor::new(data.to_vec())) else { return };
+    let mut tar = crate::tarball::Reader::new(r.take(64 << 20));
+    while let Ok(Some(m)) = tar.next_member() {
+        let _ = crate::tarball::clean_path(&m.path);
+        let mut n = 0u64;
+        let mut buf = [0u8; 8192];
+        let mut d = tar.data();
+        loop {
+            match d.read(&mut buf) {
+                Ok(0) => {
+                    assert_eq!(n, m.size);
+                    break;
+                }
+                Ok(k) => n += k as u64,
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// An image archive as a tar: indexed, its catalog read (`docker save`'s
+/// `manifest.json` or an OCI layout's `index.json` and manifests); every image's blobs
+/// are in the catalog.
+pub fn image_archive(data: &[u8]) {
+    let Ok(cat) = crate::oci::catalog_of_tar(data) else { return };
+    for img in &cat.images {
+        assert!(img.config < cat.blobs.len());
+        assert!(img.layers.iter().all(|&l| l < cat.blobs.len()));
+    }
+}
 
 /// A disk's partition table (GPT or MBR): every partition read lies inside the disk.
 pub fn partitions(data: &[u8]) {

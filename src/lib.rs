@@ -19,13 +19,15 @@
 //! 8. [`node`] (parsers of node data);
 //! 9. [`rules`] (the built-in rules; their key search rides the matcher's pass);
 //! 10. [`matcher`] (the search for known values);
-//! 11. [`fingerprint`] (what known values are searched as);
+//! 11. [`fingerprint`] (what known values are searched as) and [`oci`] (container image
+//!     archives: OCI layouts, `docker save`; their tars read by the tar reader below);
 //! 12. [`finding`] (the model: findings, severities, the exit contract), [`kubectl`] (the API
 //!     server's JSON) and [`bbolt`] (the runtime's metadata databases, containerd's
 //!     `meta.db` and the snapshotters' `metadata.db`, read from bytes), [`sqlite`] (kine's
 //!     SQLite datastore and its log, read page by page), [`dqlite`] (MicroK8s's raft log
 //!     and snapshots, the SQLite pages they carry), [`qcow2`] (disk images, as the virtual
-//!     disk's bytes), [`partitions`] (a disk's GPT or MBR) and [`distros`] (the
+//!     disk's bytes), [`partitions`] (a disk's GPT or MBR), [`tarball`] (tar streams: image layers,
+//!     archives, root filesystem tarballs, inflated as read) and [`distros`] (the
 //!     Kubernetes distributions' node layouts, as data);
 //! 13. [`sys`] (the only home of system calls);
 //! 14. [`text`] (how node bytes become text: paths, names withheld, text safe to show),
@@ -47,6 +49,7 @@ pub mod fuzzing;
 pub mod kubectl;
 pub mod matcher;
 pub mod node;
+pub mod oci;
 pub mod partitions;
 pub mod prng;
 pub mod progress;
@@ -59,6 +62,7 @@ pub mod severity;
 pub mod sites;
 pub mod sqlite;
 pub mod sys;
+pub mod tarball;
 pub mod text;
 pub mod walk;
 
@@ -98,8 +102,18 @@ const LAYERS: &[&[&str]] = &[
     &["node"],
     &["rules"],
     &["matcher"],
-    &["fingerprint"],
-    &["finding", "kubectl", "bbolt", "sqlite", "dqlite", "qcow2", "partitions", "distros"],
+    &["fingerprint", "oci"],
+    &[
+        "finding",
+        "kubectl",
+        "bbolt",
+        "sqlite",
+        "dqlite",
+        "qcow2",
+        "partitions",
+        "tarball",
+        "distros",
+    ],
     &["sys"],
     &["text", "prng", "runtimes"],
 ];

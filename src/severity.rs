@@ -174,7 +174,8 @@ mod tests {
                         SiteId::ContainerdSnapshot
                         | SiteId::ContainerdContent
                         | SiteId::ContainersStorage
-                        | SiteId::DockerStorage => from_records,
+                        | SiteId::DockerStorage
+                        | SiteId::ImageArchive => from_records,
                         SiteId::PodLog | SiteId::RuntimeLog => C::PodLog,
                         SiteId::RuntimeVolume => C::Other,
                         SiteId::Etcd | SiteId::Kine | SiteId::Dqlite => C::EtcdPlaintext,

@@ -77,6 +77,7 @@ mod fleet;
 mod formats;
 mod fuzz_corpus;
 mod hostile;
+mod images;
 mod incluster;
 mod leaks;
 mod mounts;

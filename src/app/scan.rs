@@ -29,6 +29,9 @@ pub fn run(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let format = config::format(&args.search, fail_on, args.secret_series);
     let needs = Needs { format, fixed_kubelet_dir: false, require_cri: false };
     let cfg = ScanConfig::from_args(&args.search, needs)?;
+    if let Some(image) = &args.image {
+        return run_image(args, &cfg, image, started, stdout);
+    }
     let mut searching = Searching::start(&cfg)?;
     let baseline = match &args.baseline {
         Some(path) => config::read_baseline(path)?,
@@ -42,6 +45,18 @@ pub fn run(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     result.findings.retain(|f| !baseline.contains(&f.id));
     let baselined = (before - result.findings.len()) as u64;
     let report = report_of(&cfg, result, cri, baselined, started);
+    finish(&cfg, report, fail_on, printer, secrets_stats, stdout)
+}
+
+/// Writes `report` and says what the run's notes and exit status are.
+fn finish(
+    cfg: &ScanConfig,
+    report: Report,
+    fail_on: Option<crate::finding::Severity>,
+    mut printer: Printer,
+    secrets_stats: Option<BuildStats>,
+    stdout: &mut dyn Write,
+) -> Result<Outcome> {
     match &cfg.output {
         Some(path) => report::write_atomic(path, |w| report::write(&report, cfg.format, w))?,
         None => report::write(&report, cfg.format, stdout)?,
@@ -65,6 +80,69 @@ pub fn run(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         _ => report.exit_status(fail_on),
     };
     Ok(Outcome { status, notes: printer.finish() })
+}
+
+/// `scan --image PATH`: the image archive at `image` searched, no node and no runtime
+/// asked; the report is a scan's, its root the archive.
+fn run_image(
+    args: &ScanArgs,
+    cfg: &ScanConfig,
+    image: &std::path::Path,
+    started: Instant,
+    stdout: &mut dyn Write,
+) -> Result<Outcome> {
+    let fail_on = config::fail_on(args.fail_on);
+    let shown = text::display_path(image.as_os_str());
+    let store =
+        crate::oci::Store::open(image).map_err(|e| anyhow::anyhow!("--image {shown}: {e}"))?;
+    let catalog =
+        crate::oci::catalog(&store).map_err(|e| anyhow::anyhow!("--image {shown}: {e}"))?;
+    let mut searching = Searching::load(cfg, None)?;
+    let baseline = match &args.baseline {
+        Some(path) => config::read_baseline(path)?,
+        None => Default::default(),
+    };
+    let mut printer = Printer::new(cfg.quiet, cfg.verbose, cfg.output.is_some());
+    let secrets_stats = searching.secrets_stats.take();
+    let Searching { sets, rules, .. } = searching;
+    let matcher = Matcher::new(sets);
+    printer.detail(TRACE, || [searching_line(&matcher, &rules, cfg)]);
+    let searchers = Searchers { matcher: &matcher, rules: &rules };
+    let settings = ScanSettings {
+        layout: cfg.layout.clone(),
+        threads: cfg.threads,
+        chunk: cfg.chunk,
+        max_file_size: cfg.max_file_size,
+        deadline: cfg.timeout.map(|t| Instant::now() + t),
+    };
+    let mut result = printer
+        .with_progress(|p| scan::scan_archive(&settings, &store, &catalog, &searchers, p))?;
+    stopped()?;
+    for e in result.errors.iter_mut().filter(|e| e.path.is_empty()) {
+        e.path = shown.clone();
+    }
+    if result.incomplete {
+        result.errors.push(ScanError {
+            path: shown.clone(),
+            error: format!(
+                "the scan stopped at --timeout {}: what was not read by then is not in this report",
+                humantime::format_duration(cfg.timeout.unwrap_or_default())
+            ),
+        });
+    }
+    result.errors.sort();
+    printer.detail(VERBOSE, || result.layouts.lines.clone());
+    scan::withhold_names(&searchers, result.findings.iter().flat_map(|f| f.images.iter()));
+    let names = result.findings.iter_mut().flat_map(Finding::names_mut);
+    scan::withhold_names(&searchers, names.map(|n| &**n));
+    let before = result.findings.len();
+    result.findings.retain(|f| !baseline.contains(&f.id));
+    let baselined = (before - result.findings.len()) as u64;
+    let cri = CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None };
+    let mut report = report_of(cfg, result, cri, baselined, started);
+    report.root = shown;
+    report.node = None;
+    finish(cfg, report, fail_on, printer, secrets_stats, stdout)
 }
 
 /// The report of a scan that started at `started`, `baselined` findings left out.
@@ -123,10 +201,6 @@ struct EarlyWalk {
 impl Searching {
     /// Starts the walk of the node and loads what to search for.
     pub(crate) fn start(cfg: &ScanConfig) -> Result<Searching> {
-        // The node's scopes (pod dirs, volumes, the runtime's records) are found and
-        // walked on a thread of their own while the fingerprints load and the matcher is
-        // built: the readers then start with files listed. Not under --nice: every thread
-        // must start after the priority is lowered.
         // The walk keeps directory descriptors open for files waiting to be read.
         sys::raise_open_files_limit();
         let early = (!cfg.nice).then(|| EarlyWalk {
@@ -137,6 +211,15 @@ impl Searching {
                 cfg.read_csi_volumes,
             ),
         });
+        Searching::load(cfg, early)
+    }
+
+    /// Loads what to search for; `early`: the node's walk, started.
+    fn load(cfg: &ScanConfig, early: Option<EarlyWalk>) -> Result<Searching> {
+        // The node's scopes (pod dirs, volumes, the runtime's records) are found and
+        // walked on a thread of their own while the fingerprints load and the matcher is
+        // built: the readers then start with files listed. Not under --nice: every thread
+        // must start after the priority is lowered.
         // The rules compile (tens of milliseconds) on another thread while the fingerprint
         // files load.
         let (mut sets, rules) = std::thread::scope(|s| -> Result<_> {

@@ -89,6 +89,7 @@ fn target_kind(site: SiteId) -> Option<TargetKind> {
         | SiteId::Etcd
         | SiteId::Kine
         | SiteId::Dqlite
+        | SiteId::ImageArchive
         | SiteId::Other => None,
     }
 }

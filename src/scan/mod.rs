@@ -8,6 +8,8 @@
 //! are skipped with `SEEK_DATA`; only their first and last `overlap` zeros are searched,
 //! so a binary value that begins or ends with zeros is still found at a hole's edge.
 
+mod image;
+pub use image::scan_archive;
 mod names;
 pub use names::withhold_names;
 mod read;

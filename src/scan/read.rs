@@ -384,24 +384,39 @@ impl Worker {
         // asked where their data is (two `lseek`s a file otherwise; some filesystems
         // allocate fewer blocks than they hold bytes, compressed or inline, and are asked).
         let sparse = md.blocks().saturating_mul(512) < size;
-        let cx = Cx { job, searchers, place };
+        let cx = Cx { of: job, searchers, place };
         let read = match sites::props(job.owner.site).reading {
             // A sparse log (truncated while a writer kept its offset) is streamed raw,
             // its holes skipped, rather than read zero by zero as content.
             Reading::LogContent if !(sparse && sys::has_hole(&f, size)) => {
-                self.scan_log(f, size, &cx)?
+                self.scan_log(job, f, size, &cx)?
             }
             Reading::Whole { cap, attribute } if size <= cap => {
-                self.scan_whole(f, size, &cx, attribute)?
+                self.scan_whole(job, f, size, &cx, attribute)?
             }
-            Reading::Kine => self.scan_kine(&f, size, sparse, &cx)?,
-            Reading::Etcd => self.scan_etcd(&f, size, sparse, &cx)?,
-            Reading::Dqlite => self.scan_dqlite(&f, size, sparse, &cx)?,
+            Reading::Kine => self.scan_kine(job, &f, size, sparse, &cx)?,
+            Reading::Etcd => self.scan_etcd(job, &f, size, sparse, &cx)?,
+            Reading::Dqlite => self.scan_dqlite(job, &f, size, sparse, &cx)?,
             Reading::Stream | Reading::LogContent | Reading::Whole { .. } => {
                 self.scan_bytes(&f, size, sparse, &cx, &mut |_| {})?
             }
         };
         Ok(Some(read))
+    }
+
+    /// Searches what `r` gives to its end (an image layer's member, inflated as it is
+    /// read), as one file of `cx`; returns (bytes read, findings). The file's
+    /// problems are in `file_errors`.
+    pub(super) fn scan_reader(
+        &mut self,
+        r: &mut dyn Read,
+        cx: &Cx<'_>,
+    ) -> Result<(u64, Vec<Finding>), String> {
+        self.scratch.start_file();
+        self.file_errors.clear();
+        let mut src = Inflated { r, pos: 0, cap: u64::MAX, chunk: self.chunk };
+        let found = self.stream(&mut src, cx, &mut |_| {}).map_err(|e| io_message(&e))?;
+        Ok((src.pos, found))
     }
 
     /// Streams the file's bytes through the chunk loop, each finding given to `refine`
@@ -427,16 +442,17 @@ impl Worker {
     /// SQLite's format does not read is searched as it is.
     fn scan_kine(
         &mut self,
+        job: &FileJob,
         f: &File,
         size: u64,
         sparse: bool,
         cx: &Cx<'_>,
     ) -> Result<(u64, Vec<Finding>), String> {
         use crate::sqlite::{Bytes, Db, Which};
-        let name = cx.job.rel.file_name().unwrap_or_default();
+        let name = job.rel.file_name().unwrap_or_default();
         let (which, other_name) = sites::kine::pair(name);
         let shown = other_name.to_string_lossy();
-        let other = match cx.job.open_sibling(&other_name) {
+        let other = match job.open_sibling(&other_name) {
             Ok(o) => Some(o),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => {
@@ -475,7 +491,7 @@ impl Worker {
         // The database says once, in its main file, what its Secrets are at rest.
         let counts = index.map(|index| index.secrets_at_rest()).unwrap_or_default();
         if which == Which::Main && !counts.is_empty() {
-            found.push(super::search::at_rest(cx.job, counts));
+            found.push(super::search::at_rest(job, counts));
         }
         Ok((n, aggregate(found)))
     }
@@ -544,6 +560,7 @@ impl Worker {
     /// other file streamed as it is.
     fn scan_dqlite(
         &mut self,
+        job: &FileJob,
         f: &File,
         size: u64,
         sparse: bool,
@@ -552,7 +569,7 @@ impl Worker {
         use crate::dqlite;
         use crate::sqlite::{Db, Which};
         use sites::dqlite::{Kind, DATABASE, MAX_INFLATED, MAX_SNAPSHOT};
-        let name = cx.job.rel.file_name().unwrap_or_default();
+        let name = job.rel.file_name().unwrap_or_default();
         let stop = self.stop_check();
         match Kind::of(std::os::unix::ffi::OsStrExt::as_bytes(name)) {
             Kind::Other => self.scan_bytes(f, size, sparse, cx, &mut |_| {}),
@@ -597,21 +614,23 @@ impl Worker {
                         self.stream(&mut src, cx, &mut |_| {}).map_err(|e| io_message(&e))?;
                     return Ok((size, aggregate(found)));
                 }
-                let found = self.scan_snapshot(&data.as_slice(), cx, &stop, &mut |s, refine| {
-                    let mut raw = Vec::new();
-                    let span = Span { carry: 0, len: data.len(), pos: 0, last: true, each: true };
-                    s.scratch.search(&data, cx, span, &mut raw);
-                    s.cut(0);
-                    for f in &mut raw {
-                        refine(f);
-                    }
-                    Ok(raw)
-                })?;
+                let found =
+                    self.scan_snapshot(job, &data.as_slice(), cx, &stop, &mut |s, refine| {
+                        let mut raw = Vec::new();
+                        let span =
+                            Span { carry: 0, len: data.len(), pos: 0, last: true, each: true };
+                        s.scratch.search(&data, cx, span, &mut raw);
+                        s.cut(0);
+                        for f in &mut raw {
+                            refine(f);
+                        }
+                        Ok(raw)
+                    })?;
                 Ok((size, found))
             }
             Kind::Snapshot => {
                 let mut read = 0;
-                let found = self.scan_snapshot(f, cx, &stop, &mut |s, refine| {
+                let found = self.scan_snapshot(job, f, cx, &stop, &mut |s, refine| {
                     let (n, found) = s.scan_bytes(f, size, sparse, cx, refine)?;
                     read = n;
                     Ok(found)
@@ -626,6 +645,7 @@ impl Worker {
     /// says what its Secrets are at rest.
     fn scan_snapshot(
         &mut self,
+        job: &FileJob,
         snap: &dyn crate::sqlite::Bytes,
         cx: &Cx<'_>,
         stop: &dyn Fn() -> bool,
@@ -677,9 +697,8 @@ impl Worker {
         }
         // The newest complete snapshot says what the datastore's Secrets are at rest, as of
         // its index; an older one's rows are the datastore's no longer.
-        let name =
-            std::os::unix::ffi::OsStrExt::as_bytes(cx.job.rel.file_name().unwrap_or_default());
-        let newest = match cx.job.sibling_names() {
+        let name = std::os::unix::ffi::OsStrExt::as_bytes(job.rel.file_name().unwrap_or_default());
+        let newest = match job.sibling_names() {
             Ok(siblings) => sites::dqlite::is_newest(name, &siblings),
             Err(e) => {
                 self.file_errors.push(format!("its dir could not be listed: {}", io_message(&e)));
@@ -688,7 +707,7 @@ impl Worker {
         };
         let counts = parts[0].1.secrets_at_rest();
         if !counts.is_empty() && newest {
-            found.push(super::search::at_rest(cx.job, counts));
+            found.push(super::search::at_rest(job, counts));
         }
         if !newest {
             found.iter_mut().for_each(sites::kine::superseded);
@@ -702,6 +721,7 @@ impl Worker {
     /// database says once what its Secrets are at rest.
     fn scan_etcd(
         &mut self,
+        job: &FileJob,
         f: &File,
         size: u64,
         sparse: bool,
@@ -719,7 +739,7 @@ impl Worker {
         })?;
         let counts = db.map(|db| db.secrets_at_rest()).unwrap_or_default();
         if !counts.is_empty() {
-            found.push(super::search::at_rest(cx.job, counts));
+            found.push(super::search::at_rest(job, counts));
         }
         Ok((n, aggregate(found)))
     }
@@ -729,6 +749,7 @@ impl Worker {
     /// parsed of the same file at discovery when it kept that ([`crate::sites::Kept`]).
     fn scan_whole(
         &mut self,
+        job: &FileJob,
         mut f: File,
         size: u64,
         cx: &Cx<'_>,
@@ -749,10 +770,10 @@ impl Worker {
         );
         self.cut(0);
         // What the site parsed of the file at discovery, if it is still that file.
-        let kept = cx.job.owner.kept();
+        let kept = job.owner.kept();
         let kept = kept.filter(|k| f.metadata().is_ok_and(|m| sites::FileId::of(&m) == k.identity));
         let parsed = kept.map(|k| &*k.parsed);
-        let keeper = cx.job.owner.records.as_deref().and_then(|o| o.record.runtime);
+        let keeper = job.owner.records.as_deref().and_then(|o| o.record.runtime);
         let attributed = attribute(parsed, keeper, &data, &mut raw);
         self.file_errors.extend(attributed);
         Ok((n as u64, aggregate(raw)))
@@ -763,13 +784,14 @@ impl Worker {
     /// costs no more); what lies past that is an `errors` entry.
     fn scan_log(
         &mut self,
+        job: &FileJob,
         mut f: File,
         size: u64,
         cx: &Cx<'_>,
     ) -> Result<(u64, Vec<Finding>), String> {
         // A `.gz` name on a file that is not gzip (no magic number): searched as it is.
         let mut magic = [0u8; 2];
-        let gz = cx.job.rel.extension().is_some_and(|e| e == "gz")
+        let gz = job.rel.extension().is_some_and(|e| e == "gz")
             && f.read_exact(&mut magic).is_ok()
             && magic == [0x1f, 0x8b];
         f.rewind().map_err(|e| io_message(&e))?;
@@ -1006,7 +1028,7 @@ mod tests {
         };
         let mut w = Worker::new(&settings, searchers.overlap());
         let mut slow = Slow { data, split, at: 0, deadline, late_data };
-        let cx = Cx { job: &job, searchers: &searchers, place: (Category::PodLog, Severity::High) };
+        let cx = Cx { of: &job, searchers: &searchers, place: (Category::PodLog, Severity::High) };
         let (_, found, error) = w.log(&mut slow, None, &cx);
         assert!(error.is_none());
         (found, std::mem::take(&mut w.file_errors))

@@ -17,9 +17,27 @@ use std::time::Instant;
 
 /// The file being searched: what is searched for, and its place before liveness.
 pub(super) struct Cx<'a> {
-    pub(super) job: &'a FileJob,
+    pub(super) of: &'a dyn Target,
     pub(super) searchers: &'a Searchers<'a>,
     pub(super) place: (Category, Severity),
+}
+
+/// What the findings of a searched file are of: its owner and the path shown.
+pub(super) trait Target {
+    /// Who the file belongs to.
+    fn owner(&self) -> &Owner;
+    /// The path to report.
+    fn node_path(&self) -> String;
+}
+
+impl Target for FileJob {
+    fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    fn node_path(&self) -> String {
+        FileJob::node_path(self)
+    }
 }
 
 /// Where a buffer sits in its file: `buf[..len]` holds the file from `pos - carry`; the
@@ -114,7 +132,7 @@ impl Scratch {
         at: Span,
         findings: &mut Vec<Finding>,
     ) {
-        let Cx { job, searchers, place } = *cx;
+        let Cx { of: job, searchers, place } = *cx;
         let Span { carry, len, pos, last, each } = at;
         let keep = |findings: &mut Vec<Finding>, f| {
             if each {
@@ -170,7 +188,7 @@ const REVOKED: &str = "revoked";
 /// Lifts a matcher hit to a finding. `matched` is the matched bytes, used only for the
 /// redacted preview.
 pub(super) fn lift(
-    job: &FileJob,
+    job: &dyn Target,
     matcher: &Matcher,
     h: &Hit,
     place: (Category, Severity),
@@ -186,7 +204,7 @@ pub(super) fn lift(
         encoding: form.encoding,
     };
     let material = Material { severity: Severity::High, revoked: entry.label == REVOKED };
-    let id = Finding::make_id(job.owner.site, &job.node_path(), &m, &[]);
+    let id = Finding::make_id(job.owner().site, &job.node_path(), &m, &[]);
     let (offset, length, preview) = (h.offset, h.len as u64, Preview::redact(matched));
     finding(job, place, Match { id, material, offset, length, matched: m, preview })
 }
@@ -195,7 +213,7 @@ pub(super) fn lift(
 /// the redacted preview and the id's digest. A decoded token's claims that hold a
 /// fingerprinted value are withheld.
 pub(super) fn lift_rule(
-    job: &FileJob,
+    job: &dyn Target,
     searchers: &Searchers<'_>,
     h: RuleHit,
     place: (Category, Severity),
@@ -213,7 +231,7 @@ pub(super) fn lift_rule(
     // A match in a base64 blob: its secret as decoded names and previews it.
     let secret = h.plain.as_deref().unwrap_or(secret);
     let material = Material { severity: h.severity, revoked: false };
-    let id = Finding::make_id(job.owner.site, &job.node_path(), &m, secret);
+    let id = Finding::make_id(job.owner().site, &job.node_path(), &m, secret);
     let (offset, length, preview) = (h.offset, h.len as u64, Preview::redact(secret));
     let mut f = finding(job, place, Match { id, material, offset, length, matched: m, preview });
     f.token = h.token;
@@ -231,7 +249,7 @@ pub(super) fn lift_rule(
 /// The encryption-at-rest finding of the datastore in `job`'s file: critical
 /// (`etcd-plaintext`) when any Secret is stored in plaintext, else `encrypted-at-rest`
 /// (`info`). Its id is the file's, whatever the counts.
-pub(super) fn at_rest(job: &FileJob, counts: crate::finding::SecretsAtRest) -> Finding {
+pub(super) fn at_rest(job: &dyn Target, counts: crate::finding::SecretsAtRest) -> Finding {
     let m = MatchInfo {
         kind: MatchKind::Datastore,
         secret: None,
@@ -240,7 +258,7 @@ pub(super) fn at_rest(job: &FileJob, counts: crate::finding::SecretsAtRest) -> F
         rule: None,
         encoding: Encoding::Raw,
     };
-    let id = Finding::make_id(job.owner.site, &job.node_path(), &m, &[]);
+    let id = Finding::make_id(job.owner().site, &job.node_path(), &m, &[]);
     let category = match counts.plaintext {
         0 => Category::EncryptedAtRest,
         _ => Category::EtcdPlaintext,
@@ -264,13 +282,13 @@ pub(super) struct Match {
 }
 
 /// The finding of `m` in `job`'s file, at its place, stamped with its owner.
-fn finding(job: &FileJob, (category, place): (Category, Severity), m: Match) -> Finding {
+fn finding(job: &dyn Target, (category, place): (Category, Severity), m: Match) -> Finding {
     let Match { id, material, offset, length, matched, preview } = m;
     let mut f = Finding {
         id,
         severity: rank(place, material.severity, material.revoked),
         category,
-        site: job.owner.site,
+        site: job.owner().site,
         path: job.node_path(),
         offset,
         length,
@@ -290,7 +308,7 @@ fn finding(job: &FileJob, (category, place): (Category, Severity), m: Match) -> 
         material,
         volume: None,
     };
-    stamp(&job.owner, &mut f);
+    stamp(job.owner(), &mut f);
     f
 }
 

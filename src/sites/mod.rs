@@ -581,6 +581,8 @@ pub fn props(id: SiteId) -> Props {
             row(Family::Dqlite, Reading::Dqlite, false, Base::Is(Category::EtcdPlaintext), &[])
         }
         SiteId::Other => row(Family::Extra, stream, false, Base::Is(Category::Other), &[]),
+        // An image archive given with `--image`: its layers and configs, never a node's.
+        SiteId::ImageArchive => row(Family::Extra, stream, false, Base::Records, &[]),
     }
 }
 

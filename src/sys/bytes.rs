@@ -46,6 +46,16 @@ impl Bytes for &[u8] {
     }
 }
 
+impl Bytes for Vec<u8> {
+    fn size(&self) -> u64 {
+        self.len() as u64
+    }
+
+    fn read_at(&self, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.as_slice().read_at(at, buf)
+    }
+}
+
 impl Bytes for std::fs::File {
     fn size(&self) -> u64 {
         self.metadata().map_or(0, |m| m.len())

@@ -1,0 +1,501 @@
+//! Container image archives scanned without root or a runtime (issue 50): an OCI image
+//! layout (a directory, and a tar of it) and a `docker save` archive (the legacy layout:
+//! `manifest.json`, `ID/layer.tar`, `HEX.json`), built here from layer trees GNU tar packs,
+//! gzip-, zstd- or not compressed; two images sharing a layer; a file deleted by a later
+//! layer's whiteout (and an opaque directory); values in a config's ENV and history.
+//! Then hostile archives: traversal names, links, a gzip bomb, a cut blob, a tar of ten
+//! million members.
+
+use crate::util::*;
+use serde_json::{json, Value};
+use sha2::{Digest as _, Sha256};
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+
+fn sha256(b: &[u8]) -> String {
+    format!("sha256:{}", hex(&Sha256::digest(b)))
+}
+
+fn gz(b: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+fn zst(b: &[u8]) -> Vec<u8> {
+    ruzstd::encoding::compress_to_vec(b, ruzstd::encoding::CompressionLevel::Fastest)
+}
+
+/// A tar (GNU tar) of the files `files` (path, bytes) laid out in a temp dir.
+fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    for (p, data) in files {
+        let path = dir.path().join(p);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, data).unwrap();
+    }
+    let out = Command::new("tar")
+        .args(["--sort=name", "--owner=0", "--group=0", "-C"])
+        .arg(dir.path())
+        .args(["-cf", "-", "."])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "tar: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+/// What the test plants, and where it should be found.
+struct Planted {
+    /// In layer 1 (gzip), shared by both images: found, no note.
+    token: Vec<u8>,
+    /// In layer 1, deleted by layer 2's whiteout in image A only.
+    deleted_in_a: Vec<u8>,
+    /// In layer 2 (zstd, image A only), hidden by layer 3's opaque dir.
+    hidden: Vec<u8>,
+    /// In image A's config ENV.
+    env: Vec<u8>,
+    /// In image A's history (a build argument).
+    build_arg: Vec<u8>,
+}
+
+/// The blobs of two images: A = [L1 gzip, L2 zstd, L3 plain], B = [L1]; and their configs.
+struct Images {
+    layers: Vec<(Vec<u8>, Vec<u8>)>,
+    configs: Vec<Vec<u8>>,
+    planted: Planted,
+}
+
+fn images(tree: &NodeTree) -> Images {
+    let p = Planted {
+        token: fake_secret(5001),
+        deleted_in_a: fake_secret(5002),
+        hidden: fake_secret(5003),
+        env: fake_secret(5004),
+        build_arg: fake_secret(5005),
+    };
+    for v in [&p.token, &p.deleted_in_a, &p.hidden, &p.env, &p.build_arg] {
+        tree.guard(v);
+    }
+    let filler = filler(7, 300_000);
+    let t1 = tar_of(&[
+        ("etc/app/token", &[b"token=".as_slice(), &p.token, b"\n"].concat()),
+        ("etc/app/old", &[b"pw: ".as_slice(), &p.deleted_in_a].concat()),
+        ("usr/share/big", &filler),
+    ]);
+    let t2 = tar_of(&[("etc/app/.wh.old", b""), ("opt/cache/k", &p.hidden)]);
+    let t3 = tar_of(&[("opt/cache/.wh..wh..opq", b""), ("opt/cache/fresh", b"nothing")]);
+    let layers: Vec<(Vec<u8>, Vec<u8>)> =
+        vec![(t1.clone(), gz(&t1)), (t2.clone(), zst(&t2)), (t3.clone(), t3)];
+    let diff_ids: Vec<String> = layers.iter().map(|(raw, _)| sha256(raw)).collect();
+    let env = String::from_utf8(p.env.clone()).unwrap();
+    let arg = String::from_utf8(p.build_arg.clone()).unwrap();
+    let config_a = serde_json::to_vec(&json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": [format!("API_TOKEN={env}"), "PATH=/usr/bin"]},
+        "history": [{"created_by": format!("RUN |1 DB_PASSWORD={arg} /bin/sh -c make")}],
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }))
+    .unwrap();
+    let config_b = serde_json::to_vec(&json!({
+        "architecture": "amd64", "os": "linux", "config": {},
+        "rootfs": {"type": "layers", "diff_ids": [diff_ids[0]]},
+    }))
+    .unwrap();
+    Images { layers, configs: vec![config_a, config_b], planted: p }
+}
+
+/// Writes an OCI layout of `imgs` under `dir`: image A as `img-a:1` (containerd's name
+/// annotation), B as `img-b:2`.
+fn oci_layout(imgs: &Images, dir: &Path) {
+    let blobs = dir.join("blobs/sha256");
+    fs::create_dir_all(&blobs).unwrap();
+    let put = |b: &[u8]| {
+        let d = sha256(b);
+        fs::write(blobs.join(&d[7..]), b).unwrap();
+        d
+    };
+    let media = [
+        "application/vnd.oci.image.layer.v1.tar+gzip",
+        "application/vnd.oci.image.layer.v1.tar+zstd",
+        "application/vnd.oci.image.layer.v1.tar",
+    ];
+    let descs: Vec<Value> = imgs
+        .layers
+        .iter()
+        .zip(media)
+        .map(|((_, blob), m)| json!({"mediaType": m, "digest": put(blob), "size": blob.len()}))
+        .collect();
+    let mut index = Vec::new();
+    for (i, (name, layers)) in
+        [("docker.io/library/img-a:1", &descs[..]), ("docker.io/library/img-b:2", &descs[..1])]
+            .into_iter()
+            .enumerate()
+    {
+        let config = put(&imgs.configs[i]);
+        let manifest = serde_json::to_vec(&json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": imgs.configs[i].len()},
+            "layers": layers,
+        }))
+        .unwrap();
+        let d = put(&manifest);
+        index.push(json!({
+            "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": d, "size": manifest.len(),
+            "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": name.rsplit(':').next().unwrap()},
+        }));
+    }
+    fs::write(dir.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    fs::write(
+        dir.join("index.json"),
+        serde_json::to_vec(&json!({"schemaVersion": 2, "manifests": index})).unwrap(),
+    )
+    .unwrap();
+}
+
+/// Writes a legacy `docker save` archive's tree of `imgs` under `dir` (uncompressed
+/// layers as `ID/layer.tar`, configs as `HEX.json`, names in `manifest.json`).
+fn docker_save_tree(imgs: &Images, dir: &Path) {
+    let mut ids = Vec::new();
+    for (i, (raw, _)) in imgs.layers.iter().enumerate() {
+        let id = hex(&Sha256::digest(format!("layer-id-{i}")));
+        fs::create_dir_all(dir.join(&id)).unwrap();
+        fs::write(dir.join(&id).join("layer.tar"), raw).unwrap();
+        ids.push(format!("{id}/layer.tar"));
+    }
+    let mut manifest = Vec::new();
+    for (i, (tags, n)) in
+        [(vec!["img-a:1"], 3), (vec!["img-b:2", "img-b:latest"], 1)].into_iter().enumerate()
+    {
+        let c = &imgs.configs[i];
+        let name = format!("{}.json", &sha256(c)[7..]);
+        fs::write(dir.join(&name), c).unwrap();
+        manifest.push(json!({"Config": name, "RepoTags": tags, "Layers": ids[..n]}));
+    }
+    fs::write(dir.join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+}
+
+/// A tar of the directory `dir`, as `docker save` or `skopeo` write one.
+fn tar_dir(dir: &Path, out: &Path) {
+    let ok = Command::new("tar")
+        .arg("-C")
+        .arg(dir)
+        .args(["-cf"])
+        .arg(out)
+        .arg(".")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+}
+
+fn scan_image(tree: &NodeTree, image: &Path, extra: &[&str]) -> Out {
+    let mut args = vec!["scan", "--image", path_arg(image), "--format", "json"];
+    args.extend_from_slice(extra);
+    tree.run(&args)
+}
+
+/// The findings of the Secret key `name` among `found`.
+fn of<'a>(found: &'a [Finding], name: &str) -> Vec<&'a Finding> {
+    found.iter().filter(|f| f.key == name).collect()
+}
+
+/// Every form of the archive: OCI layout dir and tar, docker save dir and tar. Each
+/// planted value is found once, at its layer's digest and path, with the images that
+/// hold the layer, the whiteout-deleted ones noted; exit 1; the archive unchanged.
+#[test]
+fn image_archives_are_scanned_layer_by_layer() {
+    let tree = NodeTree::new();
+    let imgs = images(&tree);
+    let p = &imgs.planted;
+    let secret = Secret::opaque(
+        "app",
+        "s",
+        &[
+            ("token", &p.token),
+            ("old", &p.deleted_in_a),
+            ("hidden", &p.hidden),
+            ("env", &p.env),
+            ("arg", &p.build_arg),
+        ],
+    );
+    let secrets = tree.secrets_file("secrets.json", std::slice::from_ref(&secret));
+    let l = |i: usize| sha256(&imgs.layers[i].1);
+    let diff = |i: usize| sha256(&imgs.layers[i].0);
+    let oci_dir = tree.work("oci");
+    oci_layout(&imgs, &oci_dir);
+    let oci_tar = tree.work("oci.tar");
+    tar_dir(&oci_dir, &oci_tar);
+    let save_dir = tree.work("save");
+    docker_save_tree(&imgs, &save_dir);
+    let save_tar = tree.work("save.tar");
+    tar_dir(&save_dir, &save_tar);
+    let config_a = sha256(&imgs.configs[0]);
+    for (input, oci) in [(&oci_dir, true), (&oci_tar, true), (&save_dir, false), (&save_tar, false)]
+    {
+        let before = fs::read(input).ok();
+        let out = scan_image(&tree, input, &["--secrets", path_arg(&secrets), "--no-rules"]);
+        out.assert_code(1);
+        let found = out.findings();
+        let ctx = input.display().to_string();
+        // A layer's digest: the blob's in an OCI layout, the uncompressed one (the
+        // config's diff_ids) in a legacy docker save.
+        let layer = |i| if oci { l(i) } else { diff(i) };
+        let (a, b) = if oci {
+            ("docker.io/library/img-a:1", "docker.io/library/img-b:2")
+        } else {
+            ("img-a:1", "img-b:2")
+        };
+        let token = of(&found, "token");
+        assert_eq!(token.len(), 1, "{ctx}: {found:#?}");
+        assert_eq!(token[0].path, format!("{}/etc/app/token", layer(0)), "{ctx}");
+        assert_eq!(token[0].site, "image-archive");
+        assert_eq!(token[0].category, "image-layer");
+        let names: Vec<&str> = token[0].raw["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert!(names.contains(&a) && names.contains(&b), "{ctx}: {names:?}");
+        assert!(token[0].raw.get("note").is_none(), "{ctx}");
+        let old = of(&found, "old");
+        assert_eq!(old.len(), 1, "{ctx}");
+        assert_eq!(old[0].path, format!("{}/etc/app/old", layer(0)));
+        assert!(
+            old[0].raw["note"].as_str().unwrap().contains("in some of the images"),
+            "{ctx}: {:?}",
+            old[0].raw
+        );
+        let hidden = of(&found, "hidden");
+        assert_eq!(hidden[0].path, format!("{}/opt/cache/k", layer(1)), "{ctx}");
+        assert!(
+            hidden[0].raw["note"].as_str().unwrap().starts_with("deleted by a later layer"),
+            "{ctx}"
+        );
+        let names: Vec<&str> = hidden[0].raw["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(names, [a], "{ctx}");
+        for key in ["env", "arg"] {
+            let f = of(&found, key);
+            assert_eq!(f.len(), 1, "{ctx}: {key}");
+            assert_eq!(
+                (f[0].path.as_str(), f[0].category.as_str()),
+                (config_a.as_str(), "image-config"),
+                "{ctx}"
+            );
+        }
+        assert_eq!(found.len(), 5, "{ctx}: {found:#?}");
+        assert_eq!(out.json()["root"], path_arg(input), "{ctx}");
+        assert_eq!(out.json()["cri"]["status"], "disabled");
+        assert_eq!(fs::read(input).ok(), before, "{ctx}: the archive is unchanged");
+        // The table names the layer, and the exit status follows --fail-on.
+        let table = tree.run(&[
+            "scan",
+            "--image",
+            path_arg(input),
+            "--secrets",
+            path_arg(&secrets),
+            "--fail-on",
+            "critical",
+        ]);
+        table.assert_code(0);
+    }
+}
+
+/// Hostile archives: a layer whose member names climb out (`../../`), absolute names,
+/// symlinks and hard links pointing at the host's files, a gzip bomb with a value at its
+/// end, a blob cut short, a digest that names a path outside `blobs/`: the value is
+/// found where it is, nothing is written or followed, problems are errors in the report.
+#[test]
+fn hostile_image_archives() {
+    let tree = NodeTree::new();
+    let value = fake_secret(5100);
+    let late = fake_secret(5101);
+    tree.guard(&value);
+    tree.guard(&late);
+    let secret = Secret::opaque("app", "h", &[("value", &value), ("late", &late)]);
+    let secrets = tree.secrets_file("secrets.json", std::slice::from_ref(&secret));
+    // A layer of hand-made members: traversal names, a symlink to /etc/shadow, a hard
+    // link, a value under a traversal name.
+    let member = |name: &[u8], typ: u8, link: &[u8], data: &[u8]| {
+        let mut h = [0u8; 512];
+        h[..name.len()].copy_from_slice(name);
+        h[100..107].copy_from_slice(b"0000644");
+        h[124..135].copy_from_slice(format!("{:011o}", data.len()).as_bytes());
+        h[156] = typ;
+        h[157..157 + link.len()].copy_from_slice(link);
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[263..265].copy_from_slice(b"00");
+        h[148..156].copy_from_slice(b"        ");
+        let sum: u64 = h.iter().map(|&b| u64::from(b)).sum();
+        h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+        let mut out = h.to_vec();
+        out.extend_from_slice(data);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+        out
+    };
+    let mut layer = Vec::new();
+    layer.extend(member(b"../../../../tmp/kresidue-escape", b'0', b"", &value));
+    layer.extend(member(b"/etc/cron.d/x", b'0', b"", b"nothing"));
+    layer.extend(member(b"shadow", b'2', b"/etc/shadow", b""));
+    layer.extend(member(b"hard", b'1', b"/etc/passwd", b""));
+    layer.extend([0u8; 1024]);
+    // A gzip bomb: 512 MiB of zeros in a member, then the late value.
+    let mut bomb = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = 512u64 << 20;
+    let mut h = member(b"zeros", b'0', b"", b"");
+    h[124..135].copy_from_slice(format!("{zeros:011o}").as_bytes());
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u64 = h[..512].iter().map(|&b| u64::from(b)).sum();
+    h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+    bomb.write_all(&h[..512]).unwrap();
+    let block = vec![0u8; 1 << 20];
+    for _ in 0..512 {
+        bomb.write_all(&block).unwrap();
+    }
+    bomb.write_all(&member(b"late", b'0', b"", &late)).unwrap();
+    bomb.write_all(&[0u8; 1024]).unwrap();
+    let bomb = bomb.finish().unwrap();
+    assert!(bomb.len() < 2 << 20, "a bomb: {} bytes", bomb.len());
+    // A cut blob: a gzip layer missing its second half.
+    let whole = gz(&tar_of(&[("a", &filler(3, 200_000))]));
+    let cut = whole[..whole.len() / 2].to_vec();
+    let dir = tree.work("hostile");
+    let blobs = dir.join("blobs/sha256");
+    fs::create_dir_all(&blobs).unwrap();
+    let put = |b: &[u8]| {
+        let d = sha256(b);
+        fs::write(blobs.join(&d[7..]), b).unwrap();
+        d
+    };
+    // The cut blob is stored under the whole one's digest.
+    fs::write(blobs.join(&sha256(&whole)[7..]), &cut).unwrap();
+    let layers = json!([
+        {"digest": put(&layer), "mediaType": "application/vnd.oci.image.layer.v1.tar"},
+        {"digest": put(&bomb), "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip"},
+        {"digest": sha256(&whole), "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip"},
+        {"digest": "sha256:../../../../etc/passwd"},
+    ]);
+    let config = put(br#"{"rootfs":{"diff_ids":[]}}"#);
+    let manifest = serde_json::to_vec(
+        &json!({"schemaVersion": 2, "config": {"digest": config}, "layers": layers}),
+    )
+    .unwrap();
+    let m = put(&manifest);
+    fs::write(dir.join("index.json"), serde_json::to_vec(&json!({"manifests": [{"digest": m, "annotations": {"io.containerd.image.name": "hostile:1"}}]})).unwrap()).unwrap();
+    let out = tree.kr().measure_rss().run(&[
+        "scan",
+        "--image",
+        path_arg(&dir),
+        "--secrets",
+        path_arg(&secrets),
+        "--no-rules",
+        "--format",
+        "json",
+    ]);
+    out.assert_code(1);
+    let found = out.findings();
+    let v = of(&found, "value");
+    assert_eq!(v.len(), 1, "{found:#?}");
+    assert!(v[0].path.ends_with("/../../../../tmp/kresidue-escape"), "{}", v[0].path);
+    assert!(!Path::new("/tmp/kresidue-escape").exists(), "nothing is written");
+    let l = of(&found, "late");
+    assert_eq!(l.len(), 1, "the value after the bomb's zeros is found");
+    assert_eq!(found.len(), 2, "{found:#?}");
+    let errors = out.json()["errors"].to_string();
+    assert!(errors.contains("cut short") || errors.contains("damaged"), "{errors}");
+    assert!(errors.contains("malformed digest"), "{errors}");
+    let rss = out.peak_rss_kb.expect("measured") / 1024;
+    assert!(rss < 200, "peak RSS {rss} MiB over a 512 MiB bomb");
+}
+
+/// The archives the real runtimes write: `docker save` (Docker 20's legacy layout, or an
+/// OCI layout beside `manifest.json` from Docker 25 on), `podman save` as a docker archive
+/// and as an OCI archive, and `podman save --format oci-dir`. An image built with a value
+/// baked by `RUN`, a value written then deleted by a later `RUN` (a whiteout), an `ENV`
+/// and a build argument: each found once, where it is, with the image's tag.
+#[test]
+fn archives_the_runtimes_save() {
+    use crate::util::docker::{self, Dockerd, BASE};
+    use crate::util::podman::{self, Podman};
+    let tree = NodeTree::new();
+    let values: Vec<Vec<u8>> = (0..4).map(|i| fake_secret(5200 + i)).collect();
+    for v in &values {
+        tree.guard(v);
+    }
+    let s = |i: usize| String::from_utf8(values[i].clone()).unwrap();
+    let secret = Secret::opaque(
+        "app",
+        "r",
+        &[("baked", &values[0]), ("gone", &values[1]), ("env", &values[2]), ("arg", &values[3])],
+    );
+    let secrets = tree.secrets_file("secrets.json", std::slice::from_ref(&secret));
+    let dockerfile = format!(
+        "FROM {BASE}\nARG TOKEN\nENV APIKEY={}\nRUN printf '%s\\n' '{}' > /baked && printf '%s' '{}' > /gone\nRUN rm /gone && echo $TOKEN > /dev/null\n",
+        s(2),
+        s(0),
+        s(1)
+    );
+    let check = |archive: &Path, tag: &str, ctx: &str| {
+        let out = scan_image(&tree, archive, &["--secrets", path_arg(&secrets), "--no-rules"]);
+        out.assert_code(1);
+        let found = out.findings();
+        // The RUN lines that wrote the values are in the config's history too.
+        let one = |key: &str| {
+            let f: Vec<&Finding> =
+                of(&found, key).into_iter().filter(|f| f.category == "image-layer").collect();
+            assert_eq!(f.len(), 1, "{ctx}: {key}: {found:#?}");
+            f[0].clone()
+        };
+        let baked = one("baked");
+        assert!(
+            baked.path.ends_with("/baked") && baked.path.starts_with("sha256:"),
+            "{ctx}: {}",
+            baked.path
+        );
+        let images = baked.raw["images"].to_string();
+        assert!(images.contains(tag), "{ctx}: {images}");
+        let gone = one("gone");
+        assert!(
+            gone.raw["note"].as_str().unwrap_or("").starts_with("deleted by a later layer"),
+            "{ctx}: {:?}",
+            gone.raw
+        );
+        for key in ["baked", "gone", "env", "arg"] {
+            let config = of(&found, key).into_iter().filter(|f| f.category == "image-config");
+            assert_eq!(config.count(), 1, "{ctx}: {key} in the config: {found:#?}");
+        }
+    };
+    if docker::available("archives_the_runtimes_save (Docker)") {
+        let d = Dockerd::start("/var/lib/docker");
+        d.import_base();
+        d.build("kr-saved:1", &dockerfile, &[("TOKEN", &s(3))]);
+        let out = d.scratch("save").join("saved.tar");
+        d.must(&["save", "-o", out.to_str().unwrap(), "kr-saved:1"]);
+        check(&out, "kr-saved:1", "docker save");
+    }
+    if podman::available("archives_the_runtimes_save (Podman)") {
+        let p = Podman::new("/var/lib/containers/storage");
+        p.import_base();
+        p.build("localhost/kr-saved:2", &dockerfile, &[("TOKEN", &s(3))]);
+        for format in ["docker-archive", "oci-archive", "oci-dir"] {
+            let out = p.scratch("save").join(format);
+            p.must(&[
+                "save",
+                "--format",
+                format,
+                "-o",
+                out.to_str().unwrap(),
+                "localhost/kr-saved:2",
+            ]);
+            check(&out, "kr-saved:2", &format!("podman save --format {format}"));
+        }
+    }
+}
