@@ -28,7 +28,8 @@ fn zst(b: &[u8]) -> Vec<u8> {
     ruzstd::encoding::compress_to_vec(b, ruzstd::encoding::CompressionLevel::Fastest)
 }
 
-/// A tar (GNU tar) of the files `files` (path, bytes) laid out in a temp dir.
+/// A tar (GNU tar) of the files `files` (path, bytes) laid out in a temp dir, in records
+/// of one block (it ends with its two zero blocks, not padded to 10 KiB).
 fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     for (p, data) in files {
@@ -37,7 +38,7 @@ fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
         fs::write(&path, data).unwrap();
     }
     let out = Command::new("tar")
-        .args(["--sort=name", "--owner=0", "--group=0", "-C"])
+        .args(["--sort=name", "--owner=0", "--group=0", "--blocking-factor=1", "-C"])
         .arg(dir.path())
         .args(["-cf", "-", "."])
         .output()
@@ -320,7 +321,15 @@ fn hostile_image_archives() {
     let late = fake_secret(5101);
     tree.guard(&value);
     tree.guard(&late);
-    let secret = Secret::opaque("app", "h", &[("value", &value), ("late", &late)]);
+    let named = [fake_secret_len(5102, 24), fake_secret_len(5103, 24)];
+    for n in &named {
+        tree.guard(n);
+    }
+    let secret = Secret::opaque(
+        "app",
+        "h",
+        &[("value", &value), ("late", &late), ("dir", &named[0]), ("file", &named[1])],
+    );
     let secrets = tree.secrets_file("secrets.json", std::slice::from_ref(&secret));
     // A layer of hand-made members: traversal names, a symlink to /etc/shadow, a hard
     // link, a value under a traversal name.
@@ -346,6 +355,12 @@ fn hostile_image_archives() {
     layer.extend(member(b"/etc/cron.d/x", b'0', b"", b"nothing"));
     layer.extend(member(b"shadow", b'2', b"/etc/shadow", b""));
     layer.extend(member(b"hard", b'1', b"/etc/passwd", b""));
+    // A directory and a file named by values: each a finding once, the names withheld.
+    let dir_name = [b"cfg-".as_slice(), &named[0]].concat();
+    layer.extend(member(&[dir_name.as_slice(), b"/"].concat(), b'5', b"", b""));
+    for f in [b"a".as_slice(), &named[1]] {
+        layer.extend(member(&[dir_name.as_slice(), b"/", f].concat(), b'0', b"", b"x"));
+    }
     layer.extend([0u8; 1024]);
     // A gzip bomb: 512 MiB of zeros in a member, then the late value.
     let mut bomb = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
@@ -408,7 +423,13 @@ fn hostile_image_archives() {
     assert!(!Path::new("/tmp/kresidue-escape").exists(), "nothing is written");
     let l = of(&found, "late");
     assert_eq!(l.len(), 1, "the value after the bomb's zeros is found");
-    assert_eq!(found.len(), 2, "{found:#?}");
+    for key in ["dir", "file"] {
+        let f = of(&found, key);
+        assert_eq!(f.len(), 1, "{key}: {found:#?}");
+        assert_eq!(f[0].raw["in"], "name");
+        assert!(f[0].path.contains("<withheld>"), "{}", f[0].path);
+    }
+    assert_eq!(found.len(), 4, "{found:#?}");
     let errors = out.json()["errors"].to_string();
     assert!(errors.contains("cut short") || errors.contains("damaged"), "{errors}");
     assert!(errors.contains("malformed digest"), "{errors}");
@@ -498,4 +519,63 @@ fn archives_the_runtimes_save() {
             check(&out, "kr-saved:2", &format!("podman save --format {format}"));
         }
     }
+}
+
+/// A layer of ten million members (gzip members of identical headers, concatenated:
+/// 5 GB of tar in a few megabytes), a value in the first member: the scan reads until its
+/// `--timeout`, says the report is incomplete, finds the value, and stays small.
+#[test]
+fn a_layer_of_ten_million_members_is_bounded() {
+    let tree = NodeTree::new();
+    let value = fake_secret(5300);
+    tree.guard(&value);
+    let secret = Secret::opaque("app", "m", &[("value", &value)]);
+    let secrets = tree.secrets_file("secrets.json", std::slice::from_ref(&secret));
+    let first = tar_of(&[("first", &value)]);
+    let first = &first[..first.len() - 1024]; // without its end-of-archive blocks
+    let empty = tar_of(&[("f", b"")]);
+    let header = &empty[512..1024]; // `./f` (after `./`)
+    let batch: Vec<u8> = header.repeat(10_000);
+    let batch = gz(&batch);
+    let mut layer = gz(first);
+    for _ in 0..1000 {
+        layer.extend_from_slice(&batch);
+    }
+    layer.extend(gz(&[0u8; 1024]));
+    let dir = tree.work("many");
+    let blobs = dir.join("blobs/sha256");
+    fs::create_dir_all(&blobs).unwrap();
+    let put = |b: &[u8]| {
+        let d = sha256(b);
+        fs::write(blobs.join(&d[7..]), b).unwrap();
+        d
+    };
+    let l = put(&layer);
+    let c = put(br#"{"rootfs":{"diff_ids":[]}}"#);
+    let m =
+        serde_json::to_vec(&json!({"config": {"digest": c}, "layers": [{"digest": l}]})).unwrap();
+    let m = put(&m);
+    fs::write(
+        dir.join("index.json"),
+        serde_json::to_vec(&json!({"manifests": [{"digest": m}]})).unwrap(),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = tree.kr().measure_rss().run(&[
+        "scan",
+        "--image",
+        path_arg(&dir),
+        "--secrets",
+        path_arg(&secrets),
+        "--format",
+        "json",
+        "--timeout",
+        "10s",
+    ]);
+    out.assert_code(1);
+    assert!(started.elapsed() < std::time::Duration::from_secs(90), "{:?}", started.elapsed());
+    assert_eq!(out.json()["summary"]["incomplete"], true);
+    assert_eq!(of(&out.findings(), "value").len(), 1);
+    let rss = out.peak_rss_kb.expect("measured") / 1024;
+    assert!(rss < 120, "peak RSS {rss} MiB");
 }

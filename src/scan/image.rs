@@ -238,6 +238,7 @@ fn blob(
     };
     let mut tar = tarball::Reader::new(r);
     let mut whiteouts = Whiteouts::default();
+    let mut named_dirs = HashSet::new();
     loop {
         if late(settings, g) {
             break;
@@ -251,6 +252,18 @@ fn blob(
             }
         };
         let inner = tarball::clean_path(&m.path);
+        // Names holding material are findings, and withheld before any path is shown.
+        let named = super::names::in_path(
+            &Member { owner: &owner, path: String::new() },
+            place,
+            searchers,
+            (b.digest.as_bytes(), &inner),
+            &mut named_dirs,
+        );
+        if !named.is_empty() {
+            let mut all = g.findings.lock().expect("lock");
+            all.extend(named.into_iter().map(|f| (i, inner.clone(), f)));
+        }
         let name = inner.rsplit(|&c| c == b'/').next().unwrap_or_default();
         if let Some(target) = name.strip_prefix(b".wh.") {
             let parent = &inner[..inner.len() - name.len()];
@@ -270,7 +283,9 @@ fn blob(
             }
             continue;
         }
-        if m.kind != Kind::File {
+        // An empty file holds nothing to find (a layer of millions of them is read
+        // header by header).
+        if m.kind != Kind::File || m.size == 0 {
             continue;
         }
         let shown =

@@ -2,9 +2,9 @@
 //! directories'), searched joined in one pass. What matches is withheld from every path
 //! shown from then on, and is a finding at the path of its name.
 
-use super::search::{aggregate, lift, lift_rule};
+use super::search::{aggregate, lift, lift_rule, Target};
 use super::{Searchers, Seen};
-use crate::finding::{Finding, Within};
+use crate::finding::{Category, Finding, Severity, Within};
 use crate::matcher::Hit;
 use crate::rules::RuleHit;
 use crate::severity::place;
@@ -177,7 +177,10 @@ impl Names {
                         dir_path(job, &rel[..end], name)
                     }
                 };
-                let named = name_findings(job, searchers, (&hits, &rule_hits), name, &path);
+                let on_tmpfs = || job.open().is_ok_and(|f| sys::is_tmpfs(&f.0));
+                let place = place(job.owner.category(on_tmpfs), job.owner.stale, None);
+                let found_here = (&hits[..], &rule_hits[..]);
+                let named = name_findings(job, place, searchers, found_here, name, &path);
                 found.extend(aggregate(named));
             }
         }
@@ -201,11 +204,59 @@ fn dir_path(job: &FileJob, rel: &[u8], name: &[u8]) -> Vec<u8> {
     [b"/", rel].concat()
 }
 
+/// The findings in the names on `path` (a member's path in an image layer, components
+/// separated by `/`), shown under `prefix` (the layer's digest): each name holding
+/// material is a finding at its own path, once (`dirs` keeps those reported), what matched withheld before any path is shown. A match across a `/` is
+/// none (no name on a node holds one).
+pub(super) fn in_path(
+    target: &dyn Target,
+    place: (Category, Severity),
+    searchers: &Searchers<'_>,
+    (prefix, path): (&[u8], &[u8]),
+    dirs: &mut std::collections::HashSet<Vec<u8>>,
+) -> Vec<Finding> {
+    let (mut hits, mut rule_hits) = (Vec::new(), Vec::new());
+    if !screen(searchers, path, &mut hits, &mut rule_hits) {
+        return Vec::new();
+    }
+    let mut by_name: BTreeMap<(usize, usize), (Vec<Hit>, Vec<RuleHit>)> = BTreeMap::new();
+    let name_at = |offset: u64, len: u64| {
+        let (from, to) = (offset as usize, (offset + len) as usize);
+        let start = memchr::memrchr(b'/', &path[..from]).map_or(0, |n| n + 1);
+        let end = memchr::memchr(b'/', &path[from..]).map_or(path.len(), |n| from + n);
+        (to <= end).then_some((start, end))
+    };
+    for h in &hits {
+        if let Some((start, end)) = name_at(h.offset, u64::from(h.len)) {
+            let hit = Hit { offset: h.offset - start as u64, ..*h };
+            by_name.entry((start, end)).or_default().0.push(hit);
+        }
+    }
+    for h in &rule_hits {
+        if let Some((start, end)) = name_at(h.offset, u64::from(h.len)) {
+            let hit = RuleHit { offset: h.offset - start as u64, ..h.clone() };
+            by_name.entry((start, end)).or_default().1.push(hit);
+        }
+    }
+    let mut found = Vec::new();
+    for ((start, end), (hits, rule_hits)) in by_name {
+        if !dirs.insert(path[..end].to_vec()) {
+            continue;
+        }
+        let shown = [prefix, b"/", &path[..end]].concat();
+        let named =
+            name_findings(target, place, searchers, (&hits, &rule_hits), &path[start..end], &shown);
+        found.extend(aggregate(named));
+    }
+    found
+}
+
 /// The findings of `hits` in `name` (offsets in it), the last name of `path` (node path
 /// bytes, not yet withheld): what matched is withheld first, then the findings are made
 /// at `path` as it is shown now.
 fn name_findings(
-    job: &FileJob,
+    job: &dyn Target,
+    place: (Category, Severity),
     searchers: &Searchers<'_>,
     (hits, rule_hits): (&[Hit], &[RuleHit]),
     name: &[u8],
@@ -219,14 +270,12 @@ fn name_findings(
         text::withhold::withhold(at(h.offset, h.len as u64));
     }
     let path = text::display_path(std::ffi::OsStr::from_bytes(path));
-    let on_tmpfs = || job.open().is_ok_and(|f| sys::is_tmpfs(&f.0));
-    let place = place(job.owner.category(on_tmpfs), job.owner.stale, None);
     let in_name = |mut f: Finding, secret: &[u8]| {
         f.path.clone_from(&path);
         f.within = Within::Name;
         f.note = Some(IN_NAME);
         f.id = Finding::refine_id(
-            &Finding::make_id(job.owner.site, &path, &f.matched, secret),
+            &Finding::make_id(job.owner().site, &path, &f.matched, secret),
             "name",
         );
         f
