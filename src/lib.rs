@@ -19,8 +19,9 @@
 //! 8. [`node`] (parsers of node data);
 //! 9. [`rules`] (the built-in rules; their key search rides the matcher's pass);
 //! 10. [`matcher`] (the search for known values);
-//! 11. [`fingerprint`] (what known values are searched as) and [`oci`] (container image
-//!     archives: OCI layouts, `docker save`; their tars read by the tar reader below);
+//! 11. [`fingerprint`] (what known values are searched as), [`oci`] (container image
+//!     archives: OCI layouts, `docker save`; their tars read by the tar reader below) and
+//!     [`disk`] (disk images' filesystems, read as trees of files without mounting);
 //! 12. [`finding`] (the model: findings, severities, the exit contract), [`kubectl`] (the API
 //!     server's JSON) and [`bbolt`] (the runtime's metadata databases, containerd's
 //!     `meta.db` and the snapshotters' `metadata.db`, read from bytes), [`sqlite`] (kine's
@@ -41,6 +42,7 @@ pub mod clean;
 pub mod cli;
 pub mod config;
 pub mod cri;
+pub mod disk;
 pub mod distros;
 pub mod dqlite;
 pub mod finding;
@@ -102,7 +104,7 @@ const LAYERS: &[&[&str]] = &[
     &["node"],
     &["rules"],
     &["matcher"],
-    &["fingerprint", "oci"],
+    &["fingerprint", "oci", "disk"],
     &[
         "finding",
         "kubectl",

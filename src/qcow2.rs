@@ -57,8 +57,8 @@ pub fn is_qcow2(file: &dyn Bytes) -> bool {
 }
 
 /// An opened image: the virtual disk's bytes, read through its tables.
-pub struct Qcow2<'a> {
-    file: &'a dyn Bytes,
+pub struct Qcow2<B> {
+    file: B,
     cluster_bits: u32,
     size: u64,
     l1: Vec<u64>,
@@ -68,9 +68,9 @@ pub struct Qcow2<'a> {
     inflated: RefCell<Option<(u64, Vec<u8>)>>,
 }
 
-impl<'a> Qcow2<'a> {
+impl<B: Bytes> Qcow2<B> {
     /// Opens the image `file`: checks its header and reads its L1 table.
-    pub fn open(file: &'a dyn Bytes) -> Result<Qcow2<'a>, Error> {
+    pub fn open(file: B) -> Result<Qcow2<B>, Error> {
         let mut h = [0u8; 112];
         let got = h.len().min(usize::try_from(file.size()).unwrap_or(usize::MAX));
         file.read_at(0, &mut h[..got]).map_err(|_| err("the header could not be read"))?;
@@ -191,7 +191,7 @@ impl<'a> Qcow2<'a> {
     }
 }
 
-impl Bytes for Qcow2<'_> {
+impl<B: Bytes> Bytes for Qcow2<B> {
     fn size(&self) -> u64 {
         self.size
     }
@@ -237,7 +237,7 @@ mod tests {
         out
     }
 
-    fn read_all(q: &Qcow2<'_>) -> Vec<u8> {
+    fn read_all<B: Bytes>(q: &Qcow2<B>) -> Vec<u8> {
         let mut out = vec![0u8; q.size() as usize];
         // In uneven pieces, across cluster ends.
         let mut at = 0;

@@ -46,6 +46,36 @@ impl Bytes for &[u8] {
     }
 }
 
+impl<T: Bytes + ?Sized> Bytes for &T {
+    fn size(&self) -> u64 {
+        (**self).size()
+    }
+
+    fn read_at(&self, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        (**self).read_at(at, buf)
+    }
+}
+
+impl<T: Bytes + ?Sized> Bytes for std::sync::Arc<T> {
+    fn size(&self) -> u64 {
+        (**self).size()
+    }
+
+    fn read_at(&self, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        (**self).read_at(at, buf)
+    }
+}
+
+impl<T: Bytes + ?Sized> Bytes for Box<T> {
+    fn size(&self) -> u64 {
+        (**self).size()
+    }
+
+    fn read_at(&self, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        (**self).read_at(at, buf)
+    }
+}
+
 impl Bytes for Vec<u8> {
     fn size(&self) -> u64 {
         self.len() as u64

@@ -22,6 +22,7 @@
 //! regular file it walked.
 
 mod bytes;
+pub mod image;
 mod lock;
 pub mod mount;
 mod output;
