@@ -182,10 +182,13 @@ pub struct ScanArgs {
     #[arg(long, value_name = "DURATION")]
     pub every: Option<String>,
 
-    /// Scan a container image archive instead of the node, without root or a runtime: an
-    /// OCI image layout (a directory, or a tar of one) or a `docker save` tar. Each layer is
-    /// read once, inflated as it is read; a finding's path is LAYER-DIGEST/PATH-IN-LAYER
-    /// (or the config's digest), with the images holding it.
+    /// Scan an image instead of the node, without root, a mount or a runtime: a container
+    /// image archive (an OCI image layout, a directory or a tar of one, or a `docker save`
+    /// tar: each layer read once, inflated as it is read; a finding's path is
+    /// LAYER-DIGEST/PATH-IN-LAYER, or the config's digest, with the images holding it), or
+    /// a node's disk image (raw or qcow2; GPT, MBR or one bare filesystem): each ext2/3/4
+    /// filesystem scanned as a node root with every site, its paths PARTITION:/PATH when
+    /// the disk has several.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["root", "paths", "every"])]
     pub image: Option<PathBuf>,
 }

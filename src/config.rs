@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Everything `scan` and `clean` need, checked.
+#[derive(Clone)]
 pub struct ScanConfig {
     /// The opened root.
     pub root: RootDir,

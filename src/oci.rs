@@ -85,6 +85,9 @@ impl Store {
             Store::Dir(root) => {
                 let (f, size) =
                     root.open_regular(Path::new(name), u64::MAX).map_err(|e| e.to_string())?;
+                let crate::sys::image::NodeFile::Host(f) = f else {
+                    return Err("not a file of this host".to_owned());
+                };
                 Ok((Box::new(f.take(size)), size))
             }
             Store::Tar { bytes, members } => {

@@ -237,6 +237,15 @@ fn until_nul(b: &[u8]) -> &[u8] {
     &b[..memchr::memchr(0, b).unwrap_or(b.len())]
 }
 
+/// Whether `head` (a stream's first bytes) starts with a tar header: a block whose
+/// checksum is right.
+pub fn is_tar(head: &[u8]) -> bool {
+    let Ok(h) = <&[u8; BLOCK as usize]>::try_from(head.get(..BLOCK as usize).unwrap_or(&[])) else {
+        return false;
+    };
+    h.iter().any(|&b| b != 0) && checksum_ok(h)
+}
+
 /// The header's checksum: the sum of its bytes with the checksum field as spaces, as
 /// unsigned bytes (POSIX) or signed ones (some old writers).
 fn checksum_ok(h: &[u8; BLOCK as usize]) -> bool {

@@ -20,6 +20,7 @@ use crate::finding::{ScanError, SiteId, UnreadMount};
 use crate::node::io_message;
 use crate::sites::kubelet::{mount_place, secrets_store, MountPlace};
 use crate::sites::{ContainerLayout, ContainerMount, Owner, Owners, Scope};
+use crate::sys::image::NodeFile;
 use crate::sys::walk::{Cross, DirFd, Entry};
 use crate::sys::RootDir;
 use crate::text::display_path;
@@ -34,13 +35,8 @@ use std::sync::Arc;
 pub struct FileJob {
     /// Path relative to the root (no symlinks).
     pub rel: PathBuf,
-    /// Its directory, to open it by name; or the root, when `by_path`.
-    dir: Arc<DirFd>,
-    /// Opened by `rel[base..]` from `dir`, the top of its mount (the walk's descriptor
-    /// budget was spent).
-    by_path: bool,
-    /// See `by_path`.
-    base: usize,
+    /// Where it is opened from.
+    from: From,
     /// What to do when the file is itself a mount point.
     mounts: Arc<ScopeMounts>,
     /// Inode number seen by the walk (checked against the opened file).
@@ -56,28 +52,50 @@ pub struct FileJob {
     pub owner: Owner,
 }
 
+/// Where a [`FileJob`]'s file is opened from.
+#[derive(Clone, Debug)]
+enum From {
+    /// A mounted root's directory.
+    Host {
+        /// Its directory, to open it by name; or the root, when `by_path`.
+        dir: Arc<DirFd>,
+        /// Opened by `rel[base..]` from `dir`, the top of its mount (the walk's
+        /// descriptor budget was spent).
+        by_path: bool,
+        /// See `by_path`.
+        base: usize,
+    },
+    /// An image's tree (the root), by its path.
+    Image(RootDir),
+}
+
 impl FileJob {
     /// Opens the file for reading, beneath its directory's descriptor (or its mount's
     /// top), never through a symlink nor across a mount point the scope's policy does not
     /// let the scan enter (a file bind-mounted from a Secret volume's tmpfs is read). The
     /// inode the file opened must have: the one listed, or, for a file that is a mount
     /// point, the mounted file's (checked as it is opened).
-    pub fn open(&self) -> Result<(std::fs::File, u64), Unopened> {
+    pub fn open(&self) -> Result<(NodeFile, u64), Unopened> {
         let Some(name) = self.rel.file_name() else {
             return Err(Unopened::Io(std::io::Error::other("not a file name")));
         };
-        let opened = match self.by_path {
-            true => self.dir.open_file_below(crate::sys::walk::under_base(&self.rel, self.base)),
-            false => self.dir.open_file_below(Path::new(name)),
+        let (dir, by_path, base) = match &self.from {
+            From::Host { dir, by_path, base } => (dir, *by_path, *base),
+            From::Image(root) => {
+                return root.open_file(&self.rel).map(|f| (f, self.ino)).map_err(Unopened::Io)
+            }
+        };
+        let opened = match by_path {
+            true => dir.open_file_below(crate::sys::walk::under_base(&self.rel, base)),
+            false => dir.open_file_below(Path::new(name)),
         };
         match opened {
-            Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) && !self.by_path => {
-                match self.mounts.decide(&self.rel, &self.dir) {
+            Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) && !by_path => {
+                match self.mounts.decide(&self.rel, dir) {
                     Cross::Enter { id, tmpfs } => {
-                        let f =
-                            self.dir.open_mounted_file(name, id, tmpfs).map_err(Unopened::Io)?;
+                        let f = dir.open_mounted_file(name, id, tmpfs).map_err(Unopened::Io)?;
                         let ino = f.metadata().map_err(Unopened::Io)?.ino();
-                        Ok((f, ino))
+                        Ok((NodeFile::Host(f), ino))
                     }
                     Cross::Unread(fstype) => {
                         Err(Unopened::Mount(UnreadMount { path: self.node_path(), fstype }))
@@ -94,35 +112,42 @@ impl FileJob {
                     "a filesystem was mounted on its path during the scan; not read",
                 )))
             }
-            r => r.map(|f| (f, self.ino)).map_err(Unopened::Io),
+            r => r.map(|f| (NodeFile::Host(f), self.ino)).map_err(Unopened::Io),
         }
     }
 
     /// Opens the regular file `name` beside this one (a database's log), as
     /// [`FileJob::open`] opens a file: beneath its directory's descriptor (or its mount's
     /// top), never through a symlink nor across a mount point.
-    pub fn open_sibling(&self, name: &OsStr) -> std::io::Result<std::fs::File> {
-        let f = match self.by_path {
-            true => {
-                let rel = self.rel.with_file_name(name);
-                self.dir.open_regular_below(crate::sys::walk::under_base(&rel, self.base))?
+    pub fn open_sibling(&self, name: &OsStr) -> std::io::Result<NodeFile> {
+        let f = match &self.from {
+            From::Image(root) => {
+                return root.open_regular(&self.rel.with_file_name(name), u64::MAX).map(|(f, _)| f)
             }
-            false => self.dir.open_regular_below(Path::new(name))?,
+            From::Host { dir, by_path: true, base } => {
+                let rel = self.rel.with_file_name(name);
+                dir.open_regular_below(crate::sys::walk::under_base(&rel, *base))?
+            }
+            From::Host { dir, by_path: false, .. } => dir.open_regular_below(Path::new(name))?,
         };
-        Ok(f)
+        Ok(NodeFile::Host(f))
     }
 
     /// The names of the entries of this file's directory (its siblings and itself), in
     /// name order, listed beneath its directory's descriptor (or its mount's top).
     pub fn sibling_names(&self) -> std::io::Result<Vec<std::ffi::OsString>> {
-        match self.by_path {
-            true => {
-                let rel = self.rel.parent().unwrap_or(Path::new(""));
-                let rel = crate::sys::walk::under_base(rel, self.base);
-                let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
-                self.dir.names_below(rel)
+        match &self.from {
+            From::Image(root) => {
+                let listed = root.list(self.rel.parent().unwrap_or(Path::new("")))?;
+                Ok(listed.into_iter().map(|(name, _)| name).collect())
             }
-            false => self.dir.names_below(Path::new(".")),
+            From::Host { dir, by_path: true, base } => {
+                let rel = self.rel.parent().unwrap_or(Path::new(""));
+                let rel = crate::sys::walk::under_base(rel, *base);
+                let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+                dir.names_below(rel)
+            }
+            From::Host { dir, by_path: false, .. } => dir.names_below(Path::new(".")),
         }
     }
 
@@ -269,8 +294,11 @@ pub fn walk_scope<'a>(
         .is_none()
         .then(|| root.walk_mounts(&rel, Box::new(move |rel, dir| policy.decide(rel, dir)), start));
     remote.into_iter().chain(walk.into_iter().flatten().map(move |entry| {
-        let (dir, path, ino, by_path, base) = match entry {
-            Entry::File { dir, rel, ino, by_path, base } => (dir, rel, ino, by_path, base),
+        let (from, path, ino) = match entry {
+            Entry::File { dir, rel, ino, by_path, base } => {
+                (From::Host { dir, by_path, base }, rel, ino)
+            }
+            Entry::ImageFile { rel, ino } => (From::Image(root.clone()), rel, ino),
             Entry::Special(kind) => return WalkItem::Skipped(kind),
             Entry::Unread { rel, fstype } => {
                 // At the scope itself: its path (`join("")` would add a slash).
@@ -298,9 +326,7 @@ pub fn walk_scope<'a>(
         WalkItem::File(FileJob {
             inner_at,
             rel: path,
-            dir,
-            by_path,
-            base,
+            from,
             mounts: mounts.clone(),
             ino,
             scope_path: scope_path.clone(),

@@ -130,14 +130,15 @@ fn key(ns: &str, name: &str) -> String {
 }
 
 /// What the database holds, by the value each finding must be of.
-struct Made {
+pub struct Made {
     /// (secret id, state, file) each value must be found in, at least.
-    want: Vec<(String, &'static str, &'static str)>,
+    pub want: Vec<(String, &'static str, &'static str)>,
     /// The Secrets to fingerprint (their `password` only).
-    secrets: Vec<Secret>,
+    pub secrets: Vec<Secret>,
     /// The values stored split across pages (not one run of either file).
-    split: Vec<String>,
-    dir: tempfile::TempDir,
+    pub split: Vec<String>,
+    /// Where they are (`out/`).
+    pub dir: tempfile::TempDir,
 }
 
 /// Runs `k`'s SQL with Debian's `sqlite3` in `dir`, on `state.db`, keeping the log: the
@@ -163,7 +164,7 @@ fn run_sqlite(dir: &Path, k: &mut Kine) {
 }
 
 /// Makes `state.db` and `state.db-wal` in a temp dir with Debian's `sqlite3`.
-fn make_db() -> Made {
+pub fn make_db() -> Made {
     let dir = tempfile::tempdir().unwrap();
     let mut k = Kine::new(true);
     let mut secrets = Vec::new();
@@ -245,7 +246,7 @@ fn read(p: &Path) -> Vec<u8> {
 }
 
 /// A node with the database made in `dir` at the node path `at`.
-fn node_with(dir: &Path, at: &str) -> NodeTree {
+pub fn node_with(dir: &Path, at: &str) -> NodeTree {
     let tree = NodeTree::new();
     for name in ["state.db", "state.db-wal"] {
         let made = dir.join("out").join(name);

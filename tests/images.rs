@@ -579,3 +579,177 @@ fn a_layer_of_ten_million_members_is_bounded() {
     let rss = out.peak_rss_kb.expect("measured") / 1024;
     assert!(rss < 120, "peak RSS {rss} MiB");
 }
+
+/// Makes `disk` (raw) and `disk.qcow2`: a GPT disk whose first partition is an empty EFI
+/// system partition and whose second is an ext4 filesystem made unprivileged from `root`
+/// with `mkfs.ext4 -d`.
+fn node_disk(root: &Path, disk: &Path) -> std::path::PathBuf {
+    let run = |c: &mut Command| {
+        let out = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
+        assert!(out.status.success(), "{c:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let fs = disk.with_extension("ext4");
+    run(Command::new("mkfs.ext4").args(["-q", "-F", "-d"]).arg(root).arg(&fs).arg("96M"));
+    run(Command::new("truncate").args(["-s", "104M"]).arg(disk));
+    let table = "label: gpt\nstart=2048, size=8192, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B\nstart=10240, size=196608, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4\n";
+    let mut sf = Command::new("sfdisk");
+    sf.arg("-q").arg(disk).stdin(std::process::Stdio::piped());
+    let mut child = sf.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(table.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success());
+    run(Command::new("dd")
+        .arg(format!("if={}", fs.display()))
+        .arg(format!("of={}", disk.display()))
+        .args(["bs=1M", "seek=5", "conv=notrunc,sparse", "status=none"]));
+    fs::remove_file(&fs).unwrap();
+    let qcow = disk.with_extension("qcow2");
+    run(Command::new("qemu-img").args(["convert", "-O", "qcow2"]).arg(disk).arg(&qcow));
+    qcow
+}
+
+/// What a finding is, but for where its path says it is: compared between a scan of the
+/// tree and of its disk image.
+fn same(f: &Finding) -> (String, String, String, String, String, u64, String) {
+    let path = f.path.strip_prefix("p2:").unwrap_or(&f.path).to_owned();
+    let record = f.raw.get("record").map(|r| r.to_string()).unwrap_or_default();
+    let id = f.id.clone().unwrap_or_default();
+    (
+        path,
+        id,
+        f.site.clone(),
+        f.category.clone(),
+        f.severity.clone(),
+        f.raw["count"].as_u64().unwrap_or(0),
+        record,
+    )
+}
+
+/// A node's disk: kubelet's Secret volume (atomic writer, and a stale copy), a subPath
+/// copy, an emptyDir, a pod log and its rotated `.gz`, kine's database and its log where
+/// k3s keeps them (values split across overflow pages), as an ext4 filesystem in the
+/// second partition of a GPT disk, raw and qcow2. `scan --image` of each finds exactly what
+/// `scan --root` finds over the tree (ids, sites, categories, severities, counts, records),
+/// its paths named `p2:`; the empty EFI partition is an `errors` entry; nothing is
+/// written beside the image, and the image is unchanged.
+#[test]
+fn node_disk_images_are_scanned_as_mounted() {
+    let made = crate::datastores::make_db();
+    let tree = crate::datastores::node_with(made.dir.path(), "/var/lib/rancher/k3s/server/db");
+    let mut secrets = made.secrets.clone();
+    let vals: Vec<Vec<u8>> = (0..5).map(|i| fake_secret(5400 + i)).collect();
+    secrets.push(Secret::opaque(
+        "app",
+        "disk",
+        &[
+            ("vol", &vals[0]),
+            ("stale", &vals[1]),
+            ("sub", &vals[2]),
+            ("log", &vals[3]),
+            ("gz", &vals[4]),
+        ],
+    ));
+    let pod = tree.pod("0d15c0de-0000-4000-8000-000000000001");
+    pod.secret_volume("creds").key("vol", &vals[0]).stale_copy(
+        "..2024_01_01_00_00_00.1",
+        "vol",
+        &vals[1],
+    );
+    pod.subpath("creds", "app", 0, &vals[2]);
+    pod.empty_dir_file("scratch", "note", b"nothing here");
+    pod.log(
+        "app",
+        "web",
+        "main",
+        "0.log",
+        &[b"2024-01-01T00:00:00Z stdout F token=".as_slice(), &vals[3], b"\n"].concat(),
+    );
+    pod.log(
+        "app",
+        "web",
+        "main",
+        "0.log.20240101-000000.gz",
+        &gz(&[b"2024-01-01T00:00:00Z stdout F pw=".as_slice(), &vals[4], b"\n"].concat()),
+    );
+    tree.write("/etc/hostname", b"node-7\n");
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let mounted = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    mounted.assert_code(1);
+    let want: std::collections::BTreeSet<_> = mounted.findings().iter().map(same).collect();
+    assert!(want.len() >= 60, "{}", want.len());
+    let disk = tree.work("node.img");
+    let qcow = node_disk(tree.root(), &disk);
+    for image in [&disk, &qcow] {
+        let before = fs::metadata(image).unwrap().len();
+        let out = scan_image(&tree, image, &["--secrets", path_arg(&file)]);
+        out.assert_code(1);
+        let found = out.findings();
+        assert!(found.iter().all(|f| f.path.starts_with("p2:/")), "{}", image.display());
+        let got: std::collections::BTreeSet<_> = found.iter().map(same).collect();
+        let missing: Vec<_> = want.difference(&got).collect();
+        let extra: Vec<_> = got.difference(&want).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "{}: missing {missing:#?}\nextra {extra:#?}",
+            image.display()
+        );
+        let errors = out.json()["errors"].to_string();
+        assert!(errors.contains("p1") && errors.contains("no filesystem"), "{errors}");
+        assert_eq!(out.json()["summary"]["distributions"], json!(["k3s"]));
+        assert_eq!(fs::metadata(image).unwrap().len(), before);
+    }
+}
+
+/// Hostile disk images: kubelet's dir a symlink to another dir of the image (followed
+/// inside the image, as on a node), a symlink loop, a directory nested 300 deep, a disk
+/// cut short in the middle of its filesystem, a disk of nothing kresidue reads (one line,
+/// exit 2), an LVM physical volume named: no panic, no hang, the image unchanged.
+#[test]
+fn hostile_disk_images() {
+    let tree = NodeTree::new();
+    let v = fake_secret(5500);
+    tree.guard(&v);
+    let secret = Secret::opaque("app", "h", &[("v", &v)]);
+    let file = tree.secrets_file("secrets.json", std::slice::from_ref(&secret));
+    // The kubelet dir moved to /data and linked back, as some nodes do.
+    tree.write("/data/kubelet/pods/0d15c0de-0000-4000-8000-000000000002/volumes/kubernetes.io~secret/s/..2024_01_01_00_00_00.1/v", &v);
+    tree.symlink("/data/kubelet/pods/0d15c0de-0000-4000-8000-000000000002/volumes/kubernetes.io~secret/s/..data", "..2024_01_01_00_00_00.1");
+    tree.symlink(
+        "/data/kubelet/pods/0d15c0de-0000-4000-8000-000000000002/volumes/kubernetes.io~secret/s/v",
+        "..data/v",
+    );
+    for p in ["/var/lib/kubelet", "/var/log/pods"] {
+        let _ = fs::remove_dir_all(tree.host(p));
+    }
+    tree.symlink("/var/lib/kubelet", "../../data/kubelet");
+    tree.symlink("/var/log/pods", "/var/log/pods");
+    let deep: String = (0..300).map(|i| format!("d{i}/")).collect();
+    tree.write(format!("/var/lib/rancher/k3s/{deep}f"), b"x");
+    let mounted = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    let want: std::collections::BTreeSet<_> = mounted.findings().iter().map(same).collect();
+    assert_eq!(want.len(), 1, "{want:?}");
+    let disk = tree.work("node.img");
+    let qcow = node_disk(tree.root(), &disk);
+    let out = scan_image(&tree, &qcow, &["--secrets", path_arg(&file)]);
+    let got: std::collections::BTreeSet<_> = out.findings().iter().map(same).collect();
+    assert_eq!(got, want);
+    // Cut in the middle of the filesystem: what can be read is, the rest is in `errors`.
+    let cut = tree.work("cut.img");
+    let bytes = fs::read(&disk).unwrap();
+    fs::write(&cut, &bytes[..(10 << 20)]).unwrap();
+    let out = scan_image(&tree, &cut, &["--secrets", path_arg(&file)]);
+    assert!(out.code == 0 || out.code == 1 || out.code == 2, "{}", out.code);
+    if out.code == 2 {
+        out.assert_one_line_error();
+    }
+    // Nothing readable: one line, exit 2, naming what was found.
+    let lvm = tree.work("lvm.img");
+    let mut img = vec![0u8; 4 << 20];
+    img[512..520].copy_from_slice(b"LABELONE");
+    fs::write(&lvm, &img).unwrap();
+    let out = scan_image(&tree, &lvm, &["--secrets", path_arg(&file)]);
+    out.assert_one_line_error();
+    assert!(out.stderr_str().contains("LVM"), "{}", out.stderr_str());
+    let empty = tree.work("zeros.img");
+    fs::write(&empty, vec![0u8; 1 << 20]).unwrap();
+    scan_image(&tree, &empty, &["--secrets", path_arg(&file)]).assert_one_line_error();
+}

@@ -33,19 +33,36 @@ pub fn run(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
         return run_image(args, &cfg, image, started, stdout);
     }
     let mut searching = Searching::start(&cfg)?;
-    let baseline = match &args.baseline {
-        Some(path) => config::read_baseline(path)?,
-        None => Default::default(),
-    };
+    let baseline = baseline(args)?;
     let _lock = take_lock(&cfg.lock, cfg.root.path(), false)?;
     let mut printer = Printer::new(cfg.quiet, cfg.verbose, cfg.output.is_some());
     let secrets_stats = searching.secrets_stats.take();
-    let Scanned { mut result, cri, .. } = search(&cfg, searching, &mut printer, false, true)?;
-    let before = result.findings.len();
-    result.findings.retain(|f| !baseline.contains(&f.id));
-    let baselined = (before - result.findings.len()) as u64;
-    let report = report_of(&cfg, result, cri, baselined, started);
+    let Scanned { result, cri, .. } = search(&cfg, searching, &mut printer, false, true)?;
+    let report = report_of(&cfg, result, cri, &baseline, started);
     finish(&cfg, report, fail_on, printer, secrets_stats, stdout)
+}
+
+/// The ids `--baseline` leaves out.
+fn baseline(args: &ScanArgs) -> Result<std::collections::HashSet<String>> {
+    match &args.baseline {
+        Some(path) => config::read_baseline(path),
+        None => Ok(Default::default()),
+    }
+}
+
+/// The report of a scan of the image shown as `shown`: no node, no runtime asked.
+fn image_report(
+    cfg: &ScanConfig,
+    result: ScanResult,
+    baseline: &std::collections::HashSet<String>,
+    shown: String,
+    started: Instant,
+) -> Report {
+    let cri = CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None };
+    let mut report = report_of(cfg, result, cri, baseline, started);
+    report.root = shown;
+    report.node = None;
+    report
 }
 
 /// Writes `report` and says what the run's notes and exit status are.
@@ -82,6 +99,122 @@ fn finish(
     Ok(Outcome { status, notes: printer.finish() })
 }
 
+/// What `--image` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ImageKind {
+    /// A container image archive (a directory, or a tar).
+    Archive,
+    /// A disk image (anything else).
+    Disk,
+}
+
+/// What the file or directory at `image` is: a tar or a directory is an archive, anything
+/// else a disk image.
+fn image_kind(image: &std::path::Path) -> std::io::Result<ImageKind> {
+    use std::io::Read;
+    if std::fs::metadata(image)?.is_dir() {
+        return Ok(ImageKind::Archive);
+    }
+    let mut head = Vec::with_capacity(512);
+    std::fs::File::open(image)?.take(512).read_to_end(&mut head)?;
+    Ok(match crate::tarball::is_tar(&head) {
+        true => ImageKind::Archive,
+        false => ImageKind::Disk,
+    })
+}
+
+/// `scan --image DISK`: each filesystem of the disk image scanned as a node root (every
+/// site, as `--root` over it mounted would), through user-space readers, nothing mounted;
+/// no runtime asked. The findings of a disk with several filesystems name their partition
+/// (`p2:/var/lib/…`); a filesystem kresidue does not read is an `errors` entry naming what
+/// it is, and a disk with none it reads is an error.
+fn run_disk(
+    args: &ScanArgs,
+    cfg: &ScanConfig,
+    image: &std::path::Path,
+    started: Instant,
+    stdout: &mut dyn Write,
+) -> Result<Outcome> {
+    let fail_on = config::fail_on(args.fail_on);
+    let shown = text::display_path(image.as_os_str());
+    let file = std::fs::File::open(image).with_context(|| format!("--image {shown}"))?;
+    let disk = crate::disk::Disk::new(std::sync::Arc::new(file))
+        .map_err(|e| anyhow::anyhow!("--image {shown}: {e}"))?;
+    let (volumes, table_errors) = crate::disk::volumes(&disk);
+    let several = volumes.len() > 1;
+    let name = |v: &crate::disk::Volume| match several {
+        true => format!("p{}", v.partition.number),
+        false => String::new(),
+    };
+    let mut refused = Vec::new();
+    let mut trees = Vec::new();
+    for v in &volumes {
+        match &v.tree {
+            Ok(t) => trees.push((name(v), t.clone())),
+            Err(e) => {
+                let path = format!("{shown} {}", name(v)).trim_end().to_owned();
+                refused.push(ScanError { path, error: e.clone() });
+            }
+        }
+    }
+    if trees.is_empty() {
+        let found: Vec<String> = refused.iter().map(|e| e.error.clone()).collect();
+        bail!("--image {shown}: no filesystem kresidue reads ({})", found.join("; "));
+    }
+    let baseline = baseline(args)?;
+    let mut printer = Printer::new(cfg.quiet, cfg.verbose, cfg.output.is_some());
+    let mut all = ScanResult::default();
+    let mut secrets_stats = None;
+    for (part, tree) in trees {
+        let mut vol = cfg.clone();
+        vol.root = crate::sys::RootDir::of_image(tree);
+        let sep = if part.is_empty() { "" } else { " " };
+        vol.root_arg = std::path::PathBuf::from(format!("{shown}{sep}{part}"));
+        vol.cri = cri::Choice::Disabled;
+        vol.lock = None;
+        let mut searching = Searching::load(&vol, None)?;
+        secrets_stats = searching.secrets_stats.take().or(secrets_stats);
+        let Scanned { mut result, .. } = search(&vol, searching, &mut printer, false, false)?;
+        if several {
+            for f in &mut result.findings {
+                f.path = format!("{part}:{}", f.path);
+            }
+            for e in &mut result.errors {
+                e.path = format!("{part}:{}", e.path);
+            }
+        }
+        merge(&mut all, result);
+    }
+    all.errors.extend(refused);
+    let table = table_errors.into_iter().map(|error| ScanError { path: shown.clone(), error });
+    all.errors.extend(table);
+    all.errors.sort();
+    all.findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    let report = image_report(cfg, all, &baseline, shown, started);
+    finish(cfg, report, fail_on, printer, secrets_stats, stdout)
+}
+
+/// Adds the result of one filesystem's scan to `all`.
+fn merge(all: &mut ScanResult, r: ScanResult) {
+    all.findings.extend(r.findings);
+    all.errors.extend(r.errors);
+    all.files += r.files;
+    all.bytes += r.bytes;
+    for (site, s) in r.sites {
+        let t = all.sites.entry(site).or_default();
+        (t.files, t.bytes, t.busy) = (t.files + s.files, t.bytes + s.bytes, t.busy + s.busy);
+    }
+    all.incomplete |= r.incomplete;
+    all.scopes.extend(r.scopes);
+    for (kind, n) in r.skipped {
+        *all.skipped.entry(kind).or_default() += n;
+    }
+    all.layouts.distributions.extend(r.layouts.distributions);
+    all.layouts.distributions.dedup();
+    all.layouts.lines.extend(r.layouts.lines);
+    all.unread_mounts.extend(r.unread_mounts);
+}
+
 /// `scan --image PATH`: the image archive at `image` searched, no node and no runtime
 /// asked; the report is a scan's, its root the archive.
 fn run_image(
@@ -93,15 +226,15 @@ fn run_image(
 ) -> Result<Outcome> {
     let fail_on = config::fail_on(args.fail_on);
     let shown = text::display_path(image.as_os_str());
+    if image_kind(image).map_err(|e| anyhow::anyhow!("--image {shown}: {e}"))? == ImageKind::Disk {
+        return run_disk(args, cfg, image, started, stdout);
+    }
     let store =
         crate::oci::Store::open(image).map_err(|e| anyhow::anyhow!("--image {shown}: {e}"))?;
     let catalog =
         crate::oci::catalog(&store).map_err(|e| anyhow::anyhow!("--image {shown}: {e}"))?;
     let mut searching = Searching::load(cfg, None)?;
-    let baseline = match &args.baseline {
-        Some(path) => config::read_baseline(path)?,
-        None => Default::default(),
-    };
+    let baseline = baseline(args)?;
     let mut printer = Printer::new(cfg.quiet, cfg.verbose, cfg.output.is_some());
     let secrets_stats = searching.secrets_stats.take();
     let Searching { sets, rules, .. } = searching;
@@ -135,24 +268,21 @@ fn run_image(
     scan::withhold_names(&searchers, result.findings.iter().flat_map(|f| f.images.iter()));
     let names = result.findings.iter_mut().flat_map(Finding::names_mut);
     scan::withhold_names(&searchers, names.map(|n| &**n));
-    let before = result.findings.len();
-    result.findings.retain(|f| !baseline.contains(&f.id));
-    let baselined = (before - result.findings.len()) as u64;
-    let cri = CriInfo { status: CriStatus::Disabled, endpoint: None, runtime: None };
-    let mut report = report_of(cfg, result, cri, baselined, started);
-    report.root = shown;
-    report.node = None;
+    let report = image_report(cfg, result, &baseline, shown, started);
     finish(cfg, report, fail_on, printer, secrets_stats, stdout)
 }
 
-/// The report of a scan that started at `started`, `baselined` findings left out.
+/// The report of a scan that started at `started`, the findings `baseline` names left out.
 fn report_of(
     cfg: &ScanConfig,
-    result: ScanResult,
+    mut result: ScanResult,
     cri: CriInfo,
-    baselined: u64,
+    baseline: &std::collections::HashSet<String>,
     started: Instant,
 ) -> Report {
+    let before = result.findings.len();
+    result.findings.retain(|f| !baseline.contains(&f.id));
+    let baselined = (before - result.findings.len()) as u64;
     let mut report = Report {
         schema: Report::SCHEMA,
         root: text::display_path(cfg.root_arg.as_os_str()),

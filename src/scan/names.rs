@@ -8,7 +8,6 @@ use crate::finding::{Category, Finding, Severity, Within};
 use crate::matcher::Hit;
 use crate::rules::RuleHit;
 use crate::severity::place;
-use crate::sys;
 use crate::text;
 use crate::walk::{FileJob, WalkItem};
 use std::collections::BTreeMap;
@@ -177,7 +176,7 @@ impl Names {
                         dir_path(job, &rel[..end], name)
                     }
                 };
-                let on_tmpfs = || job.open().is_ok_and(|f| sys::is_tmpfs(&f.0));
+                let on_tmpfs = || job.open().is_ok_and(|f| f.0.is_tmpfs());
                 let place = place(job.owner.category(on_tmpfs), job.owner.stale, None);
                 let found_here = (&hits[..], &rule_hits[..]);
                 let named = name_findings(job, place, searchers, found_here, name, &path);

@@ -13,10 +13,9 @@ use crate::node::logs::{Extractor, HEAD_MAX};
 use crate::severity::place;
 use crate::sites::{self, Reading};
 use crate::sys;
+use crate::sys::image::NodeFile;
 use crate::walk::{self, FileJob};
-use std::fs::File;
-use std::io::{self, Read, Seek};
-use std::os::unix::fs::MetadataExt;
+use std::io::{self, Read};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -98,7 +97,7 @@ trait Source {
 /// zeros, so the first `overlap` zeros are searched as if read, after which the carry
 /// (all zeros) stands for the hole's last bytes.
 struct FileBytes<'f> {
-    f: &'f File,
+    f: &'f NodeFile,
     size: u64,
     /// Whether the file may have holes (then it is asked where its data is).
     sparse: bool,
@@ -114,7 +113,7 @@ impl Source for FileBytes<'_> {
     fn next(&mut self, out: &mut [u8], errors: &mut Vec<String>) -> io::Result<Piece> {
         let (f, size, pos) = (self.f, self.size, self.pos);
         // `None`: no data after `pos` before the size (the rest is a hole, or it shrank).
-        let next = if self.sparse { sys::next_data(f, pos) } else { Some(pos) };
+        let next = if self.sparse { f.next_data(pos) } else { Some(pos) };
         let next = next.filter(|&d| d < size);
         if next.is_none() && pos < size {
             note_shrunk(f, size, errors);
@@ -288,8 +287,8 @@ impl<R: Read> Source for Inflated<R> {
 
 /// Lists, in `errors`, that `f` is now shorter than the `size` it had when opened (it
 /// was truncated while read): its end could not be read.
-fn note_shrunk(f: &File, size: u64, errors: &mut Vec<String>) {
-    if let Some(now) = f.metadata().ok().map(|m| m.len()).filter(|&now| now < size) {
+fn note_shrunk(f: &NodeFile, size: u64, errors: &mut Vec<String>) {
+    if let Some(now) = f.meta().ok().map(|m| m.len).filter(|&now| now < size) {
         errors.push(format!(
             "shrank from {size} to {now} bytes while read: what was cut off was not read"
         ));
@@ -361,34 +360,34 @@ impl Worker {
                 return Ok(None);
             }
         };
-        let md = f.metadata().map_err(|e| io_message(&e))?;
-        if !md.is_file() {
+        let md = f.meta().map_err(|e| io_message(&e))?;
+        if !md.is_file {
             return Err("not a regular file (changed during the scan); not read".to_owned());
         }
-        if md.ino() != ino {
+        if md.ino != ino {
             return Err("replaced during the scan; not read".to_owned());
         }
-        if !seen.lock().expect("lock").insert(md.dev(), md.ino()) {
+        if !seen.lock().expect("lock").insert(md.dev, md.ino) {
             return Ok(None);
         }
         // Liveness is applied to the findings once all are made (see `severity::judge`).
-        let place = place(job.owner.category(|| sys::is_tmpfs(&f)), job.owner.stale, None);
-        let size = md.len();
+        let place = place(job.owner.category(|| f.is_tmpfs()), job.owner.stale, None);
+        let size = md.len;
         if let Some(max) = self.max_file_size.filter(|&max| size > max) {
             return Err(format!("{size} bytes, more than --max-file-size {max}; not read"));
         }
         if size > SEQUENTIAL_FROM {
-            sys::read_sequentially(&f);
+            f.read_sequentially();
         }
         // A file with a block allocated for every byte has no hole: only the others are
         // asked where their data is (two `lseek`s a file otherwise; some filesystems
         // allocate fewer blocks than they hold bytes, compressed or inline, and are asked).
-        let sparse = md.blocks().saturating_mul(512) < size;
+        let sparse = md.blocks.saturating_mul(512) < size;
         let cx = Cx { of: job, searchers, place };
         let read = match sites::props(job.owner.site).reading {
             // A sparse log (truncated while a writer kept its offset) is streamed raw,
             // its holes skipped, rather than read zero by zero as content.
-            Reading::LogContent if !(sparse && sys::has_hole(&f, size)) => {
+            Reading::LogContent if !(sparse && f.has_hole(size)) => {
                 self.scan_log(job, f, size, &cx)?
             }
             Reading::Whole { cap, attribute } if size <= cap => {
@@ -423,7 +422,7 @@ impl Worker {
     /// before it is kept.
     fn scan_bytes(
         &mut self,
-        f: &File,
+        f: &NodeFile,
         size: u64,
         sparse: bool,
         cx: &Cx<'_>,
@@ -443,7 +442,7 @@ impl Worker {
     fn scan_kine(
         &mut self,
         job: &FileJob,
-        f: &File,
+        f: &NodeFile,
         size: u64,
         sparse: bool,
         cx: &Cx<'_>,
@@ -503,7 +502,7 @@ impl Worker {
     #[allow(clippy::too_many_arguments)]
     fn scan_attributed(
         &mut self,
-        f: &File,
+        f: &NodeFile,
         size: u64,
         sparse: bool,
         cx: &Cx<'_>,
@@ -561,7 +560,7 @@ impl Worker {
     fn scan_dqlite(
         &mut self,
         job: &FileJob,
-        f: &File,
+        f: &NodeFile,
         size: u64,
         sparse: bool,
         cx: &Cx<'_>,
@@ -722,7 +721,7 @@ impl Worker {
     fn scan_etcd(
         &mut self,
         job: &FileJob,
-        f: &File,
+        f: &NodeFile,
         size: u64,
         sparse: bool,
         cx: &Cx<'_>,
@@ -750,7 +749,7 @@ impl Worker {
     fn scan_whole(
         &mut self,
         job: &FileJob,
-        mut f: File,
+        mut f: NodeFile,
         size: u64,
         cx: &Cx<'_>,
         attribute: sites::Attribute,
@@ -771,7 +770,7 @@ impl Worker {
         self.cut(0);
         // What the site parsed of the file at discovery, if it is still that file.
         let kept = job.owner.kept();
-        let kept = kept.filter(|k| f.metadata().is_ok_and(|m| sites::FileId::of(&m) == k.identity));
+        let kept = kept.filter(|k| f.meta().is_ok_and(|m| sites::FileId::of(&m) == k.identity));
         let parsed = kept.map(|k| &*k.parsed);
         let keeper = job.owner.records.as_deref().and_then(|o| o.record.runtime);
         let attributed = attribute(parsed, keeper, &data, &mut raw);
@@ -785,7 +784,7 @@ impl Worker {
     fn scan_log(
         &mut self,
         job: &FileJob,
-        mut f: File,
+        mut f: NodeFile,
         size: u64,
         cx: &Cx<'_>,
     ) -> Result<(u64, Vec<Finding>), String> {

@@ -114,9 +114,8 @@ fn compiled_from(root: &RootDir, pyc: &str, source: &str) -> Option<()> {
         u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
     };
     let (src, _) = open(root, source)?;
-    let meta = src.metadata().ok()?;
-    use std::os::unix::fs::MetadataExt;
-    (word(4) == 0 && word(8) == meta.mtime() as u32 && word(12) == meta.size() as u32).then_some(())
+    let meta = src.meta().ok()?;
+    (word(4) == 0 && word(8) == meta.mtime.0 as u32 && word(12) == meta.len as u32).then_some(())
 }
 
 /// Every line of dpkg's `.md5sums` files (beneath the root) whose path is `wanted`: the
@@ -142,7 +141,7 @@ fn dpkg_index(root: &RootDir, wanted: &HashSet<&str>) -> HashMap<String, ([u8; 1
 }
 
 /// The regular file at the node path `path`, opened beneath the root.
-fn open(root: &RootDir, path: &str) -> Option<(std::fs::File, u64)> {
+fn open(root: &RootDir, path: &str) -> Option<(crate::sys::image::NodeFile, u64)> {
     let rel = root.resolve(Path::new(path)).ok()?;
     root.open_regular(&rel, MAX_HASHED).ok()
 }

@@ -404,7 +404,7 @@ fn read_quietly(cx: &Discovery<'_>, node: &Path) -> Result<Option<(Vec<u8>, File
     if (&f).take(size).read_to_end(&mut data).is_err() {
         return Ok(None);
     }
-    let Ok(md) = f.metadata() else { return Ok(None) };
+    let Ok(md) = f.meta() else { return Ok(None) };
     Ok(Some((data, FileId::of(&md))))
 }
 
@@ -453,7 +453,11 @@ mod tests {
         let meta = scopes.iter().filter_map(owned).find(|o| o.site == SiteId::ContainerdMetadata);
         let kept = meta.and_then(|o| o.kept.clone()).expect("meta.db's scope keeps its bytes");
         let on_disk = std::fs::metadata(&db_file).unwrap();
-        assert_eq!(kept.identity, FileId::of(&on_disk), "the version read is the one on disk");
+        assert_eq!(
+            kept.identity,
+            FileId::of(&crate::sys::image::Meta::of(&on_disk)),
+            "the version read is the one on disk"
+        );
         let Some(Ok((db, _))) = parsed(&kept) else { panic!("meta.db's parse is kept") };
         assert!(db.containers.iter().any(|c| c.id == ID));
         // The container's writable layer is owned from that parse.
@@ -480,6 +484,9 @@ mod tests {
         assert!(g.container.is_none());
         // A file written since is another version: its kept parse is not used for it.
         std::fs::write(&db_file, [META, b"x"].concat()).unwrap();
-        assert_ne!(kept.identity, FileId::of(&std::fs::metadata(&db_file).unwrap()));
+        assert_ne!(
+            kept.identity,
+            FileId::of(&crate::sys::image::Meta::of(&std::fs::metadata(&db_file).unwrap()))
+        );
     }
 }

@@ -181,15 +181,8 @@ pub struct FileId {
 
 impl FileId {
     /// The version of the file `m` describes.
-    pub fn of(m: &std::fs::Metadata) -> FileId {
-        use std::os::unix::fs::MetadataExt;
-        FileId {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        }
+    pub fn of(m: &crate::sys::image::Meta) -> FileId {
+        FileId { dev: m.dev, ino: m.ino, size: m.len, mtime: m.mtime, ctime: m.ctime }
     }
 }
 

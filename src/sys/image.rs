@@ -34,3 +34,312 @@ pub trait Tree: Send + Sync {
 pub fn through_symlink() -> io::Error {
     io::Error::other("a symlink on the way (never followed)")
 }
+
+/// A file of the node, opened for reading: on the host (a descriptor), or in an image
+/// (read through the image's reader). Read at offsets ([`Bytes`]) or from a position that
+/// moves ([`std::io::Read`]).
+pub enum NodeFile {
+    /// Opened beneath a mounted root.
+    Host(std::fs::File),
+    /// Served by a [`Tree`].
+    Image(ImageFile),
+}
+
+/// A file of a [`Tree`]: its bytes, its identity in the tree, and where the next read is.
+pub struct ImageFile {
+    bytes: Box<dyn Bytes>,
+    /// (tree, file) numbers: what a device and an inode are on a host.
+    ident: (u64, u64),
+    pos: std::cell::Cell<u64>,
+}
+
+impl ImageFile {
+    /// A file of `bytes`, `ident` its (tree, file) numbers.
+    pub fn new(bytes: Box<dyn Bytes>, ident: (u64, u64)) -> ImageFile {
+        ImageFile { bytes, ident, pos: std::cell::Cell::new(0) }
+    }
+}
+
+/// What a [`NodeFile`] is, as `fstat` says it of a host's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    /// A regular file.
+    pub is_file: bool,
+    /// Its size.
+    pub len: u64,
+    /// Its device (an image's tree number).
+    pub dev: u64,
+    /// Its inode (an image's file number).
+    pub ino: u64,
+    /// 512-byte blocks allocated (an image's: as many as it has bytes, no hole told).
+    pub blocks: u64,
+    /// Last modification, (seconds, nanoseconds).
+    pub mtime: (i64, i64),
+    /// Last status change, (seconds, nanoseconds).
+    pub ctime: (i64, i64),
+}
+
+impl Meta {
+    /// What `m` says.
+    pub fn of(m: &std::fs::Metadata) -> Meta {
+        use std::os::unix::fs::MetadataExt;
+        Meta {
+            is_file: m.is_file(),
+            len: m.len(),
+            dev: m.dev(),
+            ino: m.ino(),
+            blocks: m.blocks(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+impl NodeFile {
+    /// What it is now.
+    pub fn meta(&self) -> io::Result<Meta> {
+        match self {
+            NodeFile::Host(f) => Ok(Meta::of(&f.metadata()?)),
+            NodeFile::Image(f) => {
+                let len = f.bytes.size();
+                let (dev, ino) = f.ident;
+                let blocks = len.div_ceil(512);
+                Ok(Meta { is_file: true, len, dev, ino, blocks, mtime: (0, 0), ctime: (0, 0) })
+            }
+        }
+    }
+
+    /// Whether it lives on a tmpfs (an image's never does).
+    pub fn is_tmpfs(&self) -> bool {
+        match self {
+            NodeFile::Host(f) => super::is_tmpfs(f),
+            NodeFile::Image(_) => false,
+        }
+    }
+
+    /// Where the next data at or after `pos` begins (see [`super::next_data`]).
+    pub fn next_data(&self, pos: u64) -> Option<u64> {
+        match self {
+            NodeFile::Host(f) => super::next_data(f, pos),
+            NodeFile::Image(f) => (pos < f.bytes.size()).then_some(pos),
+        }
+    }
+
+    /// Whether it has a hole before `size` (see [`super::has_hole`]).
+    pub fn has_hole(&self, size: u64) -> bool {
+        match self {
+            NodeFile::Host(f) => super::has_hole(f, size),
+            NodeFile::Image(_) => false,
+        }
+    }
+
+    /// Moves the position of [`std::io::Read`] back to the start.
+    pub fn rewind(&self) -> io::Result<()> {
+        match self {
+            NodeFile::Host(f) => io::Seek::rewind(&mut &*f),
+            NodeFile::Image(f) => {
+                f.pos.set(0);
+                Ok(())
+            }
+        }
+    }
+
+    /// Tells the kernel it will be read from start to end (see
+    /// [`super::read_sequentially`]).
+    pub fn read_sequentially(&self) {
+        if let NodeFile::Host(f) = self {
+            super::read_sequentially(f);
+        }
+    }
+}
+
+impl Bytes for NodeFile {
+    fn size(&self) -> u64 {
+        match self {
+            NodeFile::Host(f) => f.size(),
+            NodeFile::Image(f) => f.bytes.size(),
+        }
+    }
+
+    fn read_at(&self, at: u64, buf: &mut [u8]) -> io::Result<()> {
+        match self {
+            NodeFile::Host(f) => f.read_at(at, buf),
+            NodeFile::Image(f) => f.bytes.read_at(at, buf),
+        }
+    }
+}
+
+impl io::Read for &NodeFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            NodeFile::Host(f) => (&*f).read(buf),
+            NodeFile::Image(f) => {
+                let pos = f.pos.get();
+                let left = f.bytes.size().saturating_sub(pos);
+                let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                f.bytes.read_at(pos, &mut buf[..n])?;
+                f.pos.set(pos + n as u64);
+                Ok(n)
+            }
+        }
+    }
+}
+
+impl io::Read for NodeFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+}
+
+/// Directories nested deeper than this in an image are not walked (an error entry).
+pub const MAX_DEPTH: usize = 256;
+
+/// A [`Tree`] as a node root: the tree, its number (a device's stand-in) and what the
+/// scan shows of it.
+#[derive(Clone)]
+pub struct Image {
+    /// The tree.
+    pub tree: std::sync::Arc<dyn Tree>,
+    /// Its number, unique in the process.
+    pub dev: u64,
+}
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Image({})", self.dev)
+    }
+}
+
+impl Image {
+    /// `tree` as a node root.
+    pub fn new(tree: std::sync::Arc<dyn Tree>) -> Image {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
+        Image { tree, dev: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) }
+    }
+
+    /// The stand-in inode of `rel`: a hash of its path (a tree has no inode numbers to
+    /// give; two names of one file are read twice).
+    pub fn ino(rel: &Path) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        rel.hash(&mut h);
+        h.finish()
+    }
+
+    /// The regular file at `rel`, opened.
+    pub fn open(&self, rel: &Path) -> io::Result<NodeFile> {
+        let bytes = self.tree.open(rel)?;
+        Ok(NodeFile::Image(ImageFile::new(bytes, (self.dev, Image::ino(rel)))))
+    }
+
+    /// The entries of the dir at `rel`, sorted by name.
+    pub fn list(&self, rel: &Path) -> io::Result<Vec<(OsString, Kind)>> {
+        let mut entries = self.tree.list(rel)?;
+        entries.sort();
+        Ok(entries)
+    }
+
+    /// Walks the tree at `rel` (a dir or a file), depth first in name order, never
+    /// through a symlink.
+    pub fn walk(&self, rel: &Path) -> ImageWalk {
+        let first = match self.tree.lstat(rel) {
+            Ok(st) if st.kind == Kind::Dir => None,
+            Ok(st) => Some(entry(rel.to_path_buf(), st.kind)),
+            Err(error) => Some(super::walk::Entry::Error { rel: rel.into(), error }),
+        };
+        let stack = match first {
+            Some(_) => Vec::new(),
+            None => vec![(rel.to_path_buf(), None)],
+        };
+        ImageWalk { image: self.clone(), first, stack }
+    }
+}
+
+/// The walk entry of a non-directory at `rel`.
+fn entry(rel: std::path::PathBuf, kind: Kind) -> super::walk::Entry {
+    match kind {
+        Kind::File => super::walk::Entry::ImageFile { ino: Image::ino(&rel), rel },
+        Kind::Symlink => super::walk::Entry::Special("symlink"),
+        // A device, FIFO or socket: an image's reader does not say which.
+        Kind::Other | Kind::Dir => super::walk::Entry::Special("special file"),
+    }
+}
+
+/// A directory's entries not yet walked.
+type Listed = std::vec::IntoIter<(OsString, Kind)>;
+
+/// A walk of an [`Image`]'s tree ([`Image::walk`]).
+pub struct ImageWalk {
+    image: Image,
+    first: Option<super::walk::Entry>,
+    /// Each directory being walked: its path and its entries not yet yielded (listed when
+    /// first reached), innermost last.
+    stack: Vec<(std::path::PathBuf, Option<Listed>)>,
+}
+
+impl ImageWalk {
+    /// A walk that yields nothing.
+    pub fn empty() -> ImageWalk {
+        let image = Image { tree: std::sync::Arc::new(Empty), dev: 0 };
+        ImageWalk { image, first: None, stack: Vec::new() }
+    }
+}
+
+/// A tree with nothing in it.
+struct Empty;
+
+impl Tree for Empty {
+    fn lstat(&self, _: &Path) -> io::Result<Stat> {
+        Err(io::ErrorKind::NotFound.into())
+    }
+
+    fn list(&self, _: &Path) -> io::Result<Vec<(OsString, Kind)>> {
+        Err(io::ErrorKind::NotFound.into())
+    }
+
+    fn read_link(&self, _: &Path) -> io::Result<OsString> {
+        Err(io::ErrorKind::NotFound.into())
+    }
+
+    fn open(&self, _: &Path) -> io::Result<Box<dyn Bytes>> {
+        Err(io::ErrorKind::NotFound.into())
+    }
+}
+
+impl Iterator for ImageWalk {
+    type Item = super::walk::Entry;
+
+    fn next(&mut self) -> Option<super::walk::Entry> {
+        if let Some(first) = self.first.take() {
+            return Some(first);
+        }
+        loop {
+            let depth = self.stack.len();
+            let (dir, entries) = self.stack.last_mut()?;
+            let entries = match entries {
+                Some(e) => e,
+                None => match self.image.list(dir) {
+                    Ok(listed) => entries.insert(listed.into_iter()),
+                    Err(error) => {
+                        let rel = dir.clone();
+                        self.stack.pop();
+                        return Some(super::walk::Entry::Error { rel, error });
+                    }
+                },
+            };
+            let Some((name, kind)) = entries.next() else {
+                self.stack.pop();
+                continue;
+            };
+            let rel = dir.join(&name);
+            if kind != Kind::Dir {
+                return Some(entry(rel, kind));
+            }
+            if depth >= MAX_DEPTH {
+                let error = io::Error::other(format!("nested deeper than {MAX_DEPTH} dirs"));
+                return Some(super::walk::Entry::Error { rel, error });
+            }
+            self.stack.push((rel, None));
+        }
+    }
+}

@@ -53,7 +53,11 @@ use std::path::{Path, PathBuf};
 /// first, and [`RootDir::resolve`] stops at such a mount.
 #[derive(Clone, Debug)]
 pub struct RootDir {
-    fd: std::sync::Arc<walk::DirFd>,
+    /// The root's descriptor; `None` for an image's tree.
+    fd: Option<std::sync::Arc<walk::DirFd>>,
+    /// The tree of an image the root is (a disk image's filesystem): every path is read
+    /// through it, nothing on the host.
+    image: Option<image::Image>,
     path: PathBuf,
     mounts: std::sync::Arc<mount::Table>,
 }
@@ -76,7 +80,7 @@ impl RootDir {
             Mode::empty(),
         )
         .map_err(io::Error::from)?;
-        Ok(RootDir { fd: walk::DirFd::new(fd), path: canonical, mounts })
+        Ok(RootDir { fd: Some(walk::DirFd::new(fd)), image: None, path: canonical, mounts })
     }
 
     /// The filesystem of the dir `rel` (relative to the root, no symlink in it) as a root
@@ -92,7 +96,7 @@ impl RootDir {
         self.refuse_remote(rel)?;
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let dir = walk::open_beneath(self.fd.as_fd(), rel, flags).map_err(io::Error::from)?;
+        let dir = walk::open_beneath(self.fd()?, rel, flags).map_err(io::Error::from)?;
         let tree_flags =
             OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint;
         #[allow(unsafe_code)]
@@ -110,7 +114,32 @@ impl RootDir {
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
         let mounts = std::sync::Arc::new(mount::Table::empty());
-        Ok(RootDir { fd: walk::DirFd::new(fd), path, mounts })
+        Ok(RootDir { fd: Some(walk::DirFd::new(fd)), image: None, path, mounts })
+    }
+
+    /// The tree of an image as the root: nothing mounted, no runtime, every file read
+    /// through the image's reader; its path is `/` (an absolute symlink in it points
+    /// into it).
+    pub fn of_image(tree: std::sync::Arc<dyn image::Tree>) -> RootDir {
+        RootDir {
+            fd: None,
+            image: Some(image::Image::new(tree)),
+            path: PathBuf::from("/"),
+            mounts: std::sync::Arc::new(mount::Table::empty()),
+        }
+    }
+
+    /// Whether the root is an image's tree.
+    pub fn is_image(&self) -> bool {
+        self.image.is_some()
+    }
+
+    /// The root's descriptor; an image's tree has none.
+    fn fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
+        match &self.fd {
+            Some(fd) => Ok(fd.as_fd()),
+            None => Err(io::Error::other("not done in an image (nothing of it is mounted)")),
+        }
     }
 
     /// The mount table of this run.
@@ -178,10 +207,7 @@ impl RootDir {
                 }
                 return Ok(rel);
             }
-            let fd =
-                self.open_beneath(&next, OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)?;
-            let st = nix::sys::stat::fstat(&fd)?;
-            if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFLNK {
+            if self.lstat(&next)?.kind != Kind::Symlink {
                 rel = next;
                 continue;
             }
@@ -214,7 +240,7 @@ impl RootDir {
     /// The root dir's device and inode: one tree has one, whatever path (a symlink, a bind
     /// mount) it is reached by.
     pub fn identity(&self) -> io::Result<(u64, u64)> {
-        let st = nix::sys::stat::fstat(self.fd.as_fd())?;
+        let st = nix::sys::stat::fstat(self.fd()?)?;
         Ok((st.st_dev, st.st_ino))
     }
 
@@ -231,9 +257,12 @@ impl RootDir {
 
     /// Opens the regular file at `rel` (relative to the root) for reading, never following
     /// a symlink and never leaving the root; atime is not updated where permitted.
-    pub fn open_file(&self, rel: &Path) -> io::Result<File> {
+    pub fn open_file(&self, rel: &Path) -> io::Result<image::NodeFile> {
+        if let Some(img) = &self.image {
+            return img.open(rel);
+        }
         self.refuse_remote(rel)?;
-        walk::open_file_beneath(self.fd.as_fd(), rel)
+        walk::open_file_beneath(self.fd()?, rel).map(image::NodeFile::Host)
     }
 
     /// Opens the file at `rel` (relative to the root) as [`RootDir::open_file`] does and
@@ -242,8 +271,19 @@ impl RootDir {
     /// (runtime records, databases, `etc/hostname`) is opened here, so a FIFO, a device
     /// (`/dev/zero` as `meta.db`) or a file larger than its reader holds is refused with
     /// one clear error before a byte is read (`O_NONBLOCK`: opening a FIFO does not wait).
-    pub fn open_regular(&self, rel: &Path, cap: u64) -> io::Result<(File, u64)> {
-        let f = self.open_file(rel)?;
+    pub fn open_regular(&self, rel: &Path, cap: u64) -> io::Result<(image::NodeFile, u64)> {
+        if let Some(img) = &self.image {
+            let st = img.tree.lstat(rel)?;
+            if st.kind != Kind::File {
+                return Err(io::Error::other("not a regular file"));
+            }
+            if st.size > cap {
+                return Err(io::Error::other(format!("larger than {cap} bytes; not read")));
+            }
+            return Ok((img.open(rel)?, st.size));
+        }
+        self.refuse_remote(rel)?;
+        let f = walk::open_file_beneath(self.fd()?, rel)?;
         let st = nix::sys::stat::fstat(&f)?;
         let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
         if kind != SFlag::S_IFREG {
@@ -253,7 +293,7 @@ impl RootDir {
         if size > cap {
             return Err(io::Error::other(format!("larger than {cap} bytes; not read")));
         }
-        Ok((f, size))
+        Ok((image::NodeFile::Host(f), size))
     }
 
     /// The bytes of the regular file at `rel` (relative to the root), at most `cap` of
@@ -291,6 +331,11 @@ impl RootDir {
     /// filesystem. Mount points are crossed, at `rel` too: a mount point is what is mounted
     /// there.
     pub fn lstat(&self, rel: &Path) -> io::Result<Lstat> {
+        if let Some(img) = &self.image {
+            let st = img.tree.lstat(rel)?;
+            let ident = tree::Ident { dev: img.dev, ino: image::Image::ino(rel) };
+            return Ok(Lstat { kind: st.kind, ident, size: st.size });
+        }
         let fd = self.open_beneath(rel, OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)?;
         let st = nix::sys::stat::fstat(&fd)?;
         let kind = match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
@@ -304,15 +349,30 @@ impl RootDir {
 
     /// Walks the tree at `rel` (relative to the root; a directory or a file) by directory
     /// descriptors, never through a symlink (see [`walk`]).
-    pub fn walk(&self, rel: &Path) -> walk::Walk {
-        walk::Walk::new(&self.fd, rel, None, walk::Start::Crossing)
+    pub fn walk(&self, rel: &Path) -> walk::Walker {
+        match (&self.image, &self.fd) {
+            (Some(img), _) => walk::Walker::Image(img.walk(rel)),
+            (None, Some(fd)) => {
+                walk::Walker::Host(walk::Walk::new(fd, rel, None, walk::Start::Crossing))
+            }
+            (None, None) => walk::Walker::Image(image::ImageWalk::empty()),
+        }
     }
 
     /// Walks the tree at `rel` like [`RootDir::walk`], entering the mount points below it
     /// that `policy` lets it enter (see [`walk`]); the others are left unread. `start`
     /// says whether a mount point at `rel` itself is crossed or is the policy's too.
-    pub fn walk_mounts(&self, rel: &Path, policy: walk::Policy, start: walk::Start) -> walk::Walk {
-        walk::Walk::new(&self.fd, rel, Some(policy), start)
+    pub fn walk_mounts(
+        &self,
+        rel: &Path,
+        policy: walk::Policy,
+        start: walk::Start,
+    ) -> walk::Walker {
+        match (&self.image, &self.fd) {
+            (Some(img), _) => walk::Walker::Image(img.walk(rel)),
+            (None, Some(fd)) => walk::Walker::Host(walk::Walk::new(fd, rel, Some(policy), start)),
+            (None, None) => walk::Walker::Image(image::ImageWalk::empty()),
+        }
     }
 
     /// Reads the target of the symlink at `rel`, resolving its parent beneath the root.
@@ -321,8 +381,11 @@ impl RootDir {
             (Some(p), Some(n)) => (p, n),
             _ => return Err(io::Error::from(io::ErrorKind::InvalidInput)),
         };
+        if let Some(img) = &self.image {
+            return img.tree.read_link(rel);
+        }
         let dir = if parent.as_os_str().is_empty() {
-            self.fd.as_fd().try_clone_to_owned()?
+            self.fd()?.try_clone_to_owned()?
         } else {
             self.open_beneath(parent, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)?
         };
@@ -336,7 +399,7 @@ impl RootDir {
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
         self.refuse_remote(rel)?;
         // Listing it leaves its atime alone where permitted.
-        let fd = walk::open_dir_beneath(self.fd.as_fd(), rel)?;
+        let fd = walk::open_dir_beneath(self.fd()?, rel)?;
         Ok(tree::Dir::from_fd(fd))
     }
 
@@ -345,6 +408,16 @@ impl RootDir {
     /// crosses no mount point (`None` for a mount point, or when it cannot be asked).
     /// Opened like [`RootDir::open_dir`]: its atime is left alone where permitted.
     pub fn list_dir(&self, rel: &Path) -> io::Result<Vec<(OsString, Option<nix::dir::Type>)>> {
+        use nix::dir::Type;
+        if let Some(img) = &self.image {
+            let kind = |k| match k {
+                Kind::Dir => Some(Type::Directory),
+                Kind::File => Some(Type::File),
+                Kind::Symlink => Some(Type::Symlink),
+                Kind::Other => None,
+            };
+            return Ok(img.list(rel)?.into_iter().map(|(n, k)| (n, kind(k))).collect());
+        }
         self.open_dir(rel)?.list()
     }
 
@@ -371,7 +444,7 @@ impl RootDir {
     fn open_beneath(&self, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
         let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
         self.refuse_remote(rel)?;
-        walk::open_beneath(self.fd.as_fd(), rel, flags).map_err(io::Error::from)
+        walk::open_beneath(self.fd()?, rel, flags).map_err(io::Error::from)
     }
 }
 

@@ -332,6 +332,13 @@ pub enum Entry {
         /// Where in `rel` (bytes) the path under `dir` starts, when `by_path`.
         base: usize,
     },
+    /// A regular file of an image's tree ([`super::image::Image::walk`]).
+    ImageFile {
+        /// Its path.
+        rel: PathBuf,
+        /// Its stand-in inode ([`super::image::Image::ino`]).
+        ino: u64,
+    },
     /// A mount point below the start, left unread by the walk's policy.
     Unread {
         /// Its path.
@@ -724,6 +731,26 @@ fn close(frame: &mut Frame, spare: &mut Vec<Vec<u8>>) -> io::Result<()> {
     failed.map_or(Ok(()), Err)
 }
 
+/// A walk of a mounted root ([`Walk`]) or of an image's tree
+/// ([`super::image::ImageWalk`]).
+pub enum Walker {
+    /// Beneath a mounted root.
+    Host(Walk),
+    /// In an image.
+    Image(super::image::ImageWalk),
+}
+
+impl Iterator for Walker {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Entry> {
+        match self {
+            Walker::Host(w) => w.next(),
+            Walker::Image(w) => w.next(),
+        }
+    }
+}
+
 impl Iterator for Walk {
     type Item = Entry;
 
@@ -811,6 +838,9 @@ mod tests {
                 Entry::Error { rel, error } => errors.push(format!("{}: {error}", rel.display())),
                 Entry::Unread { rel, fstype } => {
                     errors.push(format!("{}: {fstype}", rel.display()))
+                }
+                Entry::ImageFile { rel, .. } => {
+                    errors.push(format!("{}: an image's", rel.display()))
                 }
             }
         }
