@@ -325,7 +325,11 @@ impl Bytes for Ext4File {
 
     fn read_at(&self, at: u64, mut buf: &mut [u8]) -> io::Result<()> {
         let mut f = self.f.borrow_mut();
-        f.seek_to(at).map_err(io_err)?;
+        // A seek walks the file's blocks from its start again: reads that follow each
+        // other (a file streamed chunk by chunk) do not seek.
+        if f.position() != at {
+            f.seek_to(at).map_err(io_err)?;
+        }
         while !buf.is_empty() {
             let n = f.read_bytes(buf).map_err(io_err)?;
             if n == 0 {
