@@ -188,7 +188,8 @@ pub struct ScanArgs {
     /// LAYER-DIGEST/PATH-IN-LAYER, or the config's digest, with the images holding it), or
     /// a node's disk image (raw or qcow2; GPT, MBR or one bare filesystem): each ext2/3/4
     /// filesystem scanned as a node root with every site, its paths PARTITION:/PATH when
-    /// the disk has several.
+    /// the disk has several), or a root filesystem tarball (an uncompressed tar that is no
+    /// image archive), read in place as a node root.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["root", "paths", "every"])]
     pub image: Option<PathBuf>,
 }

@@ -34,7 +34,16 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("layer", layer),
     ("image_archive", image_archive),
     ("disk_image", disk_image),
+    ("rootfs", rootfs),
 ];
+
+/// A root filesystem tarball: indexed, and its tree walked (at most 2,000 entries), every
+/// file's first 64 KiB read.
+pub fn rootfs(data: &[u8]) {
+    let bytes = std::sync::Arc::new(data.to_vec());
+    let Ok(t) = crate::rootfs::TarTree::index(bytes, data) else { return };
+    crate::sys::image::read_all(&t, std::path::Path::new(""), &mut 2000);
+}
 
 /// A disk image (raw or qcow2): its partitions' filesystems found, and each ext4 tree
 /// walked (at most 2,000 entries), every file's first 64 KiB read.
@@ -43,7 +52,7 @@ pub fn disk_image(data: &[u8]) {
     let (vols, _) = crate::disk::volumes(&disk);
     for v in vols {
         if let Ok(t) = v.tree {
-            crate::disk::read_all(&*t, std::path::Path::new(""), &mut 2000);
+            crate::sys::image::read_all(&*t, std::path::Path::new(""), &mut 2000);
         }
     }
 }

@@ -21,7 +21,8 @@
 //! 10. [`matcher`] (the search for known values);
 //! 11. [`fingerprint`] (what known values are searched as), [`oci`] (container image
 //!     archives: OCI layouts, `docker save`; their tars read by the tar reader below) and
-//!     [`disk`] (disk images' filesystems, read as trees of files without mounting);
+//!     [`disk`] (disk images' filesystems, read as trees of files without mounting) and
+//!     [`rootfs`] (a root filesystem tarball, indexed and read as a tree of files);
 //! 12. [`finding`] (the model: findings, severities, the exit contract), [`kubectl`] (the API
 //!     server's JSON) and [`bbolt`] (the runtime's metadata databases, containerd's
 //!     `meta.db` and the snapshotters' `metadata.db`, read from bytes), [`sqlite`] (kine's
@@ -57,6 +58,7 @@ pub mod prng;
 pub mod progress;
 pub mod qcow2;
 pub mod report;
+pub mod rootfs;
 pub mod rules;
 pub mod runtimes;
 pub mod scan;
@@ -104,7 +106,7 @@ const LAYERS: &[&[&str]] = &[
     &["node"],
     &["rules"],
     &["matcher"],
-    &["fingerprint", "oci", "disk"],
+    &["fingerprint", "oci", "disk", "rootfs"],
     &[
         "finding",
         "kubectl",

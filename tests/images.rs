@@ -627,7 +627,7 @@ fn same(f: &Finding) -> (String, String, String, String, String, u64, String) {
 /// A node's disk: kubelet's Secret volume (atomic writer, and a stale copy), a subPath
 /// copy, an emptyDir, a pod log and its rotated `.gz`, kine's database and its log where
 /// k3s keeps them (values split across overflow pages), as an ext4 filesystem in the
-/// second partition of a GPT disk, raw and qcow2. `scan --image` of each finds exactly what
+/// second partition of a GPT disk, raw and qcow2, and as a root filesystem tarball. `scan --image` of each finds exactly what
 /// `scan --root` finds over the tree (ids, sites, categories, severities, counts, records),
 /// its paths named `p2:`; the empty EFI partition is an `errors` entry; nothing is
 /// written beside the image, and the image is unchanged.
@@ -678,11 +678,29 @@ fn node_disk_images_are_scanned_as_mounted() {
     assert!(want.len() >= 60, "{}", want.len());
     let disk = tree.work("node.img");
     let qcow = node_disk(tree.root(), &disk);
-    for image in [&disk, &qcow] {
+    // The same tree as a root filesystem tarball (GNU tar; read in place, not unpacked).
+    let rootfs = tree.work("root.tar");
+    let mut tar = Command::new("tar");
+    assert!(tar
+        .arg("-C")
+        .arg(tree.root())
+        .arg("-cf")
+        .arg(&rootfs)
+        .arg(".")
+        .status()
+        .unwrap()
+        .success());
+    for image in [&disk, &qcow, &rootfs] {
         let before = fs::metadata(image).unwrap().len();
         let out = scan_image(&tree, image, &["--secrets", path_arg(&file)]);
         out.assert_code(1);
         let found = out.findings();
+        if image == &rootfs {
+            assert!(found.iter().all(|f| f.path.starts_with('/')), "{}", image.display());
+            let got: std::collections::BTreeSet<_> = found.iter().map(same).collect();
+            assert_eq!(got, want, "the tarball");
+            continue;
+        }
         assert!(found.iter().all(|f| f.path.starts_with("p2:/")), "{}", image.display());
         let got: std::collections::BTreeSet<_> = found.iter().map(same).collect();
         let missing: Vec<_> = want.difference(&got).collect();
@@ -749,6 +767,12 @@ fn hostile_disk_images() {
     let out = scan_image(&tree, &lvm, &["--secrets", path_arg(&file)]);
     out.assert_one_line_error();
     assert!(out.stderr_str().contains("LVM"), "{}", out.stderr_str());
+    // A compressed tarball: refused in one line, saying what to do.
+    let tgz = tree.work("root.tar.gz");
+    fs::write(&tgz, gz(&tar_of(&[("etc/hostname", b"n")]))).unwrap();
+    let out = scan_image(&tree, &tgz, &["--secrets", path_arg(&file)]);
+    out.assert_one_line_error();
+    assert!(out.stderr_str().contains("gzip-compressed: inflate it first"), "{}", out.stderr_str());
     let empty = tree.work("zeros.img");
     fs::write(&empty, vec![0u8; 1 << 20]).unwrap();
     scan_image(&tree, &empty, &["--secrets", path_arg(&file)]).assert_one_line_error();

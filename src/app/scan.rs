@@ -102,25 +102,32 @@ fn finish(
 /// What `--image` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ImageKind {
-    /// A container image archive (a directory, or a tar).
-    Archive,
+    /// A directory: a container image archive unpacked (an OCI layout).
+    Dir,
+    /// A tar: a container image archive, or a root filesystem tarball.
+    Tar,
     /// A disk image (anything else).
     Disk,
 }
 
-/// What the file or directory at `image` is: a tar or a directory is an archive, anything
-/// else a disk image.
-fn image_kind(image: &std::path::Path) -> std::io::Result<ImageKind> {
+/// What the file or directory at `image` is, by its first bytes; a compressed file is
+/// refused (its members are read at their offsets).
+fn image_kind(image: &std::path::Path) -> Result<ImageKind, String> {
+    use crate::tarball::{compression, is_tar, Compression};
     use std::io::Read;
-    if std::fs::metadata(image)?.is_dir() {
-        return Ok(ImageKind::Archive);
+    if std::fs::metadata(image).map_err(|e| e.to_string())?.is_dir() {
+        return Ok(ImageKind::Dir);
     }
     let mut head = Vec::with_capacity(512);
-    std::fs::File::open(image)?.take(512).read_to_end(&mut head)?;
-    Ok(match crate::tarball::is_tar(&head) {
-        true => ImageKind::Archive,
-        false => ImageKind::Disk,
-    })
+    let f = std::fs::File::open(image).map_err(|e| e.to_string())?;
+    f.take(512).read_to_end(&mut head).map_err(|e| e.to_string())?;
+    let c = compression(&head);
+    if c != Compression::None {
+        return Err(format!(
+            "{c}-compressed: inflate it first (`zcat`, `zstdcat`): its members are read at their offsets"
+        ));
+    }
+    Ok(if is_tar(&head) { ImageKind::Tar } else { ImageKind::Disk })
 }
 
 /// `scan --image DISK`: each filesystem of the disk image scanned as a node root (every
@@ -135,7 +142,6 @@ fn run_disk(
     started: Instant,
     stdout: &mut dyn Write,
 ) -> Result<Outcome> {
-    let fail_on = config::fail_on(args.fail_on);
     let shown = text::display_path(image.as_os_str());
     let file = std::fs::File::open(image).with_context(|| format!("--image {shown}"))?;
     let disk = crate::disk::Disk::new(std::sync::Arc::new(file))
@@ -161,6 +167,27 @@ fn run_disk(
         let found: Vec<String> = refused.iter().map(|e| e.error.clone()).collect();
         bail!("--image {shown}: no filesystem kresidue reads ({})", found.join("; "));
     }
+    let table = table_errors.into_iter().map(|error| ScanError { path: shown.clone(), error });
+    refused.extend(table);
+    scan_roots(args, cfg, (trees, refused), shown, started, stdout)
+}
+
+/// A filesystem of an image to scan as a node root: its partition's name (`p2`; `""` when
+/// the image has one) and its tree.
+type Root = (String, std::sync::Arc<dyn crate::sys::image::Tree>);
+
+/// Scans each tree of `trees` as a node root (named by its partition when there are
+/// several, `""` when one), `errors` added to the report, whose root is `shown`.
+fn scan_roots(
+    args: &ScanArgs,
+    cfg: &ScanConfig,
+    (trees, errors): (Vec<Root>, Vec<ScanError>),
+    shown: String,
+    started: Instant,
+    stdout: &mut dyn Write,
+) -> Result<Outcome> {
+    let fail_on = config::fail_on(args.fail_on);
+    let several = trees.len() > 1 || trees.iter().any(|(part, _)| !part.is_empty());
     let baseline = baseline(args)?;
     let mut printer = Printer::new(cfg.quiet, cfg.verbose, cfg.output.is_some());
     let mut all = ScanResult::default();
@@ -185,9 +212,7 @@ fn run_disk(
         }
         merge(&mut all, result);
     }
-    all.errors.extend(refused);
-    let table = table_errors.into_iter().map(|error| ScanError { path: shown.clone(), error });
-    all.errors.extend(table);
+    all.errors.extend(errors);
     all.errors.sort();
     all.findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     let report = image_report(cfg, all, &baseline, shown, started);
@@ -226,11 +251,25 @@ fn run_image(
 ) -> Result<Outcome> {
     let fail_on = config::fail_on(args.fail_on);
     let shown = text::display_path(image.as_os_str());
-    if image_kind(image).map_err(|e| anyhow::anyhow!("--image {shown}: {e}"))? == ImageKind::Disk {
-        return run_disk(args, cfg, image, started, stdout);
-    }
-    let store =
-        crate::oci::Store::open(image).map_err(|e| anyhow::anyhow!("--image {shown}: {e}"))?;
+    let failed = |e: String| anyhow::anyhow!("--image {shown}: {e}");
+    let store = match image_kind(image).map_err(failed)? {
+        ImageKind::Disk => return run_disk(args, cfg, image, started, stdout),
+        ImageKind::Dir => crate::oci::Store::open(image).map_err(failed)?,
+        ImageKind::Tar => {
+            // One pass over its headers: a container image archive has a manifest.json or
+            // an index.json at its top; any other tar is a node's root.
+            let file = std::fs::File::open(image).map_err(|e| failed(e.to_string()))?;
+            let bytes: std::sync::Arc<std::fs::File> =
+                std::sync::Arc::new(file.try_clone().map_err(|e| failed(e.to_string()))?);
+            let read = std::io::BufReader::with_capacity(1 << 20, file);
+            let tree = crate::rootfs::TarTree::index(bytes.clone(), read).map_err(failed)?;
+            if !tree.is_image_archive() {
+                let roots = (vec![(String::new(), std::sync::Arc::new(tree) as _)], vec![]);
+                return scan_roots(args, cfg, roots, shown, started, stdout);
+            }
+            crate::oci::Store::Tar { bytes, members: tree.files() }
+        }
+    };
     let catalog =
         crate::oci::catalog(&store).map_err(|e| anyhow::anyhow!("--image {shown}: {e}"))?;
     let mut searching = Searching::load(cfg, None)?;

@@ -343,3 +343,31 @@ impl Iterator for ImageWalk {
         }
     }
 }
+
+/// Every entry of `t` below `rel` listed, stat'ed and read (a file's first 64 KiB, a
+/// link's target), at most `budget` entries: how the fuzz target and the tests exercise a
+/// tree as a scan would.
+pub fn read_all(t: &dyn Tree, rel: &Path, budget: &mut usize) {
+    let Ok(entries) = t.list(rel) else { return };
+    for (name, kind) in entries {
+        if *budget == 0 {
+            return;
+        }
+        *budget -= 1;
+        let p = rel.join(&name);
+        let _ = t.lstat(&p);
+        match kind {
+            Kind::Dir => read_all(t, &p, budget),
+            Kind::File => {
+                if let Ok(f) = t.open(&p) {
+                    let mut buf = vec![0u8; f.size().min(1 << 16) as usize];
+                    let _ = f.read_at(0, &mut buf);
+                }
+            }
+            Kind::Symlink => {
+                let _ = t.read_link(&p);
+            }
+            Kind::Other => {}
+        }
+    }
+}
