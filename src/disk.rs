@@ -22,6 +22,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Block groups of an ext4 filesystem, at most (a 128 TiB filesystem of 4 KiB blocks has a
+/// million).
+const MAX_GROUPS: u64 = 1 << 20;
+
+/// Partitions of a disk read, at most (GPT allows thousands; a node's disk has a few).
+const MAX_VOLUMES: usize = 128;
+
 /// What a disk image's bytes are read from: the image file, shared by every thread.
 type Shared = Arc<dyn Bytes + Send + Sync>;
 
@@ -67,8 +74,12 @@ pub struct Volume {
 pub fn volumes(disk: &Disk) -> (Vec<Volume>, Vec<String>) {
     let bytes = disk.bytes();
     let (parts, errors) = partitions::read(&*bytes);
+    let mut errors: Vec<String> = errors.into_iter().map(|e| e.to_string()).collect();
+    if parts.len() > MAX_VOLUMES {
+        errors.push(format!("{} partitions: the first {MAX_VOLUMES} read", parts.len()));
+    }
     let mut out = Vec::new();
-    for p in parts {
+    for p in parts.into_iter().take(MAX_VOLUMES) {
         let window = Part { of: disk.bytes(), start: p.start, len: p.len };
         let tree = match identify(&window) {
             Found::Ext4 => Ext4Tree::new(disk.clone(), &p).map(|t| Arc::new(t) as Arc<dyn Tree>),
@@ -76,7 +87,7 @@ pub fn volumes(disk: &Disk) -> (Vec<Volume>, Vec<String>) {
         };
         out.push(Volume { partition: p, tree });
     }
-    (out, errors.into_iter().map(|e| e.to_string()).collect())
+    (out, errors)
 }
 
 /// What a partition's first bytes say it holds.
@@ -187,6 +198,13 @@ impl Ext4Tree {
         let blocks = u64::from(crate::sys::le32(&sb, 4).unwrap_or(0))
             | u64::from(crate::sys::le32(&sb, 0x150).unwrap_or(0)) << 32;
         let block = 1024u64.checked_shl(crate::sys::le32(&sb, 24).unwrap_or(64)).unwrap_or(0);
+        // Group descriptors are read (and held) for every group at load: a crafted
+        // superblock of tiny groups would make billions.
+        let per_group = u64::from(crate::sys::le32(&sb, 32).unwrap_or(0));
+        let groups = blocks.div_ceil(per_group.max(1));
+        if per_group == 0 || per_group > 8 * block || groups > MAX_GROUPS {
+            return Err(format!("{groups} block groups of {per_group} blocks: not read"));
+        }
         if block == 0 || blocks.saturating_mul(block) > self.len.saturating_add(block) {
             return Err(format!(
                 "the superblock says {blocks} blocks of {block} bytes, more than its partition's {} bytes",

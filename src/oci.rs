@@ -28,6 +28,10 @@ pub const MAX_JSON: u64 = 16 << 20;
 /// thousands; more is not an image archive).
 pub const MAX_MEMBERS: usize = 1 << 20;
 
+/// Images, manifests and indexes followed in one archive, at most (a registry's largest
+/// multi-platform index has a few dozen).
+pub const MAX_DESCRIPTORS: usize = 4096;
+
 /// Nested image indexes followed, at most.
 const MAX_DEPTH: usize = 4;
 
@@ -105,7 +109,16 @@ impl Store {
         }
         let mut data = Vec::with_capacity(size as usize);
         r.take(MAX_JSON).read_to_end(&mut data).map_err(|e| format!("{name}: {e}"))?;
-        serde_json::from_slice(&data).map_err(|e| format!("{name}: {e}"))
+        // serde's message may quote the document's text (a value): only where it failed.
+        serde_json::from_slice(&data).map_err(|e| {
+            let what = match e.classify() {
+                serde_json::error::Category::Io => "could not be read",
+                serde_json::error::Category::Syntax => "is not JSON",
+                serde_json::error::Category::Data => "is not the JSON expected",
+                serde_json::error::Category::Eof => "is cut short",
+            };
+            format!("{name} {what} (line {}, column {})", e.line(), e.column())
+        })
     }
 }
 
@@ -186,6 +199,12 @@ pub struct Catalog {
     pub blobs: Vec<Blob>,
     /// What could not be read (an image whose manifest is missing).
     pub errors: Vec<String>,
+    /// Each blob's index in `blobs`, by name.
+    by_name: HashMap<String, usize>,
+    /// The manifests and configs read so far (a document is parsed once, however many
+    /// descriptors name it), and how many descriptors were followed.
+    read: HashMap<String, Arc<Manifest>>,
+    followed: usize,
 }
 
 impl Catalog {
@@ -203,11 +222,23 @@ impl Catalog {
     }
 
     fn blob(&mut self, name: String, digest: String, kind: BlobKind) -> usize {
-        if let Some(i) = self.blobs.iter().position(|b| b.name == name) {
+        if let Some(&i) = self.by_name.get(&name) {
             return i;
         }
+        self.by_name.insert(name.clone(), self.blobs.len());
         self.blobs.push(Blob { name, digest, kind });
         self.blobs.len() - 1
+    }
+
+    /// Counts one more descriptor followed; false past [`MAX_DESCRIPTORS`] (said once).
+    fn follow(&mut self) -> bool {
+        self.followed += 1;
+        if self.followed == MAX_DESCRIPTORS + 1 {
+            self.errors.push(format!(
+                "more than {MAX_DESCRIPTORS} images and manifests: the rest not read"
+            ));
+        }
+        self.followed <= MAX_DESCRIPTORS
     }
 }
 
@@ -232,7 +263,7 @@ struct RootFs {
     diff_ids: Vec<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Descriptor {
     #[serde(default)]
@@ -247,7 +278,7 @@ struct Index {
     manifests: Vec<Descriptor>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Manifest {
     #[serde(default)]
@@ -297,7 +328,11 @@ pub fn catalog(store: &Store) -> Result<Catalog, String> {
 fn docker_save(store: &Store) -> Result<Catalog, String> {
     let entries: Vec<SaveEntry> = store.json("manifest.json")?;
     let mut cat = Catalog { format: "docker-save", ..Catalog::default() };
+    let mut diff_ids_of: HashMap<String, Vec<String>> = HashMap::new();
     for e in entries {
+        if !cat.follow() {
+            break;
+        }
         let config_digest = digest_of(&e.config).unwrap_or_else(|| {
             // A legacy archive names the config `HEX.json`.
             let hex = e.config.trim_end_matches(".json");
@@ -305,11 +340,18 @@ fn docker_save(store: &Store) -> Result<Catalog, String> {
                 .map_or(e.config.clone(), |_| format!("sha256:{hex}"))
         });
         let config = cat.blob(e.config.clone(), config_digest.clone(), BlobKind::Config);
-        let diff_ids = match store.json::<Config>(&e.config) {
-            Ok(c) => c.rootfs.unwrap_or_default().diff_ids,
-            Err(err) => {
-                cat.errors.push(err);
-                Vec::new()
+        let diff_ids = match diff_ids_of.get(&e.config) {
+            Some(d) => d.clone(),
+            None => {
+                let d = match store.json::<Config>(&e.config) {
+                    Ok(c) => c.rootfs.unwrap_or_default().diff_ids,
+                    Err(err) => {
+                        cat.errors.push(err);
+                        Vec::new()
+                    }
+                };
+                diff_ids_of.insert(e.config.clone(), d.clone());
+                d
             }
         };
         let mut layers = Vec::new();
@@ -360,20 +402,30 @@ fn manifest(store: &Store, cat: &mut Catalog, d: &Descriptor, names: Vec<String>
             .errors
             .push(format!("index.json: a malformed digest ({} bytes)", d.digest.len()));
     };
-    let m: Manifest = match store.json(&path) {
-        Ok(m) => m,
-        // A multi-platform image's other platforms are often not in the layout.
-        Err(e) => return cat.errors.push(e),
+    if !cat.follow() {
+        return;
+    }
+    let m = match cat.read.get(&path) {
+        Some(m) => m.clone(),
+        None => match store.json::<Manifest>(&path) {
+            Ok(m) => {
+                let m = Arc::new(m);
+                cat.read.insert(path.clone(), m.clone());
+                m
+            }
+            // A multi-platform image's other platforms are often not in the layout.
+            Err(e) => return cat.errors.push(e),
+        },
     };
-    if let Some(children) = m.manifests {
+    if let Some(children) = &m.manifests {
         if depth >= MAX_DEPTH {
             return cat
                 .errors
                 .push(format!("{path}: image indexes nested deeper than {MAX_DEPTH}"));
         }
         for c in children {
-            let n = names_of(&c, &names);
-            manifest(store, cat, &c, n, depth + 1);
+            let n = names_of(c, &names);
+            manifest(store, cat, c, n, depth + 1);
         }
         return;
     }

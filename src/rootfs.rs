@@ -18,6 +18,9 @@ use std::sync::Arc;
 /// hundred thousand).
 pub const MAX_MEMBERS: usize = 4 << 20;
 
+/// The longest path indexed (Linux's `PATH_MAX`).
+const MAX_PATH: usize = 4096;
+
 /// Links followed to a hard link's data, at most.
 const MAX_HARD_LINKS: usize = 8;
 
@@ -50,8 +53,9 @@ impl TarTree {
                 return Err(format!("more than {MAX_MEMBERS} members: not indexed"));
             }
             let path = tarball::clean_path(&m.path);
-            // `..` never names a place in the tree.
-            if path.split(|&b| b == b'/').any(|c| c == b"..") {
+            // `..` never names a place in the tree, nor does a path longer than Linux's
+            // `PATH_MAX`.
+            if path.len() > MAX_PATH || path.split(|&b| b == b'/').any(|c| c == b"..") {
                 continue;
             }
             let (kind, link, hard) = match m.kind {
@@ -67,21 +71,20 @@ impl TarTree {
             nodes.insert(path, Node { kind, data: (rd.position(), m.size), link, hard });
         }
         // Directories named only by the paths below them.
-        let mut implied = Vec::new();
+        // Each once: an ancestor met before has its own ancestors already.
+        let mut implied: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
         for p in nodes.keys() {
             let mut at = p.len();
             while let Some(slash) = memchr::memrchr(b'/', &p[..at]) {
-                implied.push(p[..slash].to_vec());
+                if !implied.insert(p[..slash].to_vec()) {
+                    break;
+                }
                 at = slash;
             }
         }
         for d in implied {
-            nodes.entry(d).or_insert(Node {
-                kind: Kind::Dir,
-                data: (0, 0),
-                link: None,
-                hard: false,
-            });
+            let dir = Node { kind: Kind::Dir, data: (0, 0), link: None, hard: false };
+            nodes.entry(d).or_insert(dir);
         }
         let mut dirs: HashMap<Vec<u8>, Vec<(Vec<u8>, Kind)>> = HashMap::new();
         dirs.insert(Vec::new(), Vec::new());

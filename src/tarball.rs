@@ -24,6 +24,9 @@ pub const MAX_ZSTD_WINDOW: u64 = 32 << 20;
 
 const BLOCK: u64 = 512;
 
+/// The largest member read (Go's archive/tar refuses sizes past `i64::MAX` too).
+const MAX_SIZE: u64 = i64::MAX as u64;
+
 /// What a member is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -87,6 +90,7 @@ impl<R: Read> Reader<R> {
     /// The next member, after what is left of the current one; `None` at the end of the
     /// archive (a zero block, or the end of the input between members).
     pub fn next_member(&mut self) -> Result<Option<Member>, ReadError> {
+        // Both at most `MAX_SIZE` (below): no overflow.
         let rest = self.left + self.pad;
         self.skip(rest)?;
         self.left = 0;
@@ -98,6 +102,7 @@ impl<R: Read> Reader<R> {
             let n = self.fill(&mut h)?;
             let extended = pending.long_name.is_some()
                 || pending.long_link.is_some()
+                || pending.link.is_some()
                 || pending.path.is_some()
                 || pending.size.is_some();
             if n == 0 || h.iter().all(|&b| b == 0) {
@@ -145,20 +150,30 @@ impl<R: Read> Reader<R> {
                 }
                 _ => {
                     let size = pending.size.unwrap_or(size);
+                    if size > MAX_SIZE {
+                        return Err(err(at, format!("a member of {size} bytes")));
+                    }
+                    // A GNU long name or link is applied after the PAX records, as Go's
+                    // archive/tar (containerd's and Docker's reader) does.
+                    let path = pending.long_name.or(pending.path).unwrap_or_else(|| name(&h));
+                    let link = pending
+                        .long_link
+                        .or(pending.link)
+                        .unwrap_or_else(|| until_nul(&h[157..257]).to_vec());
                     let kind = match typ {
+                        // An old-style regular file named with a trailing slash is a dir.
+                        0 if path.ends_with(b"/") => Kind::Dir,
                         b'0' | 0 | b'7' | b'S' => Kind::File,
                         b'5' => Kind::Dir,
                         b'2' => Kind::Symlink,
                         b'1' => Kind::Hardlink,
                         _ => Kind::Other,
                     };
-                    // Hard links and the like may carry a size; only a file's data is
-                    // data, but every member's bytes are skipped as the header says.
-                    let path = pending.path.or(pending.long_name).unwrap_or_else(|| name(&h));
-                    let link = pending
-                        .link
-                        .or(pending.long_link)
-                        .unwrap_or_else(|| until_nul(&h[157..257]).to_vec());
+                    // Links, dirs, devices and FIFOs carry no data whatever their size
+                    // field says (as Go's reader takes them): what follows is the next
+                    // header. Other types' data is skipped as the header says.
+                    let header_only = matches!(typ, b'1'..=b'6') || kind == Kind::Dir;
+                    let size = if header_only { 0 } else { size };
                     self.left = size;
                     self.pad = padding(size);
                     return Ok(Some(Member { path, link, kind, size }));
@@ -565,6 +580,49 @@ mod tests {
             junk.splice(0..0, header(b"j", b'0', b"2000"));
             let _ = members(&junk);
         }
+    }
+
+    /// A symlink or dir header claiming data, followed by a file: the file is read (Go's
+    /// reader takes those types as header only); a GNU long name wins over a PAX path; a
+    /// size past `i64::MAX` is an error, not an overflow.
+    #[test]
+    fn header_only_types_and_name_precedence() {
+        let header = |name: &[u8], typ: u8, size: &[u8]| {
+            let mut h = [0u8; 512];
+            h[..name.len()].copy_from_slice(name);
+            h[124..124 + size.len()].copy_from_slice(size);
+            h[156] = typ;
+            h[257..263].copy_from_slice(b"ustar\0");
+            h[148..156].copy_from_slice(b"        ");
+            let sum: u64 = h.iter().map(|&b| u64::from(b)).sum();
+            h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+            h.to_vec()
+        };
+        for typ in [b'1', b'2', b'3', b'4', b'5', b'6'] {
+            let mut tar = header(b"x", typ, b"1000");
+            tar.extend(header(b"secret", b'0', b"5"));
+            tar.extend([b'v'; 512]);
+            let got = members(&tar).expect("reads");
+            assert_eq!(got.len(), 2, "type {}", typ as char);
+            assert_eq!((got[1].0.as_slice(), got[1].3.as_slice()), (&b"secret"[..], &b"vvvvv"[..]));
+        }
+        let mut tar = header(b"d/", 0, b"1000");
+        tar.extend(header(b"f", b'0', b"1"));
+        tar.extend([b'v'; 512]);
+        let got = members(&tar).expect("reads");
+        assert_eq!((got[0].1, got[1].0.as_slice()), (Kind::Dir, &b"f"[..]));
+        let mut tar = header(b"p", b'x', b"16");
+        tar.extend([b"14 path=.wh.x\n".as_slice(), &[0; 498]].concat());
+        tar.extend(header(b"L", b'L', b"13"));
+        tar.extend([b"etc/app.key\0".as_slice(), &[0; 500]].concat());
+        tar.extend(header(b"short", b'0', b"1"));
+        tar.extend([b'k'; 512]);
+        let got = members(&tar).expect("reads");
+        assert_eq!(got[0].0, b"etc/app.key");
+        let mut big = header(b"p", b'x', b"35");
+        big.extend([b"29 size=18446744073709551615\n".as_slice(), &[0; 483]].concat());
+        big.extend(header(b"f", b'0', b"1"));
+        assert!(members(&big).expect_err("refused").to_string().contains("bytes"));
     }
 
     #[test]

@@ -404,7 +404,17 @@ fn hostile_image_archives() {
     )
     .unwrap();
     let m = put(&manifest);
-    fs::write(dir.join("index.json"), serde_json::to_vec(&json!({"manifests": [{"digest": m, "annotations": {"io.containerd.image.name": "hostile:1"}}]})).unwrap()).unwrap();
+    // A manifest whose layers are a string (a value): the error says where, never what.
+    let late_text = String::from_utf8(late.clone()).unwrap();
+    let odd =
+        put(&serde_json::to_vec(&json!({"config": {"digest": config}, "layers": late_text}))
+            .unwrap());
+    let index = json!({"manifests": [
+        {"digest": m, "annotations": {"io.containerd.image.name": "hostile:1"}},
+        {"digest": odd},
+    ]});
+    fs::write(dir.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+
     let out = tree.kr().measure_rss().run(&[
         "scan",
         "--image",
@@ -433,6 +443,7 @@ fn hostile_image_archives() {
     let errors = out.json()["errors"].to_string();
     assert!(errors.contains("cut short") || errors.contains("damaged"), "{errors}");
     assert!(errors.contains("malformed digest"), "{errors}");
+    assert!(errors.contains("is not the JSON expected (line 1"), "{errors}");
     let rss = out.peak_rss_kb.expect("measured") / 1024;
     assert!(rss < 200, "peak RSS {rss} MiB over a 512 MiB bomb");
 }

@@ -30,6 +30,10 @@ use std::time::Instant;
 /// noted (said in `errors`).
 pub const MAX_WHITEOUTS: usize = 1 << 20;
 
+/// The longest whiteout path remembered (Linux's `PATH_MAX`): longer ones delete nothing
+/// on a node either.
+const MAX_PATH: usize = 4096;
+
 /// Said of a finding in a file a later layer of every image holding it deletes.
 const DELETED: &str = "deleted by a later layer's whiteout: not in the image's filesystem, \
     but in the bytes every pull fetches";
@@ -268,12 +272,11 @@ fn blob(
         if let Some(target) = name.strip_prefix(b".wh.") {
             let parent = &inner[..inner.len() - name.len()];
             let parent = parent.strip_suffix(b"/").unwrap_or(parent).to_vec();
-            if g.remembered.fetch_add(1, Ordering::Relaxed) >= MAX_WHITEOUTS {
-                continue;
-            }
-            if target == b".wh..opq" {
+            let remembered = g.remembered.fetch_add(1, Ordering::Relaxed) < MAX_WHITEOUTS;
+            let fits = parent.len() + target.len() <= MAX_PATH;
+            if remembered && fits && target == b".wh..opq" {
                 whiteouts.opaque.insert(parent);
-            } else {
+            } else if remembered && fits {
                 let mut p = parent;
                 if !p.is_empty() {
                     p.push(b'/');
@@ -281,7 +284,8 @@ fn blob(
                 p.extend_from_slice(target);
                 whiteouts.deleted.insert(p);
             }
-            continue;
+            // A whiteout's data (none, from a well-behaved builder) is in the blob too:
+            // searched as any file's.
         }
         // An empty file holds nothing to find (a layer of millions of them is read
         // header by header).

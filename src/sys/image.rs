@@ -194,6 +194,10 @@ impl io::Read for NodeFile {
 /// Directories nested deeper than this in an image are not walked (an error entry).
 pub const MAX_DEPTH: usize = 256;
 
+/// Entries walked in one walk of an image, at most: a crafted filesystem whose
+/// directories link to each other would otherwise be walked without end.
+pub const MAX_ENTRIES: u64 = 16 << 20;
+
 /// A [`Tree`] as a node root: the tree, its number (a device's stand-in) and what the
 /// scan shows of it.
 #[derive(Clone)]
@@ -251,7 +255,7 @@ impl Image {
             Some(_) => Vec::new(),
             None => vec![(rel.to_path_buf(), None)],
         };
-        ImageWalk { image: self.clone(), first, stack }
+        ImageWalk { image: self.clone(), first, stack, walked: 0 }
     }
 }
 
@@ -275,13 +279,15 @@ pub struct ImageWalk {
     /// Each directory being walked: its path and its entries not yet yielded (listed when
     /// first reached), innermost last.
     stack: Vec<(std::path::PathBuf, Option<Listed>)>,
+    /// Entries walked so far.
+    walked: u64,
 }
 
 impl ImageWalk {
     /// A walk that yields nothing.
     pub fn empty() -> ImageWalk {
         let image = Image { tree: std::sync::Arc::new(Empty), dev: 0 };
-        ImageWalk { image, first: None, stack: Vec::new() }
+        ImageWalk { image, first: None, stack: Vec::new(), walked: 0 }
     }
 }
 
@@ -332,6 +338,14 @@ impl Iterator for ImageWalk {
                 continue;
             };
             let rel = dir.join(&name);
+            self.walked += 1;
+            if self.walked > MAX_ENTRIES {
+                self.stack.clear();
+                let error = io::Error::other(format!(
+                    "more than {MAX_ENTRIES} entries in one walk: the rest is not read"
+                ));
+                return Some(super::walk::Entry::Error { rel, error });
+            }
             if kind != Kind::Dir {
                 return Some(entry(rel, kind));
             }
