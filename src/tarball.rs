@@ -542,21 +542,23 @@ mod tests {
         assert!(back == tar, "the frames inflate to the tar");
     }
 
+    /// A ustar header of `name`, type `typ` and size field `size`, its checksum right.
+    fn header(name: &[u8], typ: u8, size: &[u8]) -> Vec<u8> {
+        let mut h = [0u8; 512];
+        h[..name.len()].copy_from_slice(name);
+        h[124..124 + size.len()].copy_from_slice(size);
+        h[156] = typ;
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[148..156].copy_from_slice(b"        ");
+        let sum: u64 = h.iter().map(|&b| u64::from(b)).sum();
+        h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+        h.to_vec()
+    }
+
     /// Extension records past the cap, sizes that overflow, bad checksums and cut
     /// headers are errors naming the offset; nothing panics.
     #[test]
     fn hostile_headers_are_errors() {
-        let header = |name: &[u8], typ: u8, size: &[u8]| {
-            let mut h = [0u8; 512];
-            h[..name.len()].copy_from_slice(name);
-            h[124..124 + size.len()].copy_from_slice(size);
-            h[156] = typ;
-            h[257..263].copy_from_slice(b"ustar\0");
-            h[148..156].copy_from_slice(b"        ");
-            let sum: u64 = h.iter().map(|&b| u64::from(b)).sum();
-            h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-            h.to_vec()
-        };
         let big = header(b"x", b'L', b"77777777777");
         let e = members(&big).expect_err("refused");
         assert!(e.to_string().contains("extension record"), "{e}");
@@ -587,17 +589,6 @@ mod tests {
     /// size past `i64::MAX` is an error, not an overflow.
     #[test]
     fn header_only_types_and_name_precedence() {
-        let header = |name: &[u8], typ: u8, size: &[u8]| {
-            let mut h = [0u8; 512];
-            h[..name.len()].copy_from_slice(name);
-            h[124..124 + size.len()].copy_from_slice(size);
-            h[156] = typ;
-            h[257..263].copy_from_slice(b"ustar\0");
-            h[148..156].copy_from_slice(b"        ");
-            let sum: u64 = h.iter().map(|&b| u64::from(b)).sum();
-            h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-            h.to_vec()
-        };
         for typ in [b'1', b'2', b'3', b'4', b'5', b'6'] {
             let mut tar = header(b"x", typ, b"1000");
             tar.extend(header(b"secret", b'0', b"5"));
