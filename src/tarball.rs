@@ -64,7 +64,12 @@ pub struct Reader<R> {
     pad: u64,
     /// Offset in the stream of the next byte.
     pos: u64,
+    /// Asked between the pieces of data skipped: true stops the reading.
+    stop: Option<Box<dyn Fn() -> bool>>,
 }
+
+/// Bytes skipped between two questions to [`Reader::with_stop`]'s check.
+const SKIP_PIECE: u64 = 8 << 20;
 
 /// The extension records gathered for the next member.
 #[derive(Default)]
@@ -79,7 +84,14 @@ struct Pending {
 impl<R: Read> Reader<R> {
     /// A reader of the tar stream `r`.
     pub fn new(r: R) -> Reader<R> {
-        Reader { r, left: 0, pad: 0, pos: 0 }
+        Reader { r, left: 0, pad: 0, pos: 0, stop: None }
+    }
+
+    /// This reader, asking `stop` between pieces of the data it skips (an inflated layer
+    /// may skip terabytes): when it says so, reading ends with an error.
+    pub fn with_stop(mut self, stop: Box<dyn Fn() -> bool>) -> Reader<R> {
+        self.stop = Some(stop);
+        self
     }
 
     /// Offset in the (inflated) stream of the next byte to read.
@@ -205,12 +217,20 @@ impl<R: Read> Reader<R> {
 
     /// Reads `n` bytes through; the input ending first is an error.
     fn skip(&mut self, n: u64) -> Result<(), ReadError> {
-        let at = self.pos;
-        let copied =
-            io::copy(&mut (&mut self.r).take(n), &mut io::sink()).map_err(|e| err(at, e))?;
-        self.pos += copied;
-        if copied < n {
-            return Err(err(self.pos, "cut short in a member's data"));
+        let mut left = n;
+        while left > 0 {
+            if self.stop.as_ref().is_some_and(|stop| stop()) {
+                return Err(err(self.pos, "stopped (a stop signal, or the deadline)"));
+            }
+            let at = self.pos;
+            let piece = left.min(SKIP_PIECE);
+            let copied = io::copy(&mut (&mut self.r).take(piece), &mut io::sink())
+                .map_err(|e| err(at, e))?;
+            self.pos += copied;
+            if copied < piece {
+                return Err(err(self.pos, "cut short in a member's data"));
+            }
+            left -= piece;
         }
         Ok(())
     }

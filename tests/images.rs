@@ -788,3 +788,57 @@ fn hostile_disk_images() {
     fs::write(&empty, vec![0u8; 1 << 20]).unwrap();
     scan_image(&tree, &empty, &["--secrets", path_arg(&file)]).assert_one_line_error();
 }
+
+/// A layer of one member of 6 GiB of zeros (repeated gzip members: 6 MiB on disk) over
+/// `--max-file-size`: skipping it stops at `--timeout`, far before it is all inflated.
+#[test]
+fn skipping_a_huge_member_stops_at_the_deadline() {
+    let tree = NodeTree::new();
+    let secret = Secret::opaque("app", "k", &[("v", fake_secret(5600))]);
+    let secrets = tree.secrets_file("secrets.json", std::slice::from_ref(&secret));
+    let size = 6u64 << 30;
+    let mut h = tar_of(&[("x", b"")])[512..1024].to_vec();
+    h[124..135].copy_from_slice(format!("{size:011o}").as_bytes());
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u64 = h.iter().map(|&b| u64::from(b)).sum();
+    h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+    let zeros = gz(&vec![0u8; 64 << 20]);
+    let mut layer = gz(&h);
+    for _ in 0..(size >> 26) {
+        layer.extend_from_slice(&zeros);
+    }
+    let dir = tree.work("huge");
+    let blobs = dir.join("blobs/sha256");
+    fs::create_dir_all(&blobs).unwrap();
+    let put = |b: &[u8]| {
+        let d = sha256(b);
+        fs::write(blobs.join(&d[7..]), b).unwrap();
+        d
+    };
+    let (l, c) = (put(&layer), put(b"{}"));
+    let m =
+        put(&serde_json::to_vec(&json!({"config": {"digest": c}, "layers": [{"digest": l}]}))
+            .unwrap());
+    fs::write(
+        dir.join("index.json"),
+        serde_json::to_vec(&json!({"manifests": [{"digest": m}]})).unwrap(),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = tree.run(&[
+        "scan",
+        "--image",
+        path_arg(&dir),
+        "--secrets",
+        path_arg(&secrets),
+        "--format",
+        "json",
+        "--max-file-size",
+        "1M",
+        "--timeout",
+        "3s",
+    ]);
+    out.assert_code(0);
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "{:?}", started.elapsed());
+    assert_eq!(out.json()["summary"]["incomplete"], true);
+}

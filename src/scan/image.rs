@@ -240,7 +240,7 @@ fn blob(
         Ok((_, r)) => r,
         Err(e) => return error(b.digest.clone(), format!("{e}")),
     };
-    let mut tar = tarball::Reader::new(r);
+    let mut tar = tarball::Reader::new(r).with_stop(Box::new(w.stop_check()));
     let mut whiteouts = Whiteouts::default();
     let mut named_dirs = HashSet::new();
     loop {
@@ -250,6 +250,8 @@ fn blob(
         let m = match tar.next_member() {
             Ok(Some(m)) => m,
             Ok(None) => break,
+            // Stopped while skipping: the scan is marked incomplete (below), no error.
+            Err(_) if late(settings, g) => break,
             Err(e) => {
                 error(b.digest.clone(), format!("{e}; the rest of the layer not read"));
                 break;

@@ -926,7 +926,7 @@ impl Worker {
 
     /// What a reader of a file asks between its reads: whether a stop signal came or the
     /// deadline passed.
-    fn stop_check(&self) -> impl Fn() -> bool + use<> {
+    pub(super) fn stop_check(&self) -> impl Fn() -> bool + use<> {
         let deadline = self.deadline;
         move || sys::stop_signal().is_some() || deadline.is_some_and(|d| Instant::now() >= d)
     }
