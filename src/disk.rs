@@ -12,7 +12,7 @@
 use crate::partitions::{self, Partition};
 use crate::qcow2::{self, Qcow2};
 use crate::sys::image::{through_symlink, Stat, Tree};
-use crate::sys::{Bytes, Kind};
+use crate::sys::{Bytes, Kind, Window};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -80,7 +80,7 @@ pub fn volumes(disk: &Disk) -> (Vec<Volume>, Vec<String>) {
     }
     let mut out = Vec::new();
     for p in parts.into_iter().take(MAX_VOLUMES) {
-        let window = Part { of: disk.bytes(), start: p.start, len: p.len };
+        let window = Part { of: disk.bytes(), range: p.start..p.start + p.len };
         let tree = match identify(&window) {
             Found::Ext4 => Ext4Tree::new(disk.clone(), &p).map(|t| Arc::new(t) as Arc<dyn Tree>),
             Found::Other(name) => Err(format!("{name}: not read")),
@@ -132,25 +132,8 @@ fn identify(b: &dyn Bytes) -> Found {
     Found::Other("no filesystem kresidue knows".to_owned())
 }
 
-/// A partition's bytes: `len` bytes of the disk from `start`.
-struct Part {
-    of: Box<dyn Bytes>,
-    start: u64,
-    len: u64,
-}
-
-impl Bytes for Part {
-    fn size(&self) -> u64 {
-        self.len
-    }
-
-    fn read_at(&self, at: u64, buf: &mut [u8]) -> io::Result<()> {
-        if at.saturating_add(buf.len() as u64) > self.len {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        self.of.read_at(self.start + at, buf)
-    }
-}
+/// A partition's bytes, of the disk's as this thread reads them.
+type Part = Window<Box<dyn Bytes>>;
 
 /// What ext4-view reads through: the partition's bytes.
 struct Reader(Part);
@@ -191,7 +174,7 @@ impl Ext4Tree {
     }
 
     fn load(&self) -> Result<ext4_view::Ext4, String> {
-        let part = Part { of: self.disk.bytes(), start: self.start, len: self.len };
+        let part = Part { of: self.disk.bytes(), range: self.start..self.start + self.len };
         // The superblock's size of the filesystem must fit the partition.
         let mut sb = [0u8; 1024];
         part.read_at(1024, &mut sb).map_err(|e| e.to_string())?;

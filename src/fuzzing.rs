@@ -84,7 +84,11 @@ pub fn layer(data: &[u8]) {
 /// `manifest.json` or an OCI layout's `index.json` and manifests); every image's blobs
 /// are in the catalog.
 pub fn image_archive(data: &[u8]) {
-    let Ok(cat) = crate::oci::catalog_of_tar(data) else { return };
+    // Indexed as `scan --image` indexes a tar.
+    let bytes = std::sync::Arc::new(data.to_vec());
+    let Ok(tree) = crate::rootfs::TarTree::index(bytes.clone(), data) else { return };
+    let store = crate::oci::Store::Tar { bytes, members: tree.files() };
+    let Ok(cat) = crate::oci::catalog(&store) else { return };
     for img in &cat.images {
         assert!(img.config < cat.blobs.len());
         assert!(img.layers.iter().all(|&l| l < cat.blobs.len()));

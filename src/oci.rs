@@ -6,16 +6,13 @@
 //!
 //! A blob is named by where it is in the archive; a directory's are opened beneath it
 //! through the confined open (no symlink followed, nothing outside it); a tar's are
-//! byte ranges of the tar, found by one pass over its headers (an outer archive that is
-//! itself compressed is refused: its members could only be reached by inflating it
-//! again for each). A digest is taken as a blob name only when it is `ALGORITHM:HEX` of
+//! byte ranges of the tar, as the one pass over its headers that tells an image archive
+//! from a root filesystem found them (`rootfs::TarTree::files`). A digest is taken as a blob name only when it is `ALGORITHM:HEX` of
 //! the algorithm's length, so a manifest cannot name a path outside `blobs/`.
 
-use crate::sys::{Bytes, ReadError, RootDir};
-use crate::tarball;
+use crate::sys::{Bytes, RootDir};
 use serde::Deserialize;
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
@@ -23,10 +20,6 @@ use std::sync::Arc;
 /// The largest JSON document read (an index, a manifest, a config): configs with long
 /// histories are hundreds of kilobytes.
 pub const MAX_JSON: u64 = 16 << 20;
-
-/// The most members of an outer archive indexed (a `docker save` of many images has
-/// thousands; more is not an image archive).
-pub const MAX_MEMBERS: usize = 1 << 20;
 
 /// Images, manifests and indexes followed in one archive, at most (a registry's largest
 /// multi-platform index has a few dozen).
@@ -49,30 +42,10 @@ pub enum Store {
 }
 
 impl Store {
-    /// Opens `path`: a directory, or an uncompressed tar (indexed here).
-    pub fn open(path: &Path) -> Result<Store, String> {
-        let md = std::fs::metadata(path).map_err(|e| e.to_string())?;
-        if md.is_dir() {
-            return RootDir::open(path).map(Store::Dir).map_err(|e| e.to_string());
-        }
-        let file = File::open(path).map_err(|e| e.to_string())?;
-        let mut head = [0u8; 4];
-        let n =
-            std::os::unix::fs::FileExt::read_at(&file, &mut head, 0).map_err(|e| e.to_string())?;
-        let c = tarball::compression(&head[..n]);
-        if c != tarball::Compression::None {
-            return Err(format!(
-                "a {c}-compressed archive: inflate it first (its members are read at their offsets)"
-            ));
-        }
-        let members = index(std::io::BufReader::with_capacity(64 << 10, &file))?;
-        Ok(Store::Tar { bytes: Arc::new(file), members })
-    }
-
-    /// The archive `bytes`, a tar (the fuzz target's).
-    pub fn of_tar(bytes: Vec<u8>) -> Result<Store, String> {
-        let members = index(bytes.as_slice())?;
-        Ok(Store::Tar { bytes: Arc::new(bytes), members })
+    /// Opens the directory at `path` (a tar's members come indexed with it:
+    /// [`Store::Tar`], as `rootfs::TarTree::files` gives them).
+    pub fn open_dir(path: &Path) -> Result<Store, String> {
+        RootDir::open(path).map(Store::Dir).map_err(|e| e.to_string())
     }
 
     /// Whether the archive holds a file named `name`.
@@ -120,21 +93,6 @@ impl Store {
             format!("{name} {what} (line {}, column {})", e.line(), e.column())
         })
     }
-}
-
-/// Each regular member's data range in the tar `r`, by its cleaned name.
-fn index(r: impl Read) -> Result<HashMap<Vec<u8>, (u64, u64)>, String> {
-    let mut rd = tarball::Reader::new(r);
-    let mut members = HashMap::new();
-    while let Some(m) = rd.next_member().map_err(|e| e.to_string())? {
-        if m.kind == tarball::Kind::File {
-            if members.len() == MAX_MEMBERS {
-                return Err(format!("more than {MAX_MEMBERS} members: not an image archive"));
-            }
-            members.insert(tarball::clean_path(&m.path), (rd.position(), m.size));
-        }
-    }
-    Ok(members)
 }
 
 /// A byte range of the archive, read with `pread` (many readers share the file).
@@ -445,10 +403,4 @@ fn manifest(store: &Store, cat: &mut Catalog, d: &Descriptor, names: Vec<String>
     }
     let names = if names.is_empty() { vec![cat.blobs[config].digest.clone()] } else { names };
     cat.images.push(Image { names, config, layers });
-}
-
-/// The catalog of the tar `bytes` (the fuzz target).
-pub fn catalog_of_tar(bytes: &[u8]) -> Result<Catalog, ReadError> {
-    let store = Store::of_tar(bytes.to_vec()).map_err(|e| ReadError::new("oci", e))?;
-    catalog(&store).map_err(|e| ReadError::new("oci", e))
 }

@@ -5,7 +5,7 @@
 //! dozen bytes and the name of each member, at most [`MAX_MEMBERS`] of them.
 
 use crate::sys::image::{Stat, Tree};
-use crate::sys::{Bytes, Kind};
+use crate::sys::{Bytes, Kind, Window};
 use crate::tarball;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -155,7 +155,7 @@ impl Tree for TarTree {
 
     fn open(&self, rel: &Path) -> io::Result<Box<dyn Bytes>> {
         let (at, size) = self.data(rel)?;
-        Ok(Box::new(Member { bytes: self.bytes.clone(), at, size }))
+        Ok(Box::new(Window { of: self.bytes.clone(), range: at..at.saturating_add(size) }))
     }
 }
 
@@ -178,26 +178,6 @@ impl TarTree {
             }
         }
         Err(io::Error::other("hard links to hard links, too many"))
-    }
-}
-
-/// A member's data in the tar.
-struct Member {
-    bytes: Arc<dyn Bytes + Send + Sync>,
-    at: u64,
-    size: u64,
-}
-
-impl Bytes for Member {
-    fn size(&self) -> u64 {
-        self.size
-    }
-
-    fn read_at(&self, at: u64, buf: &mut [u8]) -> io::Result<()> {
-        if at.saturating_add(buf.len() as u64) > self.size {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        self.bytes.read_at(self.at + at, buf)
     }
 }
 

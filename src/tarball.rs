@@ -309,16 +309,13 @@ fn number(field: &[u8]) -> Option<u64> {
     }
     let s = field.iter().skip_while(|&&b| b == b' ').take_while(|&&b| b != 0 && b != b' ');
     let mut v: u64 = 0;
-    let mut digits = 0;
     for &b in s {
         if !(b'0'..=b'7').contains(&b) {
             return None;
         }
         v = v.checked_mul(8)?.checked_add(u64::from(b - b'0'))?;
-        digits += 1;
     }
     // An empty field is zero (some writers leave a directory's size blank).
-    let _ = digits;
     Some(v)
 }
 

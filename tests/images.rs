@@ -107,16 +107,29 @@ fn images(tree: &NodeTree) -> Images {
     Images { layers, configs: vec![config_a, config_b], planted: p }
 }
 
+/// Stores `b` as a blob of the OCI layout at `dir`; its digest.
+fn put_blob(dir: &Path, b: &[u8]) -> String {
+    let d = sha256(b);
+    let blobs = dir.join("blobs/sha256");
+    fs::create_dir_all(&blobs).unwrap();
+    fs::write(blobs.join(&d[7..]), b).unwrap();
+    d
+}
+
+/// The OCI layout `dir` of one unnamed image whose one layer is the blob `layer`.
+fn one_layer_image(dir: &Path, layer: &[u8]) {
+    let l = put_blob(dir, layer);
+    let c = put_blob(dir, br#"{"rootfs":{"diff_ids":[]}}"#);
+    let m = json!({"config": {"digest": c}, "layers": [{"digest": l}]});
+    let m = put_blob(dir, &serde_json::to_vec(&m).unwrap());
+    let index = json!({"manifests": [{"digest": m}]});
+    fs::write(dir.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+}
+
 /// Writes an OCI layout of `imgs` under `dir`: image A as `img-a:1` (containerd's name
 /// annotation), B as `img-b:2`.
 fn oci_layout(imgs: &Images, dir: &Path) {
-    let blobs = dir.join("blobs/sha256");
-    fs::create_dir_all(&blobs).unwrap();
-    let put = |b: &[u8]| {
-        let d = sha256(b);
-        fs::write(blobs.join(&d[7..]), b).unwrap();
-        d
-    };
+    let put = |b: &[u8]| put_blob(dir, b);
     let media = [
         "application/vnd.oci.image.layer.v1.tar+gzip",
         "application/vnd.oci.image.layer.v1.tar+zstd",
@@ -383,15 +396,10 @@ fn hostile_image_archives() {
     let whole = gz(&tar_of(&[("a", &filler(3, 200_000))]));
     let cut = whole[..whole.len() / 2].to_vec();
     let dir = tree.work("hostile");
-    let blobs = dir.join("blobs/sha256");
-    fs::create_dir_all(&blobs).unwrap();
-    let put = |b: &[u8]| {
-        let d = sha256(b);
-        fs::write(blobs.join(&d[7..]), b).unwrap();
-        d
-    };
+    let put = |b: &[u8]| put_blob(&dir, b);
     // The cut blob is stored under the whole one's digest.
-    fs::write(blobs.join(&sha256(&whole)[7..]), &cut).unwrap();
+    let whole_digest = put(&whole);
+    fs::write(dir.join("blobs/sha256").join(&whole_digest[7..]), &cut).unwrap();
     let layers = json!([
         {"digest": put(&layer), "mediaType": "application/vnd.oci.image.layer.v1.tar"},
         {"digest": put(&bomb), "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip"},
@@ -554,23 +562,7 @@ fn a_layer_of_ten_million_members_is_bounded() {
     }
     layer.extend(gz(&[0u8; 1024]));
     let dir = tree.work("many");
-    let blobs = dir.join("blobs/sha256");
-    fs::create_dir_all(&blobs).unwrap();
-    let put = |b: &[u8]| {
-        let d = sha256(b);
-        fs::write(blobs.join(&d[7..]), b).unwrap();
-        d
-    };
-    let l = put(&layer);
-    let c = put(br#"{"rootfs":{"diff_ids":[]}}"#);
-    let m =
-        serde_json::to_vec(&json!({"config": {"digest": c}, "layers": [{"digest": l}]})).unwrap();
-    let m = put(&m);
-    fs::write(
-        dir.join("index.json"),
-        serde_json::to_vec(&json!({"manifests": [{"digest": m}]})).unwrap(),
-    )
-    .unwrap();
+    one_layer_image(&dir, &layer);
     let started = std::time::Instant::now();
     let out = tree.kr().measure_rss().run(&[
         "scan",
@@ -808,22 +800,7 @@ fn skipping_a_huge_member_stops_at_the_deadline() {
         layer.extend_from_slice(&zeros);
     }
     let dir = tree.work("huge");
-    let blobs = dir.join("blobs/sha256");
-    fs::create_dir_all(&blobs).unwrap();
-    let put = |b: &[u8]| {
-        let d = sha256(b);
-        fs::write(blobs.join(&d[7..]), b).unwrap();
-        d
-    };
-    let (l, c) = (put(&layer), put(b"{}"));
-    let m =
-        put(&serde_json::to_vec(&json!({"config": {"digest": c}, "layers": [{"digest": l}]}))
-            .unwrap());
-    fs::write(
-        dir.join("index.json"),
-        serde_json::to_vec(&json!({"manifests": [{"digest": m}]})).unwrap(),
-    )
-    .unwrap();
+    one_layer_image(&dir, &layer);
     let started = std::time::Instant::now();
     let out = tree.run(&[
         "scan",

@@ -187,7 +187,7 @@ fn scan_roots(
     stdout: &mut dyn Write,
 ) -> Result<Outcome> {
     let fail_on = config::fail_on(args.fail_on);
-    let several = trees.len() > 1 || trees.iter().any(|(part, _)| !part.is_empty());
+    let several = trees.iter().any(|(part, _)| !part.is_empty());
     let baseline = baseline(args)?;
     let mut printer = Printer::new(cfg.quiet, cfg.verbose, cfg.output.is_some());
     let mut all = ScanResult::default();
@@ -254,7 +254,7 @@ fn run_image(
     let failed = |e: String| anyhow::anyhow!("--image {shown}: {e}");
     let store = match image_kind(image).map_err(failed)? {
         ImageKind::Disk => return run_disk(args, cfg, image, started, stdout),
-        ImageKind::Dir => crate::oci::Store::open(image).map_err(failed)?,
+        ImageKind::Dir => crate::oci::Store::open_dir(image).map_err(failed)?,
         ImageKind::Tar => {
             // One pass over its headers: a container image archive has a manifest.json or
             // an index.json at its top; any other tar is a node's root.

@@ -112,15 +112,15 @@ pub fn le64(b: &[u8], at: usize) -> Option<u64> {
 }
 
 /// A window of bytes of another [`Bytes`]: `range` of it, read from offset 0 (a database
-/// inside a snapshot).
-pub struct Window<'a> {
+/// inside a snapshot, a partition of a disk, a member of a tar).
+pub struct Window<B> {
     /// What it is a window of.
-    pub of: &'a dyn Bytes,
+    pub of: B,
     /// Its bytes there.
     pub range: std::ops::Range<u64>,
 }
 
-impl Bytes for Window<'_> {
+impl<B: Bytes> Bytes for Window<B> {
     fn size(&self) -> u64 {
         self.range.end.saturating_sub(self.range.start)
     }
