@@ -28,7 +28,8 @@
 //!     `meta.db` and the snapshotters' `metadata.db`, read from bytes), [`sqlite`] (kine's
 //!     SQLite datastore and its log, read page by page), [`dqlite`] (MicroK8s's raft log
 //!     and snapshots, the SQLite pages they carry), [`qcow2`] (disk images, as the virtual
-//!     disk's bytes), [`partitions`] (a disk's GPT or MBR), [`tarball`] (tar streams: image layers,
+//!     disk's bytes), [`partitions`] (a disk's GPT or MBR), [`xfs`] (XFS filesystems, read
+//!     from a partition's bytes), [`tarball`] (tar streams: image layers,
 //!     archives, root filesystem tarballs, inflated as read) and [`distros`] (the
 //!     Kubernetes distributions' node layouts, as data);
 //! 13. [`sys`] (the only home of system calls);
@@ -69,6 +70,7 @@ pub mod sys;
 pub mod tarball;
 pub mod text;
 pub mod walk;
+pub mod xfs;
 
 pub use app::Outcome;
 use cli::{Cli, Command};
@@ -115,6 +117,7 @@ const LAYERS: &[&[&str]] = &[
         "dqlite",
         "qcow2",
         "partitions",
+        "xfs",
         "tarball",
         "distros",
     ],

@@ -584,15 +584,22 @@ fn a_layer_of_ten_million_members_is_bounded() {
 }
 
 /// Makes `disk` (raw) and `disk.qcow2`: a GPT disk whose first partition is an empty EFI
-/// system partition and whose second is an ext4 filesystem made unprivileged from `root`
-/// with `mkfs.ext4 -d`.
-fn node_disk(root: &Path, disk: &Path) -> std::path::PathBuf {
+/// system partition and whose second is a filesystem made unprivileged from `root`: ext4
+/// with `mkfs.ext4 -d`, or XFS (`xfs`) with `mkfs.xfs -p` (scripts/xfs-image.sh).
+fn node_disk(root: &Path, disk: &Path, kind: &str) -> std::path::PathBuf {
     let run = |c: &mut Command| {
         let out = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
         assert!(out.status.success(), "{c:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
-    let fs = disk.with_extension("ext4");
-    run(Command::new("mkfs.ext4").args(["-q", "-F", "-d"]).arg(root).arg(&fs).arg("96M"));
+    let fs = disk.with_extension(kind);
+    match kind {
+        "xfs" => run(Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/xfs-image.sh"))
+            .arg(root)
+            .arg(&fs)
+            .arg("96M")),
+        _ => run(Command::new("mkfs.ext4").args(["-q", "-F", "-d"]).arg(root).arg(&fs).arg("96M")),
+    }
     run(Command::new("truncate").args(["-s", "104M"]).arg(disk));
     let table = "label: gpt\nstart=2048, size=8192, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B\nstart=10240, size=196608, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4\n";
     let mut sf = Command::new("sfdisk");
@@ -630,10 +637,12 @@ fn same(f: &Finding) -> (String, String, String, String, String, u64, String) {
 /// A node's disk: kubelet's Secret volume (atomic writer, and a stale copy), a subPath
 /// copy, an emptyDir, a pod log and its rotated `.gz`, kine's database and its log where
 /// k3s keeps them (values split across overflow pages), as an ext4 filesystem in the
-/// second partition of a GPT disk, raw and qcow2, and as a root filesystem tarball. `scan --image` of each finds exactly what
+/// second partition of a GPT disk, raw and qcow2, the same with XFS, and as a root
+/// filesystem tarball. `scan --image` of each finds exactly what
 /// `scan --root` finds over the tree (ids, sites, categories, severities, counts, records),
 /// its paths named `p2:`; the empty EFI partition is an `errors` entry; nothing is
-/// written beside the image, and the image is unchanged.
+/// written beside the image, and the image is unchanged. As root, the ext4 and XFS
+/// partitions loop-mounted by the kernel and scanned with `--root` find the same.
 #[test]
 fn node_disk_images_are_scanned_as_mounted() {
     let made = crate::datastores::make_db();
@@ -680,7 +689,9 @@ fn node_disk_images_are_scanned_as_mounted() {
     let want: std::collections::BTreeSet<_> = mounted.findings().iter().map(same).collect();
     assert!(want.len() >= 60, "{}", want.len());
     let disk = tree.work("node.img");
-    let qcow = node_disk(tree.root(), &disk);
+    let qcow = node_disk(tree.root(), &disk, "ext4");
+    let xfs = tree.work("xfs.img");
+    let xfs_qcow = node_disk(tree.root(), &xfs, "xfs");
     // The same tree as a root filesystem tarball (GNU tar; read in place, not unpacked).
     let rootfs = tree.work("root.tar");
     let mut tar = Command::new("tar");
@@ -693,7 +704,7 @@ fn node_disk_images_are_scanned_as_mounted() {
         .status()
         .unwrap()
         .success());
-    for image in [&disk, &qcow, &rootfs] {
+    for image in [&disk, &qcow, &xfs, &xfs_qcow, &rootfs] {
         let before = fs::metadata(image).unwrap().len();
         let out = scan_image(&tree, image, &["--secrets", path_arg(&file)]);
         out.assert_code(1);
@@ -717,6 +728,30 @@ fn node_disk_images_are_scanned_as_mounted() {
         assert!(errors.contains("p1") && errors.contains("no filesystem"), "{errors}");
         assert_eq!(out.json()["summary"]["distributions"], json!(["k3s"]));
         assert_eq!(fs::metadata(image).unwrap().len(), before);
+    }
+    // As root (CI): the kernel's reading of each filesystem, its partition loop-mounted
+    // read-only and scanned with `--root`, finds the same.
+    if is_root() {
+        for image in [&disk, &xfs] {
+            let stem = image.file_stem().unwrap().to_str().unwrap();
+            let at = tree.work(&format!("mnt-{stem}"));
+            let mounted =
+                crate::cri::mount(&["-o", "ro,loop,offset=5242880", path_arg(image)], &at);
+            let out = tree.kr().run(&[
+                "scan",
+                "--root",
+                path_arg(&at),
+                "--no-cri",
+                "--secrets",
+                path_arg(&file),
+                "--format",
+                "json",
+            ]);
+            drop(mounted);
+            out.assert_code(1);
+            let got: std::collections::BTreeSet<_> = out.findings().iter().map(same).collect();
+            assert_eq!(got, want, "{} mounted", image.display());
+        }
     }
 }
 
@@ -749,10 +784,13 @@ fn hostile_disk_images() {
     let want: std::collections::BTreeSet<_> = mounted.findings().iter().map(same).collect();
     assert_eq!(want.len(), 1, "{want:?}");
     let disk = tree.work("node.img");
-    let qcow = node_disk(tree.root(), &disk);
-    let out = scan_image(&tree, &qcow, &["--secrets", path_arg(&file)]);
-    let got: std::collections::BTreeSet<_> = out.findings().iter().map(same).collect();
-    assert_eq!(got, want);
+    let qcow = node_disk(tree.root(), &disk, "ext4");
+    let xfs = node_disk(tree.root(), &tree.work("xfs.img"), "xfs");
+    for image in [&qcow, &xfs] {
+        let out = scan_image(&tree, image, &["--secrets", path_arg(&file)]);
+        let got: std::collections::BTreeSet<_> = out.findings().iter().map(same).collect();
+        assert_eq!(got, want, "{}", image.display());
+    }
     // Cut in the middle of the filesystem: what can be read is, the rest is in `errors`.
     let cut = tree.work("cut.img");
     let bytes = fs::read(&disk).unwrap();
