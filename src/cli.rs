@@ -187,9 +187,10 @@ pub struct ScanArgs {
     /// tar: each layer read once, inflated as it is read; a finding's path is
     /// LAYER-DIGEST/PATH-IN-LAYER, or the config's digest, with the images holding it), or
     /// a node's disk image (raw or qcow2; GPT, MBR or one bare filesystem): each ext2/3/4
-    /// filesystem scanned as a node root with every site, its paths PARTITION:/PATH when
-    /// the disk has several), or a root filesystem tarball (an uncompressed tar that is no
-    /// image archive), read in place as a node root.
+    /// or XFS filesystem scanned as a node root with every site, its paths PARTITION:/PATH
+    /// when the disk has several), or a root filesystem tarball (a tar that is no image
+    /// archive, plain, gzip or zstd), read in place as a node root. A gzip or zstd tar is
+    /// inflated once to index it, then read from checkpoints.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["root", "paths", "every"])]
     pub image: Option<PathBuf>,
 }

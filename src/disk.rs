@@ -301,6 +301,10 @@ impl Tree for XfsTree {
     fn open(&self, rel: &Path) -> io::Result<Box<dyn Bytes>> {
         self.with(|fs| Ok(Box::new(fs.open(rel)?) as Box<dyn Bytes>))
     }
+
+    fn ino(&self, rel: &Path) -> Option<u64> {
+        self.with(|fs| fs.ino(rel)).ok()
+    }
 }
 
 /// `p` as ext4-view's path.

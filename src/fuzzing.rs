@@ -35,7 +35,23 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("image_archive", image_archive),
     ("disk_image", disk_image),
     ("rootfs", rootfs),
+    ("compressed_rootfs", compressed_rootfs),
 ];
+
+/// A compressed root filesystem tarball (gzip or zstd, as sniffed): inflated once to
+/// index it (at most 64 MiB), then its tree walked, its files read from checkpoints.
+pub fn compressed_rootfs(data: &[u8]) {
+    use crate::tarball::{compression, seekable::Seekable, Compression};
+    let c = compression(data);
+    if c == Compression::None {
+        return;
+    }
+    let Ok(s) = Seekable::new(std::sync::Arc::new(data.to_vec()), c) else { return };
+    let Ok(t) = crate::rootfs::TarTree::index(s.clone(), s.indexer(None).take(64 << 20)) else {
+        return;
+    };
+    crate::sys::image::read_all(&t, std::path::Path::new(""), &mut 2000);
+}
 
 /// A root filesystem tarball: indexed, and its tree walked (at most 2,000 entries), every
 /// file's first 64 KiB read.

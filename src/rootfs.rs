@@ -35,7 +35,11 @@ struct Node {
     hard: bool,
 }
 
-/// An uncompressed tar of a root filesystem, indexed.
+/// A dir's entry with where its member lies: (offset, name, kind).
+type Placed = (u64, Vec<u8>, Kind);
+
+/// A tar of a root filesystem, indexed: its bytes a file's, or a compressed file's inflated
+/// bytes ([`crate::tarball::seekable`]).
 pub struct TarTree {
     bytes: Arc<dyn Bytes + Send + Sync>,
     nodes: HashMap<Vec<u8>, Node>,
@@ -86,7 +90,8 @@ impl TarTree {
             let dir = Node { kind: Kind::Dir, data: (0, 0), link: None, hard: false };
             nodes.entry(d).or_insert(dir);
         }
-        let mut dirs: HashMap<Vec<u8>, Vec<(Vec<u8>, Kind)>> = HashMap::new();
+        // Each dir's entries with where their members lie, to order them by.
+        let mut dirs: HashMap<Vec<u8>, Vec<Placed>> = HashMap::new();
         dirs.insert(Vec::new(), Vec::new());
         for (p, n) in &nodes {
             let (parent, name) = match memchr::memrchr(b'/', p) {
@@ -97,13 +102,22 @@ impl TarTree {
             if nodes.get(parent).is_some_and(|d| d.kind != Kind::Dir) {
                 continue;
             }
-            dirs.entry(parent.to_vec()).or_default().push((name.to_vec(), n.kind));
+            dirs.entry(parent.to_vec()).or_default().push((n.data.0, name.to_vec(), n.kind));
         }
         for (p, n) in &nodes {
             if n.kind == Kind::Dir {
                 dirs.entry(p.clone()).or_default();
             }
         }
+        // Each dir's entries in the order of their members: a walk reads the tar front to
+        // back (what a compressed one needs to be read fast).
+        let dirs = dirs
+            .into_iter()
+            .map(|(p, mut entries)| {
+                entries.sort_unstable();
+                (p, entries.into_iter().map(|(_, name, kind)| (name, kind)).collect())
+            })
+            .collect();
         Ok(TarTree { bytes, nodes, dirs })
     }
 
@@ -143,6 +157,16 @@ impl Tree for TarTree {
         let d = self.dirs.get(rel.as_os_str().as_bytes());
         let d = d.ok_or_else(|| io::Error::from_raw_os_error(nix::libc::ENOTDIR))?;
         Ok(d.iter().map(|(n, k)| (OsString::from_vec(n.clone()), *k)).collect())
+    }
+
+    fn position(&self, rel: &Path) -> Option<u64> {
+        self.node(rel).ok().map(|n| n.data.0)
+    }
+
+    /// Where its data lies (a hard link's: its target's), one past it.
+    fn ino(&self, rel: &Path) -> Option<u64> {
+        let (at, _) = self.data(rel).ok()?;
+        Some(at + 1)
     }
 
     fn read_link(&self, rel: &Path) -> io::Result<OsString> {

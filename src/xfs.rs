@@ -105,20 +105,29 @@ impl Super {
             inodesize,
             dirblk,
             v5: version == 5,
-            ftype: if version == 5 { be32(216) & 1 != 0 } else { be32(200) & 0x200 != 0 },
+            ftype: if version == 5 {
+                be32(216) & 1 != 0
+            } else {
+                (be32(200) | be32(204)) & 0x200 != 0
+            },
             rootino: be64(56),
         };
         let pow2 = |v: u64, lo: u64, hi: u64| v.is_power_of_two() && (lo..=hi).contains(&v);
+        let dblocks = be64(8);
         let sane = (version == 4 || version == 5)
             && pow2(block, 512, 65536)
             && pow2(inodesize, 256, 2048)
             && inodesize <= block
+            && s.inopblog <= 8
             && 1u64 << s.inopblog == block / inodesize
             && u64::from(u8_at(120)) == u64::from(block.trailing_zeros())
             && s.agblklog <= 31
             && s.agblocks >= 1
             && s.agblocks <= 1 << s.agblklog
             && s.agcount >= 1
+            // As the kernel checks: the groups hold the blocks, the last one in part.
+            && s.agcount.checked_mul(s.agblocks).is_some_and(|all| all >= dblocks)
+            && (s.agcount - 1) * s.agblocks < dblocks
             && pow2(dirblk, block, 65536);
         if !sane {
             return Err(
@@ -132,10 +141,16 @@ impl Super {
                 incompat & !INCOMPAT_KNOWN
             ));
         }
-        let dblocks = be64(8);
-        if dblocks > s.agcount * s.agblocks {
-            return Err(format!("XFS: {dblocks} blocks in {} groups of {}", s.agcount, s.agblocks));
+        // Version 4: directories of version 2 only; file types in entries when the
+        // more-bits flag says features2 counts (and its misplaced copy, as the kernel ORs).
+        let more = be16(100) & 0x8000 != 0;
+        if version == 4 && be16(100) & 0x2000 == 0 {
+            return Err("XFS version 4 with version 1 directories: not read".into());
         }
+        let s = Super {
+            ftype: s.ftype && (s.v5 || (more && (be32(200) | be32(204)) & 0x200 != 0)),
+            ..s
+        };
         let size = dblocks.saturating_mul(block);
         if size > b.size().saturating_add(block) {
             return Err(format!(
@@ -150,6 +165,7 @@ impl Super {
     fn block_at(&self, fsb: u64) -> Option<u64> {
         let agno = fsb >> self.agblklog;
         let agbno = fsb & ((1 << self.agblklog) - 1);
+        // Below `agcount × agblocks` blocks, which the superblock's check keeps in range.
         (agno < self.agcount && agbno < self.agblocks)
             .then(|| (agno * self.agblocks + agbno) * self.block)
     }
@@ -208,8 +224,19 @@ struct Inode {
 /// A directory entry: name, inode, and the kind its entry says (when it says one).
 type Dirent = (Vec<u8>, u64, Option<Kind>);
 
-/// A directory's entries by name: inode, and the kind the entry says.
-type Listing = HashMap<Vec<u8>, (u64, Option<Kind>)>;
+/// A directory's entries by name (inode, and the kind the entry says), and the parent
+/// it names (`..`).
+struct Listing {
+    names: HashMap<Vec<u8>, (u64, Option<Kind>)>,
+    parent: Option<u64>,
+}
+
+/// A directory's entries as read: the entries, and the parent it names.
+#[derive(Default)]
+struct Entries {
+    list: Vec<Dirent>,
+    parent: Option<u64>,
+}
 
 fn corrupt(what: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("XFS: {what}"))
@@ -395,8 +422,8 @@ impl<B: Bytes> Xfs<B> {
     }
 
     /// The entries of directory `i`, but `.` and `..` and names no path can hold.
-    fn dirents(&self, i: &Inode) -> io::Result<Vec<Dirent>> {
-        let mut out = Vec::new();
+    fn dirents(&self, i: &Inode) -> io::Result<Entries> {
+        let mut out = Entries::default();
         if i.format == FMT_LOCAL {
             self.short_dir(i, &mut out)?;
         } else {
@@ -427,11 +454,13 @@ impl<B: Bytes> Xfs<B> {
     }
 
     /// The entries of a short-form directory (in its inode).
-    fn short_dir(&self, i: &Inode, out: &mut Vec<Dirent>) -> io::Result<()> {
+    fn short_dir(&self, i: &Inode, out: &mut Entries) -> io::Result<()> {
         let sf = &i.fork[..i.fork.len().min(i.size as usize)];
         let bad = || corrupt("a damaged short-form directory");
         let (&count, &i8) = (sf.first().ok_or_else(bad)?, sf.get(1).ok_or_else(bad)?);
         let w = if i8 > 0 { 8 } else { 4 };
+        let number = |b: &[u8]| b.iter().fold(0u64, |a, &b| a << 8 | u64::from(b));
+        out.parent = Some(number(sf.get(2..2 + w).ok_or_else(bad)?));
         let mut pos = 2 + w;
         for _ in 0..count {
             let len = usize::from(*sf.get(pos).ok_or_else(bad)?);
@@ -445,16 +474,15 @@ impl<B: Bytes> Xfs<B> {
                 }
                 false => None,
             };
-            let ino = sf.get(pos..pos + w).ok_or_else(bad)?;
-            let ino = ino.iter().fold(0u64, |a, &b| a << 8 | u64::from(b));
+            let ino = number(sf.get(pos..pos + w).ok_or_else(bad)?);
             pos += w;
-            push(out, name, ino, kind)?;
+            out.push(name, ino, kind)?;
         }
         Ok(())
     }
 
     /// The entries of one directory data block (of a block, leaf or node directory).
-    fn dir_block(&self, b: &[u8], out: &mut Vec<Dirent>) -> io::Result<()> {
+    fn dir_block(&self, b: &[u8], out: &mut Entries) -> io::Result<()> {
         let bad = || corrupt("a damaged directory block");
         let (block, data) = match self.sb.v5 {
             true => (0x5844_4233, 0x5844_4433),
@@ -490,7 +518,7 @@ impl<B: Bytes> Xfs<B> {
             }
             let name = b[pos + 9..pos + 9 + len].to_vec();
             let kind = self.sb.ftype.then(|| b[pos + 9 + len]);
-            push(out, name, ino, kind)?;
+            out.push(name, ino, kind)?;
             pos += size;
         }
         Ok(())
@@ -515,21 +543,23 @@ impl<B: Bytes> Xfs<B> {
             self.read_mapped(&map, 0, &mut out)?;
             return Ok(out);
         }
-        // Version 5: each block of the target starts with a 56-byte header.
-        let bs = self.sb.block as usize;
+        // Version 5: each extent of the target starts with a 56-byte header (the kernel
+        // writes one a mapping; a target is at most two blocks).
         let mut out = Vec::with_capacity(size);
-        let mut blk = vec![0u8; bs];
-        let mut lb = 0u64;
-        while out.len() < size {
-            self.read_mapped(&map, lb * bs as u64, &mut blk)?;
-            if &blk[..4] != b"XSLM" {
+        for e in map.iter().take(2) {
+            let len = (e.len * self.sb.block).min(MAX_LINK + 56) as usize;
+            let mut ext = vec![0u8; len];
+            self.read_mapped(&map, e.off * self.sb.block, &mut ext)?;
+            if !ext.starts_with(b"XSLM") {
                 return Err(corrupt("a damaged symlink block"));
             }
-            let n = (size - out.len()).min(bs - 56);
-            out.extend_from_slice(&blk[56..56 + n]);
-            lb += 1;
+            let n = (size - out.len()).min(len.saturating_sub(56));
+            out.extend_from_slice(&ext[56..56 + n]);
+            if out.len() == size {
+                return Ok(out);
+            }
         }
-        Ok(out)
+        Err(corrupt("a symlink shorter than its size"))
     }
 
     /// The inode of the directory at `rel`, never through a symlink.
@@ -546,6 +576,12 @@ impl<B: Bytes> Xfs<B> {
             Kind::Symlink => return Err(crate::sys::image::through_symlink()),
             _ => return Err(io::Error::from_raw_os_error(nix::libc::ENOTDIR)),
         }
+        // Directories make a tree: one whose `..` is not the directory it was found in
+        // (linked in twice: a loop, or the root again) is not walked.
+        let parent = self.dir_ino(rel.parent().unwrap_or(Path::new("")))?;
+        if self.listing(ino)?.parent != Some(parent) {
+            return Err(corrupt("a directory linked in a second place (a loop): not walked"));
+        }
         let mut dirs = self.dirs.borrow_mut();
         if dirs.len() >= MAX_CACHED_DIRS {
             dirs.clear();
@@ -556,22 +592,30 @@ impl<B: Bytes> Xfs<B> {
 
     /// The entries of directory inode `ino` by name (kept for the next lookups).
     fn listing(&self, ino: u64) -> io::Result<Rc<Listing>> {
-        if let Some((_, l)) = self.listed.borrow().iter().find(|(i, _)| *i == ino) {
-            return Ok(l.clone());
+        {
+            let mut listed = self.listed.borrow_mut();
+            if let Some(k) = listed.iter().position(|(i, _)| *i == ino) {
+                let hit = listed.remove(k);
+                let l = hit.1.clone();
+                listed.push(hit);
+                return Ok(l);
+            }
         }
         let i = self.inode(ino)?;
         if i.kind != Kind::Dir {
             return Err(io::Error::from_raw_os_error(nix::libc::ENOTDIR));
         }
-        let map: HashMap<_, _> =
-            self.dirents(&i)?.into_iter().map(|(n, ino, k)| (n, (ino, k))).collect();
-        let map = Rc::new(map);
+        let e = self.dirents(&i)?;
+        let names = e.list.into_iter().map(|(n, ino, k)| (n, (ino, k))).collect();
+        let listing = Rc::new(Listing { names, parent: e.parent });
         let mut listed = self.listed.borrow_mut();
-        if listed.len() >= LISTINGS_KEPT {
-            listed.remove(0);
+        // The least recently used goes first; a few huge directories are not all kept.
+        let mut kept: usize = listed.iter().map(|(_, l)| l.names.len()).sum();
+        while !listed.is_empty() && (listed.len() >= LISTINGS_KEPT || kept > MAX_DIR_ENTRIES) {
+            kept -= listed.remove(0).1.names.len();
         }
-        listed.push((ino, map.clone()));
-        Ok(map)
+        listed.push((ino, listing.clone()));
+        Ok(listing)
     }
 
     /// The inode at `rel` (its number and itself), never through a symlink.
@@ -585,9 +629,15 @@ impl<B: Bytes> Xfs<B> {
         let parent = self.dir_ino(rel.parent().unwrap_or(Path::new("")))?;
         let listing = self.listing(parent)?;
         let &(ino, _) = listing
+            .names
             .get(std::os::unix::ffi::OsStrExt::as_bytes(name))
             .ok_or(io::ErrorKind::NotFound)?;
         Ok((ino, self.inode(ino)?))
+    }
+
+    /// The inode number of `rel`.
+    pub fn ino(&self, rel: &Path) -> io::Result<u64> {
+        Ok(self.resolve(rel)?.0)
     }
 
     /// What is at `rel` (not following a symlink there): its kind and size.
@@ -600,16 +650,20 @@ impl<B: Bytes> Xfs<B> {
     pub fn list(&self, rel: &Path) -> io::Result<Vec<(OsString, Kind)>> {
         let ino = self.dir_ino(rel)?;
         let listing = self.listing(ino)?;
-        let mut out = Vec::with_capacity(listing.len());
-        for (name, &(ino, kind)) in listing.iter() {
+        let mut out = Vec::with_capacity(listing.names.len());
+        for (name, &(ino, kind)) in listing.names.iter() {
             let kind = match kind {
-                Some(k) => k,
-                // No file type in the entry (an old filesystem): the inode says.
-                None => self.inode(ino).map(|i| i.kind).unwrap_or(Kind::Other),
+                // A file or directory is checked when it is opened or listed.
+                Some(k @ (Kind::File | Kind::Dir)) => k,
+                // No file type in the entry (an old filesystem), or one a file is not
+                // scanned for: the inode says.
+                _ => self.inode(ino).map(|i| i.kind).unwrap_or(Kind::Other),
             };
-            out.push((OsString::from_vec(name.clone()), kind));
+            out.push((ino, OsString::from_vec(name.clone()), kind));
         }
-        Ok(out)
+        // In inode order: near the order of their data on the disk, and the same each time.
+        out.sort_unstable_by_key(|e| e.0);
+        Ok(out.into_iter().map(|(_, n, k)| (n, k)).collect())
     }
 
     /// The target of the symlink at `rel`.
@@ -637,26 +691,34 @@ impl<B: Bytes> Xfs<B> {
     }
 }
 
-/// Adds an entry to a listing: `.` and `..` left out, and names no path can hold (with a
-/// `/` or a NUL) too.
-fn push(out: &mut Vec<Dirent>, name: Vec<u8>, ino: u64, ft: Option<u8>) -> io::Result<()> {
-    if name == b"." || name == b".." || name.is_empty() || name.iter().any(|&c| c == b'/' || c == 0)
-    {
-        return Ok(());
+impl Entries {
+    /// Adds an entry: `..` is the parent; `.` and names no path can hold (with a `/` or a
+    /// NUL) are left out.
+    fn push(&mut self, name: Vec<u8>, ino: u64, ft: Option<u8>) -> io::Result<()> {
+        if name == b".." {
+            self.parent = Some(ino);
+        }
+        if name == b"."
+            || name == b".."
+            || name.is_empty()
+            || name.iter().any(|&c| c == b'/' || c == 0)
+        {
+            return Ok(());
+        }
+        if self.list.len() >= MAX_DIR_ENTRIES {
+            return Err(corrupt(format!("a directory of more than {MAX_DIR_ENTRIES} entries")));
+        }
+        // Type 0 is unknown: the inode says.
+        let kind = ft.and_then(|t| match t {
+            0 => None,
+            1 => Some(Kind::File),
+            2 => Some(Kind::Dir),
+            7 => Some(Kind::Symlink),
+            _ => Some(Kind::Other),
+        });
+        self.list.push((name, ino, kind));
+        Ok(())
     }
-    if out.len() >= MAX_DIR_ENTRIES {
-        return Err(corrupt(format!("a directory of more than {MAX_DIR_ENTRIES} entries")));
-    }
-    // Type 0 is unknown: the inode says.
-    let kind = ft.and_then(|t| match t {
-        0 => None,
-        1 => Some(Kind::File),
-        2 => Some(Kind::Dir),
-        7 => Some(Kind::Symlink),
-        _ => Some(Kind::Other),
-    });
-    out.push((name, ino, kind));
-    Ok(())
 }
 
 /// A regular file of an XFS filesystem: its map and size.
@@ -747,6 +809,32 @@ mod tests {
                 Kind::Other => {}
             }
         }
+    }
+
+    /// A directory entry pointing back at the root (a loop a crafted image makes): the
+    /// directory holding it is listed; the loop is an error, never walked.
+    #[test]
+    fn a_directory_linked_twice_is_not_walked() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(src.join("a/b")).expect("mkdir");
+        std::fs::write(src.join("a/b/f"), b"x").expect("write");
+        let img = dir.path().join("fs.img");
+        make(&src, &img, &[]);
+        let fs = Xfs::load(std::fs::File::open(&img).expect("open")).expect("load");
+        let a = fs.dir_ino(Path::new("a")).expect("a");
+        assert_eq!(fs.list(Path::new("a/b")).expect("b").len(), 1);
+        // a's short-form entries: count, i8count, parent (4), then b: name length,
+        // offset (2), name, file type, inode (4).
+        let at = fs.sb.inode_at(a).expect("a") + 176 + 6 + 1 + 2 + 1 + 1;
+        let root = u32::try_from(fs.sb.rootino).expect("small").to_be_bytes();
+        let f = std::fs::OpenOptions::new().write(true).open(&img).expect("open");
+        std::os::unix::fs::FileExt::write_all_at(&f, &root, at).expect("patch");
+        let fs = Xfs::load(std::fs::File::open(&img).expect("open")).expect("load");
+        assert_eq!(fs.list(Path::new("a")).expect("a"), vec![("b".into(), Kind::Dir)]);
+        let e = fs.list(Path::new("a/b")).expect_err("a loop");
+        assert!(e.to_string().contains("loop"), "{e}");
+        assert!(fs.lstat(Path::new("a/b/a")).is_err());
     }
 
     /// A tree of every shape XFS stores differently: files empty, small, large and sparse;

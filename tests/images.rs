@@ -216,7 +216,8 @@ fn of<'a>(found: &'a [Finding], name: &str) -> Vec<&'a Finding> {
     found.iter().filter(|f| f.key == name).collect()
 }
 
-/// Every form of the archive: OCI layout dir and tar, docker save dir and tar. Each
+/// Every form of the archive: OCI layout dir, tar and zstd-compressed tar, docker save
+/// dir, tar and gzip-compressed tar. Each
 /// planted value is found once, at its layer's digest and path, with the images that
 /// hold the layer, the whiteout-deleted ones noted; exit 1; the archive unchanged.
 #[test]
@@ -246,9 +247,20 @@ fn image_archives_are_scanned_layer_by_layer() {
     docker_save_tree(&imgs, &save_dir);
     let save_tar = tree.work("save.tar");
     tar_dir(&save_dir, &save_tar);
+    // `docker save | gzip` and an OCI tar by zstd: read in place as well.
+    let save_gz = tree.work("save.tar.gz");
+    fs::write(&save_gz, gz(&fs::read(&save_tar).unwrap())).unwrap();
+    let oci_zst = tree.work("oci.tar.zst");
+    fs::write(&oci_zst, zst(&fs::read(&oci_tar).unwrap())).unwrap();
     let config_a = sha256(&imgs.configs[0]);
-    for (input, oci) in [(&oci_dir, true), (&oci_tar, true), (&save_dir, false), (&save_tar, false)]
-    {
+    for (input, oci) in [
+        (&oci_dir, true),
+        (&oci_tar, true),
+        (&oci_zst, true),
+        (&save_dir, false),
+        (&save_tar, false),
+        (&save_gz, false),
+    ] {
         let before = fs::read(input).ok();
         let out = scan_image(&tree, input, &["--secrets", path_arg(&secrets), "--no-rules"]);
         out.assert_code(1);
@@ -704,15 +716,21 @@ fn node_disk_images_are_scanned_as_mounted() {
         .status()
         .unwrap()
         .success());
-    for image in [&disk, &qcow, &xfs, &xfs_qcow, &rootfs] {
+    // And compressed, by gzip and by zstd (read in place too: inflated once to index it,
+    // then from checkpoints).
+    let rootfs_gz = tree.work("root.tar.gz");
+    fs::write(&rootfs_gz, gz(&fs::read(&rootfs).unwrap())).unwrap();
+    let rootfs_zst = tree.work("root.tar.zst");
+    fs::write(&rootfs_zst, zst(&fs::read(&rootfs).unwrap())).unwrap();
+    for image in [&disk, &qcow, &xfs, &xfs_qcow, &rootfs, &rootfs_gz, &rootfs_zst] {
         let before = fs::metadata(image).unwrap().len();
         let out = scan_image(&tree, image, &["--secrets", path_arg(&file)]);
         out.assert_code(1);
         let found = out.findings();
-        if image == &rootfs {
+        if [&rootfs, &rootfs_gz, &rootfs_zst].contains(&image) {
             assert!(found.iter().all(|f| f.path.starts_with('/')), "{}", image.display());
             let got: std::collections::BTreeSet<_> = found.iter().map(same).collect();
-            assert_eq!(got, want, "the tarball");
+            assert_eq!(got, want, "{}", image.display());
             continue;
         }
         assert!(found.iter().all(|f| f.path.starts_with("p2:/")), "{}", image.display());
@@ -808,19 +826,27 @@ fn hostile_disk_images() {
     let out = scan_image(&tree, &lvm, &["--secrets", path_arg(&file)]);
     out.assert_one_line_error();
     assert!(out.stderr_str().contains("LVM"), "{}", out.stderr_str());
-    // A compressed tarball: refused in one line, saying what to do.
+    // Compressed, and no tar inside; or cut short: one line, naming the compression.
     let tgz = tree.work("root.tar.gz");
-    fs::write(&tgz, gz(&tar_of(&[("etc/hostname", b"n")]))).unwrap();
+    let mut not_tar = vec![7u8; 4096];
+    not_tar.extend_from_slice(&v);
+    fs::write(&tgz, gz(&not_tar)).unwrap();
     let out = scan_image(&tree, &tgz, &["--secrets", path_arg(&file)]);
     out.assert_one_line_error();
-    assert!(out.stderr_str().contains("gzip-compressed: inflate it first"), "{}", out.stderr_str());
+    assert!(out.stderr_str().contains("gzip-compressed: "), "{}", out.stderr_str());
+    let whole = zst(&tar_of(&[("etc/hostname", b"n"), ("var/lib/kubelet/x", &v)]));
+    fs::write(&tgz, &whole[..whole.len() / 2]).unwrap();
+    let out = scan_image(&tree, &tgz, &["--secrets", path_arg(&file)]);
+    out.assert_one_line_error();
+    assert!(out.stderr_str().contains("zstd-compressed: "), "{}", out.stderr_str());
     let empty = tree.work("zeros.img");
     fs::write(&empty, vec![0u8; 1 << 20]).unwrap();
     scan_image(&tree, &empty, &["--secrets", path_arg(&file)]).assert_one_line_error();
 }
 
 /// A layer of one member of 6 GiB of zeros (repeated gzip members: 6 MiB on disk) over
-/// `--max-file-size`: skipping it stops at `--timeout`, far before it is all inflated.
+/// `--max-file-size`: skipping it stops at `--timeout`, far before it is all inflated;
+/// and indexing it as a compressed root filesystem tarball too.
 #[test]
 fn skipping_a_huge_member_stops_at_the_deadline() {
     let tree = NodeTree::new();
@@ -856,4 +882,36 @@ fn skipping_a_huge_member_stops_at_the_deadline() {
     out.assert_code(0);
     assert!(started.elapsed() < std::time::Duration::from_secs(30), "{:?}", started.elapsed());
     assert_eq!(out.json()["summary"]["incomplete"], true);
+    // A root filesystem tarball of one such member of 64 GiB (a gzip bomb: 64 MiB on
+    // disk): its one indexing pass stops at `--timeout` too, in one line, in bounded
+    // memory.
+    let huge = 64u64 << 30;
+    // GNU tar's base-256 size (past 8 GiB octal does not reach).
+    h[124..136].fill(0);
+    h[124] = 0x80;
+    h[128..136].copy_from_slice(&huge.to_be_bytes());
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u64 = h.iter().map(|&b| u64::from(b)).sum();
+    h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+    let mut bomb_gz = gz(&h);
+    for _ in 0..(huge >> 26) {
+        bomb_gz.extend_from_slice(&zeros);
+    }
+    let bomb = tree.work("bomb.tar.gz");
+    fs::write(&bomb, &bomb_gz).unwrap();
+    let started = std::time::Instant::now();
+    let out = tree.kr().measure_rss().run(&[
+        "scan",
+        "--image",
+        path_arg(&bomb),
+        "--secrets",
+        path_arg(&secrets),
+        "--timeout",
+        "3s",
+    ]);
+    out.assert_code(2).assert_one_line_error();
+    assert!(out.stderr_str().contains("--timeout"), "{}", out.stderr_str());
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "{:?}", started.elapsed());
+    let rss = out.peak_rss_kb.expect("measured") / 1024;
+    assert!(rss < 150, "peak RSS {rss} MiB");
 }

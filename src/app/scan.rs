@@ -104,14 +104,15 @@ fn finish(
 enum ImageKind {
     /// A directory: a container image archive unpacked (an OCI layout).
     Dir,
-    /// A tar: a container image archive, or a root filesystem tarball.
-    Tar,
+    /// A tar: a container image archive, or a root filesystem tarball; gzip- or
+    /// zstd-compressed when it says so.
+    Tar(crate::tarball::Compression),
     /// A disk image (anything else).
     Disk,
 }
 
-/// What the file or directory at `image` is, by its first bytes; a compressed file is
-/// refused (its members are read at their offsets).
+/// What the file or directory at `image` is, by its first bytes (a compressed file is
+/// taken for a compressed tar: what is inside is checked as it is inflated).
 fn image_kind(image: &std::path::Path) -> Result<ImageKind, String> {
     use crate::tarball::{compression, is_tar, Compression};
     use std::io::Read;
@@ -122,12 +123,10 @@ fn image_kind(image: &std::path::Path) -> Result<ImageKind, String> {
     let f = std::fs::File::open(image).map_err(|e| e.to_string())?;
     f.take(512).read_to_end(&mut head).map_err(|e| e.to_string())?;
     let c = compression(&head);
-    if c != Compression::None {
-        return Err(format!(
-            "{c}-compressed: inflate it first (`zcat`, `zstdcat`): its members are read at their offsets"
-        ));
-    }
-    Ok(if is_tar(&head) { ImageKind::Tar } else { ImageKind::Disk })
+    Ok(match c != Compression::None || is_tar(&head) {
+        true => ImageKind::Tar(c),
+        false => ImageKind::Disk,
+    })
 }
 
 /// `scan --image DISK`: each filesystem of the disk image scanned as a node root (every
@@ -255,14 +254,28 @@ fn run_image(
     let store = match image_kind(image).map_err(failed)? {
         ImageKind::Disk => return run_disk(args, cfg, image, started, stdout),
         ImageKind::Dir => crate::oci::Store::open_dir(image).map_err(failed)?,
-        ImageKind::Tar => {
+        ImageKind::Tar(c) => {
             // One pass over its headers: a container image archive has a manifest.json or
-            // an index.json at its top; any other tar is a node's root.
+            // an index.json at its top; any other tar is a node's root. A compressed one is
+            // inflated in that pass, keeping checkpoints to read its members from later.
+            use crate::tarball::{seekable::Seekable, Compression};
             let file = std::fs::File::open(image).map_err(|e| failed(e.to_string()))?;
-            let bytes: std::sync::Arc<std::fs::File> =
-                std::sync::Arc::new(file.try_clone().map_err(|e| failed(e.to_string()))?);
-            let read = std::io::BufReader::with_capacity(1 << 20, file);
-            let tree = crate::rootfs::TarTree::index(bytes.clone(), read).map_err(failed)?;
+            let shared = std::sync::Arc::new(file.try_clone().map_err(|e| failed(e.to_string()))?);
+            let (bytes, tree): (std::sync::Arc<dyn crate::sys::Bytes + Send + Sync>, _) = match c {
+                Compression::None => {
+                    let read = std::io::BufReader::with_capacity(1 << 20, file);
+                    (shared.clone(), crate::rootfs::TarTree::index(shared, read))
+                }
+                _ => {
+                    let seekable = Seekable::new(shared, c).map_err(|e| failed(e.to_string()))?;
+                    let deadline = cfg.timeout.map(|t| started + t);
+                    let tree =
+                        crate::rootfs::TarTree::index(seekable.clone(), seekable.indexer(deadline))
+                            .map_err(|e| format!("{c}-compressed: {e}"));
+                    (seekable, tree)
+                }
+            };
+            let tree = tree.map_err(failed)?;
             if !tree.is_image_archive() {
                 let roots = (vec![(String::new(), std::sync::Arc::new(tree) as _)], vec![]);
                 return scan_roots(args, cfg, roots, shown, started, stdout);

@@ -160,10 +160,13 @@ impl Walking {
         let c = control.clone();
         let thread = std::thread::spawn(move || {
             let mut errors = Vec::new();
-            let sites::Discovered { scopes, distributions, lines } =
+            let sites::Discovered { mut scopes, distributions, lines } =
                 sites::discover(&root, &layout, &mut errors);
             let walked =
                 scopes.iter().map(|s| text::display_path(s.node_path.as_os_str())).collect();
+            // In an image whose order sets the cost of reads (a compressed tarball), the
+            // scopes are walked in that order: the image is read front to back.
+            scopes.sort_by_key(|s| root.position(&s.rel));
             if found_tx.send((walked, errors, Layouts { distributions, lines })).is_err() {
                 return;
             }

@@ -28,6 +28,16 @@ pub trait Tree: Send + Sync {
     fn read_link(&self, rel: &Path) -> io::Result<OsString>;
     /// The regular file at `rel`, to read at offsets.
     fn open(&self, rel: &Path) -> io::Result<Box<dyn Bytes>>;
+    /// Where `rel` lies in the image, when where it lies sets what is cheap to read next
+    /// (a tarball's member order): a walk of several subtrees takes them in this order.
+    fn position(&self, _rel: &Path) -> Option<u64> {
+        None
+    }
+    /// The number of the file at `rel`, the same for every name of it (a hard link's),
+    /// when the tree has such numbers.
+    fn ino(&self, _rel: &Path) -> Option<u64> {
+        None
+    }
 }
 
 /// The error of a path that runs through a symlink in an image.
@@ -221,26 +231,30 @@ impl Image {
         Image { tree, dev: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) }
     }
 
-    /// The stand-in inode of `rel`: a hash of its path (a tree has no inode numbers to
-    /// give; two names of one file are read twice).
-    pub fn ino(rel: &Path) -> u64 {
+    /// The inode of `rel`: the tree's number for it (one for every name of a file), or a
+    /// hash of its path when the tree has none (two names of one file are then read
+    /// twice).
+    pub fn ino(&self, rel: &Path) -> u64 {
         use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        rel.hash(&mut h);
-        h.finish()
+        self.tree.ino(rel).unwrap_or_else(|| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            rel.hash(&mut h);
+            h.finish()
+        })
     }
 
     /// The regular file at `rel`, opened.
     pub fn open(&self, rel: &Path) -> io::Result<NodeFile> {
         let bytes = self.tree.open(rel)?;
-        Ok(NodeFile::Image(ImageFile::new(bytes, (self.dev, Image::ino(rel)))))
+        Ok(NodeFile::Image(ImageFile::new(bytes, (self.dev, self.ino(rel)))))
     }
 
-    /// The entries of the dir at `rel`, sorted by name.
+    /// The entries of the dir at `rel`, in the tree's own order: where their data lies
+    /// (a tarball's member order, a filesystem's inode or directory order), which reads an
+    /// image front to back rather than to and fro. (A report is sorted whatever the
+    /// order.)
     pub fn list(&self, rel: &Path) -> io::Result<Vec<(OsString, Kind)>> {
-        let mut entries = self.tree.list(rel)?;
-        entries.sort();
-        Ok(entries)
+        self.tree.list(rel)
     }
 
     /// Walks the tree at `rel` (a dir or a file), depth first in name order, never
@@ -248,7 +262,7 @@ impl Image {
     pub fn walk(&self, rel: &Path) -> ImageWalk {
         let first = match self.tree.lstat(rel) {
             Ok(st) if st.kind == Kind::Dir => None,
-            Ok(st) => Some(entry(rel.to_path_buf(), st.kind)),
+            Ok(st) => Some(self.entry(rel.to_path_buf(), st.kind)),
             Err(error) => Some(super::walk::Entry::Error { rel: rel.into(), error }),
         };
         let stack = match first {
@@ -259,13 +273,15 @@ impl Image {
     }
 }
 
-/// The walk entry of a non-directory at `rel`.
-fn entry(rel: std::path::PathBuf, kind: Kind) -> super::walk::Entry {
-    match kind {
-        Kind::File => super::walk::Entry::ImageFile { ino: Image::ino(&rel), rel },
-        Kind::Symlink => super::walk::Entry::Special("symlink"),
-        // A device, FIFO or socket: an image's reader does not say which.
-        Kind::Other | Kind::Dir => super::walk::Entry::Special("special file"),
+impl Image {
+    /// The walk entry of a non-directory at `rel`.
+    fn entry(&self, rel: std::path::PathBuf, kind: Kind) -> super::walk::Entry {
+        match kind {
+            Kind::File => super::walk::Entry::ImageFile { ino: self.ino(&rel), rel },
+            Kind::Symlink => super::walk::Entry::Special("symlink"),
+            // A device, FIFO or socket: an image's reader does not say which.
+            Kind::Other | Kind::Dir => super::walk::Entry::Special("special file"),
+        }
     }
 }
 
@@ -347,7 +363,7 @@ impl Iterator for ImageWalk {
                 return Some(super::walk::Entry::Error { rel, error });
             }
             if kind != Kind::Dir {
-                return Some(entry(rel, kind));
+                return Some(self.image.entry(rel, kind));
             }
             if depth >= MAX_DEPTH {
                 let error = io::Error::other(format!("nested deeper than {MAX_DEPTH} dirs"));

@@ -134,6 +134,12 @@ impl RootDir {
         self.image.is_some()
     }
 
+    /// Where `rel` lies in the root's image, when that orders its reads
+    /// ([`image::Tree::position`]); none on a host.
+    pub fn position(&self, rel: &Path) -> Option<u64> {
+        self.image.as_ref().and_then(|i| i.tree.position(rel))
+    }
+
     /// The root's descriptor; an image's tree has none.
     fn fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
         match &self.fd {
@@ -333,7 +339,7 @@ impl RootDir {
     pub fn lstat(&self, rel: &Path) -> io::Result<Lstat> {
         if let Some(img) = &self.image {
             let st = img.tree.lstat(rel)?;
-            let ident = tree::Ident { dev: img.dev, ino: image::Image::ino(rel) };
+            let ident = tree::Ident { dev: img.dev, ino: img.ino(rel) };
             return Ok(Lstat { kind: st.kind, ident, size: st.size });
         }
         let fd = self.open_beneath(rel, OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)?;

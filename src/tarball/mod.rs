@@ -11,6 +11,8 @@
 //! [`MAX_EXTENSION`]; headers are checked by their checksum; member data is skipped by
 //! reading it through (the input may be a pipe or an inflating reader).
 
+pub mod seekable;
+
 use crate::sys::ReadError;
 use std::io::{self, BufRead, BufReader, Read};
 
