@@ -142,8 +142,26 @@ fn identify(b: &dyn Bytes) -> Found {
 /// A partition's bytes, of the disk's as this thread reads them.
 type Part = Window<Box<dyn Bytes>>;
 
-/// What ext4-view reads through: the partition's bytes.
-struct Reader(Part);
+/// Bytes read ahead when ext4-view reads on from where it stopped (it reads a file one
+/// block per call).
+const READ_AHEAD: usize = 256 << 10;
+
+/// What ext4-view reads through: the partition's bytes, read ahead where reads follow
+/// each other.
+struct Reader {
+    part: Part,
+    /// Bytes read ahead, from `ahead_at`.
+    ahead: Vec<u8>,
+    ahead_at: u64,
+    /// Where the last read ended.
+    last_end: u64,
+}
+
+impl Reader {
+    fn new(part: Part) -> Reader {
+        Reader { part, ahead: Vec::new(), ahead_at: 0, last_end: u64::MAX }
+    }
+}
 
 impl ext4_view::Ext4Read for Reader {
     fn read(
@@ -151,7 +169,27 @@ impl ext4_view::Ext4Read for Reader {
         start: u64,
         dst: &mut [u8],
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync + 'static>> {
-        self.0.read_at(start, dst).map_err(|e| Box::new(e) as _)
+        let end = start.saturating_add(dst.len() as u64);
+        let held = self.ahead_at..self.ahead_at + self.ahead.len() as u64;
+        if held.contains(&start) && end <= held.end {
+            let from = (start - self.ahead_at) as usize;
+            dst.copy_from_slice(&self.ahead[from..from + dst.len()]);
+        } else if start == self.last_end && dst.len() < READ_AHEAD {
+            // Reading on: what follows is read in one piece.
+            let n = READ_AHEAD.min(self.part.size().saturating_sub(start) as usize).max(dst.len());
+            self.ahead.resize(n, 0);
+            let got = self.part.read_at(start, &mut self.ahead);
+            self.ahead_at = start;
+            if let Err(e) = got {
+                self.ahead.clear();
+                return Err(Box::new(e));
+            }
+            dst.copy_from_slice(&self.ahead[..dst.len()]);
+        } else {
+            self.part.read_at(start, dst).map_err(Box::new)?;
+        }
+        self.last_end = end;
+        Ok(())
     }
 }
 
@@ -259,13 +297,21 @@ impl Ext4Tree {
                 "the superblock says {blocks} blocks of {block} bytes, more than its partition's {len} bytes"
             ));
         }
-        ext4_view::Ext4::load(Box::new(Reader(part))).map_err(|e| e.to_string())
+        ext4_view::Ext4::load(Box::new(Reader::new(part))).map_err(|e| e.to_string())
     }
 
     /// `f` with this thread's loaded filesystem.
-    fn with<T>(&self, f: impl FnOnce(&ext4_view::Ext4) -> io::Result<T>) -> io::Result<T> {
-        self.0.with(Ext4Tree::load, |fs| f(fs))
+    fn with<T>(&self, f: impl FnOnce(&Ext4Loaded) -> io::Result<T>) -> io::Result<T> {
+        let load = |part| Ok(Ext4Loaded { fs: Ext4Tree::load(part)?, checked: RefCell::default() });
+        self.0.with(load, |l| f(l))
     }
+}
+
+/// An ext4 filesystem as a thread loaded it, and the dirs it found to be no symlinks (a
+/// walk asks of the same parent for each of its files).
+struct Ext4Loaded {
+    fs: ext4_view::Ext4,
+    checked: RefCell<std::collections::HashSet<Vec<u8>>>,
 }
 
 /// An XFS filesystem of a disk image ([`crate::xfs`]).
@@ -338,32 +384,40 @@ fn kind_of(t: ext4_view::FileType) -> Kind {
 impl Ext4Tree {
     /// `rel`'s metadata, its parent dirs checked to be no symlinks (ext4-view resolves
     /// them).
-    fn meta(&self, fs: &ext4_view::Ext4, rel: &Path) -> io::Result<ext4_view::Metadata> {
+    fn meta(&self, l: &Ext4Loaded, rel: &Path) -> io::Result<ext4_view::Metadata> {
         let p = abs(rel);
         let path = ext_path(&p)?;
         let parent = rel.parent().filter(|p| !p.as_os_str().is_empty());
         if let Some(parent) = parent {
             let pp = abs(parent);
-            let canon = fs.canonicalize(ext_path(&pp)?).map_err(io_err)?;
-            if canon.as_ref() != pp.as_slice() {
-                return Err(through_symlink());
+            if !l.checked.borrow().contains(&pp) {
+                let canon = l.fs.canonicalize(ext_path(&pp)?).map_err(io_err)?;
+                if canon.as_ref() != pp.as_slice() {
+                    return Err(through_symlink());
+                }
+                let mut checked = l.checked.borrow_mut();
+                if checked.len() >= 1 << 16 {
+                    checked.clear();
+                }
+                checked.insert(pp);
             }
         }
-        fs.symlink_metadata(path).map_err(io_err)
+        l.fs.symlink_metadata(path).map_err(io_err)
     }
 }
 
 impl Tree for Ext4Tree {
     fn lstat(&self, rel: &Path) -> io::Result<Stat> {
-        self.with(|fs| {
-            let m = self.meta(fs, rel)?;
+        self.with(|l| {
+            let m = self.meta(l, rel)?;
             Ok(Stat { kind: kind_of(m.file_type()), size: m.len() })
         })
     }
 
     fn list(&self, rel: &Path) -> io::Result<Vec<(OsString, Kind)>> {
-        self.with(|fs| {
-            let m = self.meta(fs, rel)?;
+        self.with(|l| {
+            let fs = &l.fs;
+            let m = self.meta(l, rel)?;
             if !m.is_dir() {
                 return Err(io::Error::from_raw_os_error(nix::libc::ENOTDIR));
             }
@@ -384,8 +438,9 @@ impl Tree for Ext4Tree {
     }
 
     fn read_link(&self, rel: &Path) -> io::Result<OsString> {
-        self.with(|fs| {
-            self.meta(fs, rel)?;
+        self.with(|l| {
+            let fs = &l.fs;
+            self.meta(l, rel)?;
             let p = abs(rel);
             let target = fs.read_link(ext_path(&p)?).map_err(io_err)?;
             Ok(OsString::from_vec(target.as_ref().to_vec()))
@@ -393,8 +448,9 @@ impl Tree for Ext4Tree {
     }
 
     fn open(&self, rel: &Path) -> io::Result<Box<dyn Bytes>> {
-        self.with(|fs| {
-            let m = self.meta(fs, rel)?;
+        self.with(|l| {
+            let fs = &l.fs;
+            let m = self.meta(l, rel)?;
             if !m.is_symlink() && m.file_type() != ext4_view::FileType::Regular {
                 return Err(io::Error::other("not a regular file"));
             }

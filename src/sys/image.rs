@@ -257,7 +257,7 @@ impl Image {
         self.tree.list(rel)
     }
 
-    /// Walks the tree at `rel` (a dir or a file), depth first in name order, never
+    /// Walks the tree at `rel` (a dir or a file), depth first in the tree's order, never
     /// through a symlink.
     pub fn walk(&self, rel: &Path) -> ImageWalk {
         let first = match self.tree.lstat(rel) {

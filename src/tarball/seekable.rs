@@ -34,6 +34,22 @@ const HISTORY: usize = 1 << 20;
 /// What the file's bytes are read through.
 type Shared = Arc<dyn Bytes + Send + Sync>;
 
+/// A file whose size does not change while it is read.
+struct Sized {
+    file: Shared,
+    len: u64,
+}
+
+impl Bytes for Sized {
+    fn size(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, at: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file.read_at(at, buf)
+    }
+}
+
 /// Reads a file's bytes from a position that moves.
 struct At {
     file: Shared,
@@ -65,24 +81,49 @@ struct Gz {
     phase: Phase,
     /// The next compressed byte to read.
     input: u64,
+    /// The CRC-32 and size of the member's output so far, checked against its trailer:
+    /// kept by the indexing pass, which reads every member whole.
+    check: Option<(crc32fast::Hasher, u32)>,
+}
+
+/// Compressed bytes read ahead, from `at`.
+struct InBuf {
+    data: Vec<u8>,
+    at: u64,
+}
+
+/// A gzip member's name or comment, at most (gzip writes a file name).
+const MAX_HEADER_TEXT: u64 = 64 << 10;
+
+fn bad_gzip(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("gzip: {what}"))
 }
 
 impl Gz {
-    fn start() -> Gz {
-        Gz { st: InflateState::new_boxed(DataFormat::Raw), phase: Phase::Header, input: 0 }
+    fn start(check: bool) -> Gz {
+        let check = check.then(|| (crc32fast::Hasher::new(), 0));
+        Gz { st: InflateState::new_boxed(DataFormat::Raw), phase: Phase::Header, input: 0, check }
     }
 
-    /// Reads the gzip header at `input` (RFC 1952): the member's deflate data follows;
-    /// anything but a header (the file's end, or padding after the last member) ends it.
+    /// Reads the gzip header at `input` (RFC 1952): the member's deflate data follows.
+    /// At the start of the file anything else is an error; after a member, the file's end
+    /// or anything else (padding, trailing garbage, as gzip itself ignores) ends it.
     fn header(&mut self, file: &Shared) -> io::Result<()> {
         let mut h = [0u8; 10];
-        if file.read_at(self.input, &mut h).is_err() || h[..3] != [0x1f, 0x8b, 8] {
+        let left = file.size().saturating_sub(self.input);
+        if left < 10 || {
+            file.read_at(self.input, &mut h)?;
+            h[..3] != [0x1f, 0x8b, 8]
+        } {
+            if self.input == 0 {
+                return Err(bad_gzip("no gzip member at its start"));
+            }
             self.phase = Phase::Done;
             return Ok(());
         }
         let flags = h[3];
         let mut at = self.input + 10;
-        let bad = || io::Error::new(io::ErrorKind::InvalidData, "gzip: a damaged member header");
+        let bad = || bad_gzip("a damaged member header");
         if flags & 4 != 0 {
             let mut n = [0u8; 2];
             file.read_at(at, &mut n).map_err(|_| bad())?;
@@ -91,7 +132,8 @@ impl Gz {
         for bit in [8, 16] {
             if flags & bit != 0 {
                 // A zero-terminated name or comment, read in pieces.
-                let mut piece = [0u8; 256];
+                let mut piece = [0u8; 4096];
+                let from = at;
                 loop {
                     let n = piece.len().min(file.size().saturating_sub(at) as usize);
                     file.read_at(at, &mut piece[..n]).map_err(|_| bad())?;
@@ -100,7 +142,7 @@ impl Gz {
                             at += i as u64 + 1;
                             break;
                         }
-                        None if n == 0 => return Err(bad()),
+                        None if n == 0 || at - from > MAX_HEADER_TEXT => return Err(bad()),
                         None => at += n as u64,
                     }
                 }
@@ -112,27 +154,56 @@ impl Gz {
         self.input = at;
         self.st.reset(DataFormat::Raw);
         self.phase = Phase::Deflate;
+        if let Some(c) = &mut self.check {
+            *c = (crc32fast::Hasher::new(), 0);
+        }
         Ok(())
     }
 
-    fn read(&mut self, file: &Shared, buf: &mut [u8], inbuf: &mut Vec<u8>) -> io::Result<usize> {
+    /// The member's trailer, at `input`: CRC-32 and size, checked when kept.
+    fn trailer(&mut self, file: &Shared) -> io::Result<()> {
+        let mut t = [0u8; 8];
+        file.read_at(self.input, &mut t)
+            .map_err(|_| io::Error::new(io::ErrorKind::UnexpectedEof, "gzip: cut short"))?;
+        if let Some((crc, size)) = self.check.take() {
+            let want = (
+                u32::from_le_bytes([t[0], t[1], t[2], t[3]]),
+                u32::from_le_bytes([t[4], t[5], t[6], t[7]]),
+            );
+            if (crc.finalize(), size) != want {
+                return Err(bad_gzip("a member whose CRC-32 or size is not its trailer's"));
+            }
+            self.check = Some((crc32fast::Hasher::new(), 0));
+        }
+        self.input += 8;
+        self.phase = Phase::Header;
+        Ok(())
+    }
+
+    fn read(&mut self, file: &Shared, buf: &mut [u8], inbuf: &mut InBuf) -> io::Result<usize> {
         loop {
             match self.phase {
                 Phase::Done => return Ok(0),
                 Phase::Header => self.header(file)?,
                 Phase::Deflate => {
-                    let left = file.size().saturating_sub(self.input);
-                    let n = inbuf.capacity().min(usize::try_from(left).unwrap_or(usize::MAX));
-                    inbuf.resize(n, 0);
-                    file.read_at(self.input, inbuf)?;
-                    let r = inflate(&mut self.st, inbuf, buf, MZFlush::None);
+                    // Compressed bytes are read in pieces of 64 KiB, each once.
+                    let held = inbuf.at..inbuf.at + inbuf.data.len() as u64;
+                    if !held.contains(&self.input) {
+                        let left = file.size().saturating_sub(self.input);
+                        let n = (64 << 10).min(usize::try_from(left).unwrap_or(usize::MAX));
+                        inbuf.data.resize(n, 0);
+                        file.read_at(self.input, &mut inbuf.data)?;
+                        inbuf.at = self.input;
+                    }
+                    let input = &inbuf.data[(self.input - inbuf.at) as usize..];
+                    let r = inflate(&mut self.st, input, buf, MZFlush::None);
                     self.input += r.bytes_consumed as u64;
+                    if let Some((crc, size)) = &mut self.check {
+                        crc.update(&buf[..r.bytes_written]);
+                        *size = size.wrapping_add(r.bytes_written as u32);
+                    }
                     match r.status {
-                        Ok(MZStatus::StreamEnd) => {
-                            // The trailer: CRC-32 and size.
-                            self.input += 8;
-                            self.phase = Phase::Header;
-                        }
+                        Ok(MZStatus::StreamEnd) => self.trailer(file)?,
                         Ok(_) if r.bytes_written == 0 && r.bytes_consumed == 0 => {
                             return Err(io::Error::new(
                                 io::ErrorKind::UnexpectedEof,
@@ -140,12 +211,7 @@ impl Gz {
                             ));
                         }
                         Ok(_) => {}
-                        Err(e) => {
-                            return Err(io::Error::new(
-                                io::ErrorKind::InvalidData,
-                                format!("gzip: {e:?}"),
-                            ))
-                        }
+                        Err(e) => return Err(bad_gzip(&format!("{e:?}"))),
                     }
                     if r.bytes_written > 0 {
                         return Ok(r.bytes_written);
@@ -168,7 +234,7 @@ struct Cursor {
 }
 
 enum Dec {
-    Gz(Gz, Vec<u8>),
+    Gz(Gz, InBuf),
     Zstd(Box<Zstd<BufReader<At>>>),
 }
 
@@ -217,6 +283,9 @@ impl Cursor {
 
     /// Moves on to `to`, inflating what lies before it in vain.
     fn skip_to(&mut self, file: &Shared, to: u64) -> io::Result<()> {
+        if self.out >= to {
+            return Ok(());
+        }
         let mut scratch = vec![0u8; 64 << 10];
         while self.out < to {
             let n = scratch.len().min(usize::try_from(to - self.out).unwrap_or(usize::MAX));
@@ -250,6 +319,8 @@ impl Seekable {
         if kind == Compression::None {
             return Err(io::Error::other("not compressed"));
         }
+        // Its size asked once (a file's is an fstat each time).
+        let file = Arc::new(Sized { len: file.size(), file });
         Ok(Arc::new(Seekable {
             file,
             kind,
@@ -260,22 +331,25 @@ impl Seekable {
     }
 
     /// A decoder at the stream's start.
-    fn start(&self) -> Cursor {
+    /// A decoder at the stream's start: the indexing pass's (checking each gzip member's
+    /// CRC-32, keeping no history), or a reader's.
+    fn start(&self, indexing: bool) -> Cursor {
+        let check = indexing;
         let dec = match self.kind {
             Compression::Zstd => {
                 let at = At { file: self.file.clone(), pos: 0 };
                 Dec::Zstd(Box::new(Zstd { r: BufReader::with_capacity(64 << 10, at), frame: None }))
             }
-            _ => Dec::Gz(Gz::start(), Vec::with_capacity(64 << 10)),
+            _ => Dec::Gz(Gz::start(check), InBuf { data: Vec::new(), at: 0 }),
         };
-        Cursor { out: 0, dec, hist: Default::default(), remember: true }
+        Cursor { out: 0, dec, hist: Default::default(), remember: !indexing }
     }
 
     /// Inflates the whole stream, front to back, keeping checkpoints as it goes: read it
     /// to its end before reading at offsets (what it has not reached is not there yet).
     /// Past `deadline` it fails (a small file may inflate to terabytes).
     pub fn indexer(self: &Arc<Seekable>, deadline: Option<Instant>) -> impl BufRead + Send {
-        let cur = Cursor { remember: false, ..self.start() };
+        let cur = self.start(true);
         let ix = Indexer { s: self.clone(), cur, span: SPAN, deadline };
         BufReader::with_capacity(1 << 20, ix)
     }
@@ -295,7 +369,7 @@ impl Seekable {
             (Some(c), Some(p)) if p.out > c.out => gz_cursor(p),
             (Some(c), _) => c,
             (None, Some(p)) => gz_cursor(p),
-            (None, None) => self.start(),
+            (None, None) => self.start(false),
         }
     }
 
@@ -312,7 +386,9 @@ impl Seekable {
 }
 
 fn gz_cursor(p: &Point) -> Cursor {
-    let dec = Dec::Gz(p.gz.clone(), Vec::with_capacity(64 << 10));
+    let mut gz = p.gz.clone();
+    gz.check = None;
+    let dec = Dec::Gz(gz, InBuf { data: Vec::new(), at: 0 });
     Cursor { out: p.out, dec, hist: Default::default(), remember: true }
 }
 
@@ -343,6 +419,9 @@ struct Indexer {
 
 impl Read for Indexer {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if crate::sys::stop_signal().is_some() {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "stopped by a signal"));
+        }
         if self.deadline.is_some_and(|d| Instant::now() > d) {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -425,6 +504,35 @@ mod tests {
             });
             assert!(s.read_at(data.len() as u64 - 1, &mut [0u8; 2]).is_err());
         }
+    }
+
+    /// A gzip stream whose data was changed where deflate cannot tell (a stored block),
+    /// whose method is not deflate, or whose trailer is cut: the indexing pass fails,
+    /// naming gzip; bytes after the last member (padding) end it quietly.
+    #[test]
+    fn gzip_damage_is_an_error() {
+        let data = vec![b'x'; 5000];
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::none());
+        e.write_all(&data).expect("gz");
+        let clean = e.finish().expect("gz");
+        let index = |b: Vec<u8>| {
+            let s = Seekable::new(Arc::new(b), Compression::Gzip).expect("seekable");
+            let mut out = Vec::new();
+            s.indexer(None).read_to_end(&mut out).map(|_| out)
+        };
+        assert!(index(clean.clone()).expect("clean") == data);
+        let mut padded = clean.clone();
+        padded.extend_from_slice(&[0u8; 1024]);
+        assert!(index(padded).expect("padded") == data);
+        let mut changed = clean.clone();
+        changed[100] ^= 1;
+        let e = index(changed).expect_err("CRC");
+        assert!(e.to_string().contains("CRC-32"), "{e}");
+        let mut method = clean.clone();
+        method[2] = 7;
+        assert!(index(method).expect_err("method").to_string().starts_with("gzip: "));
+        let cut = clean[..clean.len() - 3].to_vec();
+        assert!(index(cut).is_err());
     }
 
     /// Damaged streams (cut, bytes changed): an error or bytes, never a panic or a hang.
