@@ -773,6 +773,35 @@ fn node_disk_images_are_scanned_as_mounted() {
     }
 }
 
+/// The bundled example node (`fixtures/node`) as images: a gzip root filesystem
+/// tarball, and ext4 and XFS disks (raw and qcow2): `scan --image` of each finds exactly
+/// what the README's `scan --root fixtures/node` finds.
+#[test]
+fn the_example_node_as_images() {
+    let tree = NodeTree::new();
+    let node = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/node");
+    let secrets = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/secrets.json");
+    let args = ["--secrets", path_arg(&secrets), "--no-cri", "--format", "json"];
+    let mounted = tree.run(&[&["scan", "--root", path_arg(&node)][..], &args].concat());
+    mounted.assert_code(1);
+    let want: std::collections::BTreeSet<_> = mounted.findings().iter().map(same).collect();
+    assert!(want.len() >= 5, "{want:?}");
+    let tgz = tree.work("node.tar.gz");
+    let mut tar = Command::new("tar");
+    tar.arg("-C").arg(&node).arg("-czf").arg(&tgz).arg(".");
+    assert!(tar.status().unwrap().success());
+    let ext4 = tree.work("ext4.img");
+    let ext4_qcow = node_disk(&node, &ext4, "ext4");
+    let xfs = tree.work("xfs.img");
+    let xfs_qcow = node_disk(&node, &xfs, "xfs");
+    for image in [&tgz, &ext4, &ext4_qcow, &xfs, &xfs_qcow] {
+        let out = scan_image(&tree, image, &args[..2]);
+        out.assert_code(1);
+        let got: std::collections::BTreeSet<_> = out.findings().iter().map(same).collect();
+        assert_eq!(got, want, "{}", image.display());
+    }
+}
+
 /// Hostile disk images: kubelet's dir a symlink to another dir of the image (followed
 /// inside the image, as on a node), a symlink loop, a directory nested 300 deep, a disk
 /// cut short in the middle of its filesystem, a disk of nothing kresidue reads (one line,
