@@ -47,6 +47,9 @@ pub struct ScanConfig {
     pub lock: Option<RunLock>,
     /// `--timeout`: the scan's deadline is set when it starts.
     pub timeout: Option<Duration>,
+    /// The deadline already set, when `--timeout` counts from before the scan (an image's
+    /// indexing pass and its filesystems share one).
+    pub deadline: Option<std::time::Instant>,
     /// `--nice`.
     pub nice: bool,
     /// `--verbose`: 0, 1 (`-v`) or 2 and more (`-vv`).
@@ -132,6 +135,7 @@ impl ScanConfig {
             label: args.label.clone(),
             rules: !args.no_rules,
             timeout,
+            deadline: None,
             nice: args.nice,
             verbose: args.verbose,
             quiet: args.quiet,

@@ -198,6 +198,8 @@ fn scan_roots(
         vol.root_arg = std::path::PathBuf::from(format!("{shown}{sep}{part}"));
         vol.cri = cri::Choice::Disabled;
         vol.lock = None;
+        // One --timeout for the whole image: its indexing and every filesystem.
+        vol.deadline = cfg.timeout.map(|t| started + t);
         let mut searching = Searching::load(&vol, None)?;
         secrets_stats = searching.secrets_stats.take().or(secrets_stats);
         let Scanned { mut result, .. } = search(&vol, searching, &mut printer, false, false)?;
@@ -298,7 +300,8 @@ fn run_image(
         threads: cfg.threads,
         chunk: cfg.chunk,
         max_file_size: cfg.max_file_size,
-        deadline: cfg.timeout.map(|t| Instant::now() + t),
+        // One --timeout for the whole archive, its indexing pass included.
+        deadline: cfg.timeout.map(|t| started + t),
     };
     let mut result = printer
         .with_progress(|p| scan::scan_archive(&settings, &store, &catalog, &searchers, p))?;
@@ -494,7 +497,7 @@ pub(crate) fn search(
         threads: cfg.threads,
         chunk: cfg.chunk,
         max_file_size: cfg.max_file_size,
-        deadline: cfg.timeout.map(|t| Instant::now() + t),
+        deadline: cfg.deadline.or(cfg.timeout.map(|t| Instant::now() + t)),
     };
     let deadline = settings.deadline;
     let mut result = printer.with_progress(|p| scan::scan(&settings, walking, &searchers, p))?;
