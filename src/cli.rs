@@ -326,6 +326,12 @@ pub struct SearchArgs {
     #[arg(long, value_name = "SIZE")]
     pub max_file_size: Option<String>,
 
+    /// Read at most this many bytes a second over all threads (`50M`; bytes without a
+    /// suffix): bounds the scan's I/O on any disk and scheduler, where `--nice`'s idle I/O
+    /// class only works under BFQ (and in part mq-deadline).
+    #[arg(long, value_name = "SIZE")]
+    pub max_read_rate: Option<String>,
+
     /// Stop reading after this long (`90s`, `10m`); the report then says it is incomplete
     /// (`summary.incomplete`) and why.
     #[arg(long, value_name = "DURATION")]

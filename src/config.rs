@@ -52,6 +52,8 @@ pub struct ScanConfig {
     pub deadline: Option<std::time::Instant>,
     /// `--nice`.
     pub nice: bool,
+    /// `--max-read-rate`, bytes a second.
+    pub max_read_rate: Option<u64>,
     /// `--verbose`: 0, 1 (`-v`) or 2 and more (`-vv`).
     pub verbose: u8,
     /// `--quiet`.
@@ -104,6 +106,13 @@ impl ScanConfig {
             Some(s) => Some(parse_size(s).context("--max-file-size")?),
             None => None,
         };
+        let max_read_rate = match &args.max_read_rate {
+            Some(s) => match parse_size(s).context("--max-read-rate")? {
+                0 => bail!("--max-read-rate: must be more than 0"),
+                n => Some(n),
+            },
+            None => None,
+        };
         let timeout = match &args.timeout {
             Some(s) => Some(parse_duration("--timeout", s, false)?),
             None => None,
@@ -137,6 +146,7 @@ impl ScanConfig {
             timeout,
             deadline: None,
             nice: args.nice,
+            max_read_rate,
             verbose: args.verbose,
             quiet: args.quiet,
             lock,

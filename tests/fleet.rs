@@ -167,6 +167,39 @@ fn nice_and_verbose() {
     assert!(err.contains("kresidue: site other: 2 files, 293.0 KiB"), "{err}");
 }
 
+/// `--max-read-rate 4M`: 12 MiB of a node's files take at least 2.7 s to read (the
+/// budget, less a burst of 0.1 s), with the same findings as without; a budget of 0, or
+/// not a size, is one line and exit 2.
+#[test]
+fn the_read_rate_is_held() {
+    let (tree, file) = node();
+    let pod = tree.pod(UID);
+    for i in 0..3 {
+        let path = format!("volumes/kubernetes.io~empty-dir/cache/big-{i}.log");
+        pod.file(&path, &filler(70 + i, 4 << 20));
+    }
+    let free = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
+    let started = std::time::Instant::now();
+    let slow =
+        tree.scan(&["--secrets", path_arg(&file), "--format", "json", "--max-read-rate", "4M"]);
+    let took = started.elapsed();
+    assert_eq!((free.code, slow.code), (1, 1));
+    assert_eq!(free.findings().len(), slow.findings().len());
+    assert!(took >= std::time::Duration::from_millis(2700), "{took:?}");
+    for bad in ["0", "fast"] {
+        let out = tree.kr().run(&[
+            "scan",
+            "--root",
+            path_arg(tree.root()),
+            "--no-cri",
+            "--max-read-rate",
+            bad,
+        ]);
+        out.assert_code(2).assert_one_line_error();
+        assert!(out.stderr_str().contains("--max-read-rate"), "{}", out.stderr_str());
+    }
+}
+
 /// `-vv` (against the fake runtime): each CRI call with its outcome and time, the pods the
 /// runtime knows, what is searched for, each scope walked, and the entries not read by
 /// kind; `-v` alone prints none of it.

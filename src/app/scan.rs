@@ -482,6 +482,7 @@ pub(crate) fn search(
     if cfg.nice {
         lower_priority(printer);
     }
+    crate::sys::set_max_read_rate(cfg.max_read_rate.unwrap_or(0));
     let mut connected = match cri::connect(&cfg.cri, cfg.cri_timeout) {
         Err(u) if cfg.require_cri => bail!("{u}"),
         other => other,

@@ -175,14 +175,25 @@ impl Bytes for NodeFile {
         match self {
             NodeFile::Host(f) => f.read_at(at, buf),
             NodeFile::Image(f) => f.bytes.read_at(at, buf),
-        }
+        }?;
+        super::rate::charge(buf.len());
+        Ok(())
     }
 }
 
 impl io::Read for &NodeFile {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.read_unbudgeted(buf)?;
+        super::rate::charge(n);
+        Ok(n)
+    }
+}
+
+impl NodeFile {
+    /// A read from the position, not charged to the read budget.
+    fn read_unbudgeted(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            NodeFile::Host(f) => (&*f).read(buf),
+            NodeFile::Host(f) => io::Read::read(&mut &*f, buf),
             NodeFile::Image(f) => {
                 let pos = f.pos.get();
                 let left = f.bytes.size().saturating_sub(pos);

@@ -26,6 +26,7 @@ pub mod image;
 mod lock;
 pub mod mount;
 mod output;
+mod rate;
 pub mod tree;
 pub mod walk;
 
@@ -35,6 +36,7 @@ pub use output::{
     open_append, open_output, resolve_output, MakeDirs, Output, Patient, Place, PlaceKind,
     ProtectedSymlink, Stopped, SymlinkNotFollowed, TempFile,
 };
+pub use rate::set_max_read_rate;
 
 use nix::errno::Errno;
 use nix::fcntl::{self, OFlag};
