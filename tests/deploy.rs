@@ -80,6 +80,9 @@ fn manifests_mount_the_node_read_only_and_pass_the_cli_parser() {
             kresidue::cli::Cli::try_parse_from(&line).unwrap_or_else(|e| panic!("{name}: {e}"));
         let kresidue::cli::Command::Scan(scan) = cli.command else { panic!("{name}: not a scan") };
         assert_eq!(scan.search.root, Path::new("/host"));
+        // Its reads bounded on any disk, not only where the idle I/O class is honoured.
+        assert!(scan.search.nice, "{name}");
+        assert_eq!(scan.search.max_read_rate.as_deref(), Some("50M"), "{name}");
         assert_eq!(scan.search.format, kresidue::cli::ReportFormatArg::Prometheus);
         let out = scan.search.output.as_deref().unwrap();
         let textfile =
@@ -341,6 +344,7 @@ fn the_npd_plugin_config_on_the_example_node() {
     let cli = kresidue::cli::Cli::try_parse_from(&line).unwrap();
     let kresidue::cli::Command::Scan(scan) = cli.command else { panic!("not a scan") };
     assert_eq!(scan.search.format, kresidue::cli::ReportFormatArg::Npd);
+    assert_eq!(scan.search.max_read_rate.as_deref(), Some("50M"));
     assert!(scan.search.output.is_none(), "the monitor reads stdout");
     // Not in a world-writable dir (`/tmp`, `/run/lock`): a lock there is refused.
     let lock = scan.search.lock.as_deref().expect("--lock");
