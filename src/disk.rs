@@ -142,26 +142,8 @@ fn identify(b: &dyn Bytes) -> Found {
 /// A partition's bytes, of the disk's as this thread reads them.
 type Part = Window<Box<dyn Bytes>>;
 
-/// Bytes read ahead when ext4-view reads on from where it stopped (it reads a file one
-/// block per call).
-const READ_AHEAD: usize = 256 << 10;
-
-/// What ext4-view reads through: the partition's bytes, read ahead where reads follow
-/// each other.
-struct Reader {
-    part: Part,
-    /// Bytes read ahead, from `ahead_at`.
-    ahead: Vec<u8>,
-    ahead_at: u64,
-    /// Where the last read ended.
-    last_end: u64,
-}
-
-impl Reader {
-    fn new(part: Part) -> Reader {
-        Reader { part, ahead: Vec::new(), ahead_at: 0, last_end: u64::MAX }
-    }
-}
+/// What ext4-view reads through: the partition's bytes.
+struct Reader(Part);
 
 impl ext4_view::Ext4Read for Reader {
     fn read(
@@ -169,27 +151,7 @@ impl ext4_view::Ext4Read for Reader {
         start: u64,
         dst: &mut [u8],
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync + 'static>> {
-        let end = start.saturating_add(dst.len() as u64);
-        let held = self.ahead_at..self.ahead_at + self.ahead.len() as u64;
-        if held.contains(&start) && end <= held.end {
-            let from = (start - self.ahead_at) as usize;
-            dst.copy_from_slice(&self.ahead[from..from + dst.len()]);
-        } else if start == self.last_end && dst.len() < READ_AHEAD {
-            // Reading on: what follows is read in one piece.
-            let n = READ_AHEAD.min(self.part.size().saturating_sub(start) as usize).max(dst.len());
-            self.ahead.resize(n, 0);
-            let got = self.part.read_at(start, &mut self.ahead);
-            self.ahead_at = start;
-            if let Err(e) = got {
-                self.ahead.clear();
-                return Err(Box::new(e));
-            }
-            dst.copy_from_slice(&self.ahead[..dst.len()]);
-        } else {
-            self.part.read_at(start, dst).map_err(Box::new)?;
-        }
-        self.last_end = end;
-        Ok(())
+        self.0.read_at(start, dst).map_err(|e| Box::new(e) as _)
     }
 }
 
@@ -297,7 +259,7 @@ impl Ext4Tree {
                 "the superblock says {blocks} blocks of {block} bytes, more than its partition's {len} bytes"
             ));
         }
-        ext4_view::Ext4::load(Box::new(Reader::new(part))).map_err(|e| e.to_string())
+        ext4_view::Ext4::load(Box::new(Reader(part))).map_err(|e| e.to_string())
     }
 
     /// `f` with this thread's loaded filesystem.

@@ -620,24 +620,23 @@ impl<B: Bytes> Xfs<B> {
 
     /// The inode at `rel` (its number and itself), never through a symlink.
     fn resolve(&self, rel: &Path) -> io::Result<(u64, Inode)> {
+        let ino = self.ino(rel)?;
+        Ok((ino, self.inode(ino)?))
+    }
+
+    /// The inode number of `rel`, from its directory's entry (the inode is not read).
+    pub fn ino(&self, rel: &Path) -> io::Result<u64> {
         if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a plain relative path"));
         }
-        let Some(name) = rel.file_name() else {
-            return Ok((self.sb.rootino, self.inode(self.sb.rootino)?));
-        };
+        let Some(name) = rel.file_name() else { return Ok(self.sb.rootino) };
         let parent = self.dir_ino(rel.parent().unwrap_or(Path::new("")))?;
         let listing = self.listing(parent)?;
         let &(ino, _) = listing
             .names
             .get(std::os::unix::ffi::OsStrExt::as_bytes(name))
             .ok_or(io::ErrorKind::NotFound)?;
-        Ok((ino, self.inode(ino)?))
-    }
-
-    /// The inode number of `rel`.
-    pub fn ino(&self, rel: &Path) -> io::Result<u64> {
-        Ok(self.resolve(rel)?.0)
+        Ok(ino)
     }
 
     /// What is at `rel` (not following a symlink there): its kind and size.

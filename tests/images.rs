@@ -629,9 +629,18 @@ fn node_disk(root: &Path, disk: &Path, kind: &str) -> std::path::PathBuf {
     qcow
 }
 
+/// A finding as [`same`] sees it: path (partition left out), id, site, category,
+/// severity, count, record.
+type Same = (String, String, String, String, String, u64, String);
+
+/// The findings as [`same`] sees them.
+fn same_set(found: &[Finding]) -> std::collections::BTreeSet<Same> {
+    found.iter().map(same).collect()
+}
+
 /// What a finding is, but for where its path says it is: compared between a scan of the
 /// tree and of its disk image.
-fn same(f: &Finding) -> (String, String, String, String, String, u64, String) {
+fn same(f: &Finding) -> Same {
     let path = f.path.strip_prefix("p2:").unwrap_or(&f.path).to_owned();
     let record = f.raw.get("record").map(|r| r.to_string()).unwrap_or_default();
     let id = f.id.clone().unwrap_or_default();
@@ -698,7 +707,7 @@ fn node_disk_images_are_scanned_as_mounted() {
     let file = tree.secrets_file("secrets.json", &secrets);
     let mounted = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
     mounted.assert_code(1);
-    let want: std::collections::BTreeSet<_> = mounted.findings().iter().map(same).collect();
+    let want = same_set(&mounted.findings());
     assert!(want.len() >= 60, "{}", want.len());
     let disk = tree.work("node.img");
     let qcow = node_disk(tree.root(), &disk, "ext4");
@@ -729,12 +738,12 @@ fn node_disk_images_are_scanned_as_mounted() {
         let found = out.findings();
         if [&rootfs, &rootfs_gz, &rootfs_zst].contains(&image) {
             assert!(found.iter().all(|f| f.path.starts_with('/')), "{}", image.display());
-            let got: std::collections::BTreeSet<_> = found.iter().map(same).collect();
+            let got = same_set(&found);
             assert_eq!(got, want, "{}", image.display());
             continue;
         }
         assert!(found.iter().all(|f| f.path.starts_with("p2:/")), "{}", image.display());
-        let got: std::collections::BTreeSet<_> = found.iter().map(same).collect();
+        let got = same_set(&found);
         let missing: Vec<_> = want.difference(&got).collect();
         let extra: Vec<_> = got.difference(&want).collect();
         assert!(
@@ -767,7 +776,7 @@ fn node_disk_images_are_scanned_as_mounted() {
             ]);
             drop(mounted);
             out.assert_code(1);
-            let got: std::collections::BTreeSet<_> = out.findings().iter().map(same).collect();
+            let got = same_set(&out.findings());
             assert_eq!(got, want, "{} mounted", image.display());
         }
     }
@@ -784,7 +793,7 @@ fn the_example_node_as_images() {
     let args = ["--secrets", path_arg(&secrets), "--no-cri", "--format", "json"];
     let mounted = tree.run(&[&["scan", "--root", path_arg(&node)][..], &args].concat());
     mounted.assert_code(1);
-    let want: std::collections::BTreeSet<_> = mounted.findings().iter().map(same).collect();
+    let want = same_set(&mounted.findings());
     assert!(want.len() >= 5, "{want:?}");
     let tgz = tree.work("node.tar.gz");
     let mut tar = Command::new("tar");
@@ -797,7 +806,7 @@ fn the_example_node_as_images() {
     for image in [&tgz, &ext4, &ext4_qcow, &xfs, &xfs_qcow] {
         let out = scan_image(&tree, image, &args[..2]);
         out.assert_code(1);
-        let got: std::collections::BTreeSet<_> = out.findings().iter().map(same).collect();
+        let got = same_set(&out.findings());
         assert_eq!(got, want, "{}", image.display());
     }
 }
@@ -828,14 +837,14 @@ fn hostile_disk_images() {
     let deep: String = (0..300).map(|i| format!("d{i}/")).collect();
     tree.write(format!("/var/lib/rancher/k3s/{deep}f"), b"x");
     let mounted = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
-    let want: std::collections::BTreeSet<_> = mounted.findings().iter().map(same).collect();
+    let want = same_set(&mounted.findings());
     assert_eq!(want.len(), 1, "{want:?}");
     let disk = tree.work("node.img");
     let qcow = node_disk(tree.root(), &disk, "ext4");
     let xfs = node_disk(tree.root(), &tree.work("xfs.img"), "xfs");
     for image in [&qcow, &xfs] {
         let out = scan_image(&tree, image, &["--secrets", path_arg(&file)]);
-        let got: std::collections::BTreeSet<_> = out.findings().iter().map(same).collect();
+        let got = same_set(&out.findings());
         assert_eq!(got, want, "{}", image.display());
     }
     // Cut in the middle of the filesystem: what can be read is, the rest is in `errors`.

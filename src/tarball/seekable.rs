@@ -350,7 +350,7 @@ impl Seekable {
     /// Past `deadline` it fails (a small file may inflate to terabytes).
     pub fn indexer(self: &Arc<Seekable>, deadline: Option<Instant>) -> impl BufRead + Send {
         let cur = self.start(true);
-        let ix = Indexer { s: self.clone(), cur, span: SPAN, deadline };
+        let ix = Indexer { s: self.clone(), cur, span: SPAN, last: 0, deadline };
         BufReader::with_capacity(1 << 20, ix)
     }
 
@@ -414,13 +414,16 @@ struct Indexer {
     cur: Cursor,
     /// Output between checkpoints now.
     span: u64,
+    /// Where the last checkpoint is.
+    last: u64,
     deadline: Option<Instant>,
 }
 
 impl Read for Indexer {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if crate::sys::stop_signal().is_some() {
-            return Err(io::Error::new(io::ErrorKind::Interrupted, "stopped by a signal"));
+            // Not `Interrupted`: readers retry that, and the signal stays.
+            return Err(io::Error::other("stopped by a signal"));
         }
         if self.deadline.is_some_and(|d| Instant::now() > d) {
             return Err(io::Error::new(
@@ -428,10 +431,10 @@ impl Read for Indexer {
                 format!("--timeout passed after inflating {} MiB", self.cur.out >> 20),
             ));
         }
+        // The points are locked only to add one.
         if let Dec::Gz(g, _) = &self.cur.dec {
-            let mut points = self.s.points.write().unwrap_or_else(|e| e.into_inner());
-            let last = points.last().map_or(0, |p| p.out);
-            if self.cur.out >= last + self.span {
+            if self.cur.out >= self.last + self.span {
+                let mut points = self.s.points.write().unwrap_or_else(|e| e.into_inner());
                 points.push(Point { out: self.cur.out, gz: g.clone() });
                 if points.len() > MAX_POINTS {
                     let mut i = 0;
@@ -441,6 +444,7 @@ impl Read for Indexer {
                     });
                     self.span *= 2;
                 }
+                self.last = points.last().map_or(0, |p| p.out);
             }
         }
         let n = self.cur.read(&self.s.file, buf)?;
