@@ -15,7 +15,8 @@
 //! - reading every byte: a tiny reader in this process, the same walk (no symlinks) and
 //!   thread count, each file read into one reused 1 MiB buffer per thread;
 //! - `kresidue scan` with 10,000 fingerprinted values and every built-in rule (the main
-//!   figure), with 10 values and rules, with 10,000 values and `--no-rules`;
+//!   figure), with 10 values and rules, with 10,000 values and `--no-rules`; and the
+//!   whole node (`--path /`) with 10,000 values, with rules and without;
 //! - `rg -uuu -F -f values.txt` over the same tree with the same thread count, the
 //!   values in plaintext (each line of a multi-line value a pattern), counting matches,
 //!   in the first `--rg-rounds` rounds only (5 by default): it takes ~30 times as long
@@ -169,12 +170,19 @@ fn run() -> anyhow::Result<bool> {
         }
         a
     };
+    let whole =
+        |fp: &Path, rules: bool| [scan(fp, rules), vec!["--path".into(), "/".into()]].concat();
     let rg_path = which("rg");
     let mut configs = vec![
         Config::Read,
         Config::Kresidue("kresidue, 10,000 values + rules", scan(&inputs.fp_10k, true)),
         Config::Kresidue("kresidue, 10 values + rules", scan(&inputs.fp_10, true)),
         Config::Kresidue("kresidue, 10,000 values, no rules", scan(&inputs.fp_10k, false)),
+        Config::Kresidue("kresidue --path /, 10,000 values + rules", whole(&inputs.fp_10k, true)),
+        Config::Kresidue(
+            "kresidue --path /, 10,000 values, no rules",
+            whole(&inputs.fp_10k, false),
+        ),
     ];
     match &rg_path {
         Some(rg) => configs.push(Config::Rg(
@@ -203,7 +211,8 @@ fn run() -> anyhow::Result<bool> {
     // CPU seconds (user + system) of each run: the reader's own, the others' as children.
     let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut rss: Vec<u64> = vec![0; configs.len()];
-    let mut main_report = None;
+    // Each kresidue run's last report.
+    let mut reports: Vec<Option<Vec<u8>>> = vec![None; configs.len()];
     let mut read_bytes = 0;
     for round in 0..=opts.rounds {
         for j in 0..configs.len() {
@@ -222,9 +231,7 @@ fn run() -> anyhow::Result<bool> {
                 Config::Kresidue(_, args) => {
                     let (out, peak) = run_measured(&bin, args, time_bin.as_deref(), &base)?;
                     rss[i] = rss[i].max(peak);
-                    if i == 1 {
-                        main_report = Some(out);
-                    }
+                    reports[i] = Some(out);
                 }
                 Config::Rg(rg, args) => {
                     let status = Command::new(rg).args(args).stdout(Stdio::null()).status()?;
@@ -237,14 +244,21 @@ fn run() -> anyhow::Result<bool> {
             }
         }
     }
-    let report: serde_json::Value = serde_json::from_slice(&main_report.expect("ran"))?;
+    let report_of = |i: usize| -> anyhow::Result<serde_json::Value> {
+        Ok(serde_json::from_slice(reports[i].as_deref().expect("ran"))?)
+    };
+    let report = report_of(1)?;
     let scanned = report["summary"]["bytes"].as_u64().unwrap_or(0);
+    let whole_bytes = report_of(4)?["summary"]["bytes"].as_u64().unwrap_or(0);
     println!(
-        "bytes: the reader read {} ({:.0} MiB), kresidue read {} ({:.0} MiB)",
+        "bytes: the reader read {} ({:.0} MiB), kresidue read {} ({:.0} MiB), with --path / {} \
+         ({:.0} MiB)",
         read_bytes,
         mib(read_bytes),
         scanned,
-        mib(scanned)
+        mib(scanned),
+        whole_bytes,
+        mib(whole_bytes)
     );
     let med: Vec<f64> = times.iter().map(|t| median(t)).collect();
     println!();
@@ -268,8 +282,18 @@ fn run() -> anyhow::Result<bool> {
     }
     println!();
 
+    // Production neutrality (issue 51): the page cache as the scan found it, the read
+    // budget held, and the scan against a parallel `cat` with the files' pages dropped.
+    let main_args = match &configs[1] {
+        Config::Kresidue(_, args) => args.clone(),
+        _ => unreachable!("the main run"),
+    };
+    let neutral = neutrality(&bin, &root, &base, &main_args, opts.threads)?;
+    let rate = read_rate(&bin, &base, &main_args, scanned)?;
+
     let startup = startup(&bin, &base, &inputs.fp_10k)?;
     let sparse_rss = sparse(&bin, &kept, &base, &inputs.fp_10k, time_bin.as_deref())?;
+    let recall_whole = recall(&report_of(4)?, &node.plants);
     let recall = recall(&report, &node.plants);
 
     let mut ok = true;
@@ -326,6 +350,31 @@ fn run() -> anyhow::Result<bool> {
         ),
         rules_x.max(rules_r) <= 1.15,
     );
+    // The whole node (`--path /`): the sites' files walked and read once, as the sites';
+    // the rest as `other`. Without rules against reading the bytes (the rules' own cost is
+    // the rules' target), and per byte read against the same scan of the sites alone.
+    let (whole_x, whole_r) = ratio(5, 0);
+    verdict(
+        &format!(
+            "--path /, no rules, ≤ 1.25× reading the bytes: {whole_x:.2}× (per round \
+             {whole_r:.2}×)"
+        ),
+        whole_x.max(whole_r) <= 1.25,
+    );
+    let per_byte = whole_bytes as f64 / scanned.max(1) as f64;
+    for (w, s, what) in [(4, 1, "rules"), (5, 3, "no rules")] {
+        let (x, r) = ratio(w, s);
+        let (x, r) = (x / per_byte, r / per_byte);
+        verdict(
+            &format!(
+                "--path / per byte read within 10% of the sites alone, {what}: {:+.1}% (per \
+                 round {:+.1}%)",
+                (x - 1.0) * 100.0,
+                (r - 1.0) * 100.0
+            ),
+            x.max(r) <= 1.10,
+        );
+    }
     let peak = rss.iter().copied().max().unwrap_or(0);
     if peak > 0 {
         verdict(&format!("peak RSS ≤ 100 MB: {:.0} MB", peak as f64 / 1024.0), peak <= 100 * 1024);
@@ -340,8 +389,61 @@ fn run() -> anyhow::Result<bool> {
         &format!("startup with 10,000 fingerprints ≤ 50 ms: {:.1} ms", startup),
         startup <= 50.0,
     );
+    if let Some(n) = &neutral {
+        verdict(
+            &format!(
+                "page cache: the workload's files (pod logs, {:.0} MiB) ≥ 99% cached after: \
+                 {:.1}% before, {:.1}% after",
+                mib(n.workload),
+                n.workload_before * 100.0,
+                n.workload_after * 100.0
+            ),
+            n.workload_after >= 0.99,
+        );
+        verdict(
+            &format!(
+                "page cache: of the rest ({:.0} MiB, not cached before: {:.1}%), ≤ 2% cached \
+                 after: {:.2}%",
+                mib(n.rest),
+                n.rest_before * 100.0,
+                n.rest_after * 100.0
+            ),
+            n.rest_after <= 0.02,
+        );
+        println!(
+            "warm cache, median of {WARM_ROUNDS}: scan {:.3} s, with KRESIDUE_PAGE_CACHE=keep \
+             {:.3} s: the page-cache look costs {:+.1}%",
+            n.warm_looked,
+            n.warm_kept,
+            (n.warm_looked / n.warm_kept - 1.0) * 100.0
+        );
+        println!(
+            "cold cache ({}, median of {} rounds): scan {:.3} s, parallel cat {:.3} s: {:.2}×",
+            n.dropped_how,
+            n.cold_rounds,
+            n.cold_scan,
+            n.cold_cat,
+            n.cold_scan / n.cold_cat
+        );
+    }
+    let (budget, held) = rate;
+    verdict(
+        &format!(
+            "--max-read-rate {:.0} MB/s held within 10%: {:.1} MB/s ({:+.1}%)",
+            budget / 1e6,
+            held / 1e6,
+            (held / budget - 1.0) * 100.0
+        ),
+        (held / budget - 1.0).abs() <= 0.10,
+    );
     let (found, total) = recall;
     verdict(&format!("recall 100%: {found} of {total} planted values found"), found == total);
+    ok &= found == total;
+    let (found, total) = recall_whole;
+    verdict(
+        &format!("recall 100% with --path /: {found} of {total}, each as its site found it"),
+        found == total,
+    );
     ok &= found == total;
     Ok(ok)
 }
@@ -799,6 +901,175 @@ fn run_measured(
     let peak =
         std::fs::read_to_string(&rss_file).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
     Ok((out.stdout, peak))
+}
+
+/// What [`neutrality`] measured.
+struct Neutral {
+    /// Bytes of the workload's files (the pod logs), cached before the scan.
+    workload: u64,
+    workload_before: f64,
+    workload_after: f64,
+    /// Bytes of the other files, not cached before the scan.
+    rest: u64,
+    rest_before: f64,
+    rest_after: f64,
+    /// How the pages were dropped for the cold runs.
+    dropped_how: &'static str,
+    cold_rounds: usize,
+    /// Median seconds of a scan and of a parallel `cat`, each after the pages were dropped.
+    cold_scan: f64,
+    cold_cat: f64,
+    /// Median seconds of a scan on a warm cache, as is and with the page cache kept.
+    warm_looked: f64,
+    warm_kept: f64,
+}
+
+/// Rounds of each side of the warm comparison of [`neutrality`], after one each.
+const WARM_ROUNDS: usize = 7;
+
+/// The page cache before and after a scan (`fincore`), with the pod logs cached as a
+/// workload would and every other file's pages dropped; then the scan against
+/// `find | xargs -P cat` with the pages dropped before each run (as root the kernel's
+/// caches too: `drop_caches`). `None` without `fincore`, or where pages cannot be dropped
+/// (a tmpfs).
+fn neutrality(
+    bin: &Path,
+    root: &Path,
+    base: &Path,
+    args: &[String],
+    threads: usize,
+) -> anyhow::Result<Option<Neutral>> {
+    if which("fincore").is_none() {
+        println!("page cache: fincore not installed (util-linux-extra): not measured");
+        return Ok(None);
+    }
+    let files: Vec<(PathBuf, u64)> = walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| Some((e.path().to_path_buf(), e.metadata().ok()?.len())))
+        .collect();
+    let is_log = |p: &Path| p.starts_with(root.join("var/log/pods"));
+    let (logs, rest): (Vec<_>, Vec<_>) = files.iter().cloned().partition(|(p, _)| is_log(p));
+    let bytes = |set: &[(PathBuf, u64)]| set.iter().map(|(_, n)| n).sum::<u64>().max(1);
+    drop_pages(&files)?;
+    if cached(&files)? != 0 {
+        println!("page cache: the node's pages cannot be dropped here (a tmpfs?): not measured");
+        return Ok(None);
+    }
+    for (p, _) in &logs {
+        std::io::copy(&mut std::fs::File::open(p)?, &mut std::io::sink())?;
+    }
+    let share = |set: &[(PathBuf, u64)]| -> anyhow::Result<f64> {
+        Ok(cached(set)? as f64 / bytes(set) as f64)
+    };
+    let (workload_before, rest_before) = (share(&logs)?, share(&rest)?);
+    run_measured(bin, args, None, base)?;
+    let (workload_after, rest_after) = (share(&logs)?, share(&rest)?);
+
+    // On a warm cache the look is all the neutrality costs: the scan as is against the
+    // scan with `KRESIDUE_PAGE_CACHE=keep`, interleaved.
+    for (p, _) in &files {
+        std::io::copy(&mut std::fs::File::open(p)?, &mut std::io::sink())?;
+    }
+    let (mut looked, mut kept) = (Vec::new(), Vec::new());
+    for round in 0..2 * WARM_ROUNDS {
+        let keep = round % 2 == 1;
+        let t = Instant::now();
+        let mut cmd = Command::new(bin);
+        cmd.args(args).env("KRESIDUE_LOCK", base.join("lock")).stdout(Stdio::null());
+        if keep {
+            cmd.env("KRESIDUE_PAGE_CACHE", "keep");
+        }
+        anyhow::ensure!(matches!(cmd.status()?.code(), Some(0 | 1)), "kresidue {args:?}");
+        if round >= 2 {
+            [&mut looked, &mut kept][usize::from(keep)].push(t.elapsed());
+        }
+    }
+
+    let as_root = nix::unistd::geteuid().is_root();
+    let dropped_how = if as_root { "drop_caches" } else { "POSIX_FADV_DONTNEED per file" };
+    let cold = || -> anyhow::Result<()> {
+        if as_root {
+            Command::new("sync").status()?;
+            std::fs::write("/proc/sys/vm/drop_caches", "3\n")?;
+        } else {
+            drop_pages(&files)?;
+        }
+        Ok(())
+    };
+    let cat = format!(
+        "find {} -type f -print0 | xargs -0 -P{threads} -n 200 cat > /dev/null",
+        path_str(root)
+    );
+    let cold_rounds = 3;
+    let (mut scans, mut cats) = (Vec::new(), Vec::new());
+    for _ in 0..cold_rounds {
+        cold()?;
+        let t = Instant::now();
+        anyhow::ensure!(Command::new("sh").args(["-c", &cat]).status()?.success(), "{cat}");
+        cats.push(t.elapsed());
+        cold()?;
+        let t = Instant::now();
+        run_measured(bin, args, None, base)?;
+        scans.push(t.elapsed());
+    }
+    Ok(Some(Neutral {
+        workload: bytes(&logs),
+        workload_before,
+        workload_after,
+        rest: bytes(&rest),
+        rest_before,
+        rest_after,
+        dropped_how,
+        cold_rounds,
+        cold_scan: median(&scans),
+        cold_cat: median(&cats),
+        warm_looked: median(&looked),
+        warm_kept: median(&kept),
+    }))
+}
+
+/// Drops the page-cache pages of `files` (`POSIX_FADV_DONTNEED`; they were synced long
+/// since, so none is dirty).
+fn drop_pages(files: &[(PathBuf, u64)]) -> anyhow::Result<()> {
+    use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
+    for (p, _) in files {
+        let f = std::fs::File::open(p)?;
+        posix_fadvise(&f, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED)?;
+    }
+    Ok(())
+}
+
+/// Bytes of `files` in the page cache, as util-linux's `fincore` says.
+fn cached(files: &[(PathBuf, u64)]) -> anyhow::Result<u64> {
+    let mut sum = 0;
+    for chunk in files.chunks(500) {
+        let out = Command::new("fincore")
+            .args(["--bytes", "--noheadings", "--raw", "--output", "RES"])
+            .args(chunk.iter().map(|(p, _)| p))
+            .output()?;
+        anyhow::ensure!(out.status.success(), "fincore: {}", String::from_utf8_lossy(&out.stderr));
+        for line in String::from_utf8(out.stdout)?.lines() {
+            sum += line.trim().parse::<u64>()?;
+        }
+    }
+    Ok(sum)
+}
+
+/// The main scan with `--max-read-rate` set to what makes it take about 3 s: the budget
+/// and the rate held (the bytes read over the whole run's time), bytes a second.
+fn read_rate(bin: &Path, base: &Path, args: &[String], bytes: u64) -> anyhow::Result<(f64, f64)> {
+    let budget = (bytes as f64 / 3.0 / 1e6).round().max(1.0) * 1e6;
+    let mut limited = args.to_vec();
+    limited.extend(["--max-read-rate".into(), format!("{}", budget as u64)]);
+    let t = Instant::now();
+    let (out, _) = run_measured(bin, &limited, None, base)?;
+    let took = t.elapsed().as_secs_f64();
+    let report: serde_json::Value = serde_json::from_slice(&out)?;
+    let read = report["summary"]["bytes"].as_u64().unwrap_or(0);
+    Ok((budget, read as f64 / took))
 }
 
 /// Median wall time (ms) of `scan` over an empty root with the 10,000-value fingerprints.

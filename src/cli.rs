@@ -289,7 +289,8 @@ pub struct SearchArgs {
     #[arg(long, value_name = "PATH")]
     pub etcd: Vec<PathBuf>,
 
-    /// Also scan this node path (repeatable); its findings have site `other`.
+    /// Also scan this node path (repeatable); its findings have site `other`. A site
+    /// beneath it (`--path /`) is still walked and read once, as that site.
     #[arg(long = "path", value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 

@@ -21,7 +21,7 @@ use crate::node::io_message;
 use crate::sites::kubelet::{mount_place, secrets_store, MountPlace};
 use crate::sites::{ContainerLayout, ContainerMount, Owner, Owners, Scope};
 use crate::sys::image::NodeFile;
-use crate::sys::walk::{Cross, DirFd, Entry};
+use crate::sys::walk::{Cross, DirFd, Entry, Pruned};
 use crate::sys::RootDir;
 use crate::text::display_path;
 use std::ffi::OsStr;
@@ -95,7 +95,7 @@ impl FileJob {
                     Cross::Enter { id, tmpfs } => {
                         let f = dir.open_mounted_file(name, id, tmpfs).map_err(Unopened::Io)?;
                         let ino = f.metadata().map_err(Unopened::Io)?.ino();
-                        Ok((NodeFile::Host(f), ino))
+                        Ok((NodeFile::host(f), ino))
                     }
                     Cross::Unread(fstype) => {
                         Err(Unopened::Mount(UnreadMount { path: self.node_path(), fstype }))
@@ -112,7 +112,7 @@ impl FileJob {
                     "a filesystem was mounted on its path during the scan; not read",
                 )))
             }
-            r => r.map(|f| (NodeFile::Host(f), self.ino)).map_err(Unopened::Io),
+            r => r.map(|f| (NodeFile::host(f), self.ino)).map_err(Unopened::Io),
         }
     }
 
@@ -130,7 +130,7 @@ impl FileJob {
             }
             From::Host { dir, by_path: false, .. } => dir.open_regular_below(Path::new(name))?,
         };
-        Ok(NodeFile::Host(f))
+        Ok(NodeFile::host(f))
     }
 
     /// The names of the entries of this file's directory (its siblings and itself), in
@@ -266,11 +266,34 @@ pub enum WalkItem {
     Unread(UnreadMount),
 }
 
-/// Walks one scope beneath `root`, crossing mount points below it as `crossings` allow;
-/// a scope on or below a FUSE or network filesystem is not walked at all.
+/// The scopes to walk, in the order given, each with the subtrees its walk leaves out:
+/// the scopes strictly beneath it that come before it, which are walked as themselves. So
+/// a `--path /` (after every site) leaves the sites to their own scopes, and each of their
+/// entries is walked once, as its site's. A scope beneath an earlier one is walked as
+/// before, both ways (its files read as the first's that reaches them): a `--path` inside
+/// a pod dir keeps the pod's mount policy over it, and may cross a mount at its start the
+/// pod's walk leaves unread.
+pub fn plan(scopes: Vec<Scope>) -> Vec<(Scope, Pruned)> {
+    // In the order of paths by components, a scope's descendants follow it at once.
+    let mut by_path: Vec<usize> = (0..scopes.len()).collect();
+    by_path.sort_by(|&a, &b| scopes[a].rel.cmp(&scopes[b].rel).then(a.cmp(&b)));
+    let mut pruned = vec![std::collections::HashSet::new(); scopes.len()];
+    for (k, &i) in by_path.iter().enumerate() {
+        let outer = &scopes[i].rel;
+        let beneath = by_path[k + 1..].iter().take_while(|&&j| scopes[j].rel.starts_with(outer));
+        for &j in beneath.filter(|&&j| j < i && scopes[j].rel != *outer) {
+            pruned[i].insert(scopes[j].rel.clone());
+        }
+    }
+    scopes.into_iter().zip(pruned).map(|(s, p)| (s, Pruned::new(p))).collect()
+}
+
+/// Walks one scope beneath `root`, crossing mount points below it as `crossings` allow,
+/// leaving out the subtrees `pruned` holds; a scope on or below a FUSE or network
+/// filesystem is not walked at all.
 pub fn walk_scope<'a>(
     root: &'a RootDir,
-    scope: Scope,
+    (scope, pruned): (Scope, Pruned),
     crossings: &Arc<Crossings>,
 ) -> impl Iterator<Item = WalkItem> + 'a {
     let Scope { rel, node_path, kind, start } = scope;
@@ -290,9 +313,10 @@ pub fn walk_scope<'a>(
     });
     let scope_path: Arc<Path> = node_path.into();
     let policy = mounts.clone();
-    let walk = remote
-        .is_none()
-        .then(|| root.walk_mounts(&rel, Box::new(move |rel, dir| policy.decide(rel, dir)), start));
+    let walk = remote.is_none().then(|| {
+        let walk = root.walk_mounts(&rel, Box::new(move |rel, dir| policy.decide(rel, dir)), start);
+        walk.leaving_out(pruned)
+    });
     remote.into_iter().chain(walk.into_iter().flatten().map(move |entry| {
         let (from, path, ino) = match entry {
             Entry::File { dir, rel, ino, by_path, base } => {
@@ -342,4 +366,40 @@ pub fn walk_scope<'a>(
 fn under<'a>(p: &'a Path, base: &[u8]) -> &'a Path {
     let rest = p.as_os_str().as_bytes().strip_prefix(base).unwrap_or(b"");
     Path::new(OsStr::from_bytes(rest.strip_prefix(b"/").unwrap_or(rest)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plan;
+    use crate::finding::SiteId;
+    use crate::sites::{Scope, ScopeKind};
+    use std::path::Path;
+
+    fn scope(rel: &str) -> Scope {
+        let kind = ScopeKind::Site(SiteId::Other);
+        let start = crate::sys::walk::Start::Crossing;
+        Scope { rel: rel.into(), node_path: Path::new("/").join(rel), kind, start }
+    }
+
+    /// Each scope leaves out the earlier scopes strictly beneath it (not a sibling whose
+    /// name only begins alike, not a later one, not one at its own place).
+    #[test]
+    fn earlier_scopes_beneath_are_left_out() {
+        let scopes = ["a/b/c", "x", "a/b", "a/b-c", "a/bc/d", "a/b", "", "a/b/c/d"].map(scope);
+        let planned = plan(scopes.into());
+        let kept: Vec<&Path> = planned.iter().map(|(s, _)| s.rel.as_path()).collect();
+        let all = ["a/b/c", "x", "a/b", "a/b-c", "a/bc/d", "a/b", "", "a/b/c/d"];
+        assert_eq!(kept, all.map(Path::new));
+        let leaves = |i: usize| -> Vec<&str> {
+            let mut left: Vec<&str> =
+                all.into_iter().filter(|p| planned[i].1.holds(Path::new(p))).collect();
+            left.sort();
+            left.dedup();
+            left
+        };
+        assert_eq!(leaves(0), Vec::<&str>::new(), "a/b/c/d comes after a/b/c");
+        assert_eq!(leaves(2), ["a/b/c"]);
+        assert_eq!(leaves(5), ["a/b/c"], "a/b again: a/b/c, not the first a/b");
+        assert_eq!(leaves(6), ["a/b", "a/b-c", "a/b/c", "a/bc/d", "x"]);
+    }
 }

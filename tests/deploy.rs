@@ -75,6 +75,10 @@ fn manifests_mount_the_node_read_only_and_pass_the_cli_parser() {
         // The container cannot write anywhere else.
         assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true, "{name}");
         assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL", "{name}");
+        // Reading every file, and asking the page cache of each (issue 51: the kernel
+        // tells only a file's owner or CAP_FOWNER); nothing more.
+        let caps = strings(&c["securityContext"]["capabilities"]["add"]);
+        assert_eq!(caps, ["DAC_READ_SEARCH", "FOWNER"], "{name}");
         let line = command_line(spec);
         let cli =
             kresidue::cli::Cli::try_parse_from(&line).unwrap_or_else(|e| panic!("{name}: {e}"));

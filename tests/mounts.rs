@@ -312,8 +312,6 @@ fn secret_tmpfs_mounts_are_read_and_nothing_else() {
     std::fs::write(data.join("password"), &value).unwrap();
     mounts.push(mount(&["--bind", path_arg(&data)], &tree.host(&empty_dir)));
 
-    let out = tree.scan(&["--secrets", path_arg(&file), "--format", "json"]);
-    out.assert_code(1);
     let mut want = vec![
         (format!("{csi}/password"), "orphaned-volume".to_owned()),
         (format!("{secret}/password"), "orphaned-volume".to_owned()),
@@ -321,13 +319,22 @@ fn secret_tmpfs_mounts_are_read_and_nothing_else() {
         (format!("{sub_dir}/password"), "stale-subpath".to_owned()),
     ];
     want.sort();
-    let mut got = found(&out);
-    got.sort();
-    assert_eq!(got, want, "{}", out.stdout_str());
-    // (The bind mount's type is that of the filesystem the tests run on.)
-    let unread: Vec<_> =
-        unread(out.json()).into_iter().map(|(path, t)| (path, t == "tmpfs")).collect();
-    assert_eq!(unread, vec![(other, true), (empty_dir, false)], "{}", out.stdout_str());
+    // A `--path /` leaves the pod dir to its own scope: the same mounts are entered and
+    // the same left unread (issue 51: it walked the pod again, finding its tmpfs mounts
+    // unread as `other`'s).
+    for extra in [&[][..], &["--path", "/"]] {
+        let args = [&["--secrets", path_arg(&file), "--format", "json"][..], extra].concat();
+        let out = tree.scan(&args);
+        out.assert_code(1);
+        let mut got = found(&out);
+        got.sort();
+        assert_eq!(got, want, "{extra:?}: {}", out.stdout_str());
+        // (The bind mount's type is that of the filesystem the tests run on.)
+        let unread: Vec<_> =
+            unread(out.json()).into_iter().map(|(path, t)| (path, t == "tmpfs")).collect();
+        let want = vec![(other.clone(), true), (empty_dir.clone(), false)];
+        assert_eq!(unread, want, "{extra:?}: {}", out.stdout_str());
+    }
     drop(mounts);
 }
 

@@ -414,6 +414,58 @@ fn extra_path_is_site_other() {
     assert!(f[0].pod_uid.is_none(), "a --path file has no pod: {}", f[0].raw);
 }
 
+/// Issue 51: a `--path` over the sites (`/`, or a dir holding kubelet's) walks each entry
+/// once: the sites' subtrees are left to their own scopes, so their files keep their site
+/// and the walk meets their entries once (`-vv` counts the symlinks it did not follow:
+/// the same with and without `--path /`, which adds no symlink of its own). Before, the
+/// sites were walked a second time as `other`, every entry listed and opened again.
+#[test]
+fn a_path_over_the_sites_walks_each_entry_once() {
+    let tree = NodeTree::new();
+    let (v, w) = (fake_secret(31), fake_secret(32));
+    let pod = tree.pod(UID_A);
+    pod.secret_volume("db").key("password", &v).key("user", b"app");
+    pod.projected_volume("token").key("token", b"nothing");
+    pod.file("volumes/kubernetes.io~empty-dir/cache/app.log", &[b"pw=".as_slice(), &w].concat());
+    tree.write(
+        format!("/var/log/pods/shop_api_{UID_A}/api/0.log"),
+        b"2025-01-01T00:00:00Z stdout F hi\n",
+    );
+    let conf = tree.write("/etc/app/config.yaml", &[b"password: ".as_slice(), &w].concat());
+    let file = tree.secrets_file(
+        "s.json",
+        &[
+            Secret::opaque("shop", "db", &[("password", &v)]),
+            Secret::opaque("shop", "w", &[("w", &w)]),
+        ],
+    );
+    let symlinks = |out: &Out| {
+        let err = out.stderr_str();
+        let line = err.lines().find(|l| l.contains("not read, not regular files")).unwrap_or("");
+        let n = line.split("symlink: ").nth(1).map(|s| s.split(',').next().unwrap().to_owned());
+        (n, err.to_owned())
+    };
+    let sites = tree.scan(&["--secrets", path_arg(&file), "--format", "json", "-vv"]);
+    sites.assert_code(1);
+    let whole =
+        tree.scan(&["--secrets", path_arg(&file), "--format", "json", "-vv", "--path", "/"]);
+    whole.assert_code(1);
+    let (once, err) = symlinks(&sites);
+    assert!(once.is_some(), "-vv counts the volumes' symlinks: {err}");
+    let (twice, err) = symlinks(&whole);
+    assert_eq!(twice, once, "--path / met the sites' symlinks again: {err}");
+    let found = |out: &Out| -> BTreeSet<(String, String)> {
+        out.findings().iter().map(|f| (f.path.clone(), f.site.clone())).collect()
+    };
+    let mut want = found(&sites);
+    assert!(want.iter().any(|(p, s)| p.ends_with("/password") && s == "kubelet-secret-volume"));
+    want.insert((conf, "other".to_owned()));
+    assert_eq!(found(&whole), want, "{}", whole.stdout_str());
+    let files = |out: &Out| out.json()["summary"]["files"].as_u64().unwrap();
+    // The two files outside the sites: the config and the tree's `/etc/hostname`.
+    assert_eq!(files(&whole), files(&sites) + 2, "{}", whole.stdout_str());
+}
+
 /// `--kubelet-dir` moves the pod tree; paths are reported under it.
 #[test]
 fn custom_kubelet_dir() {

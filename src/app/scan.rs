@@ -121,6 +121,7 @@ fn image_kind(image: &std::path::Path) -> Result<ImageKind, String> {
     }
     let mut head = Vec::with_capacity(512);
     let f = std::fs::File::open(image).map_err(|e| e.to_string())?;
+    let f = crate::sys::cache::HostFile::new(f);
     f.take(512).read_to_end(&mut head).map_err(|e| e.to_string())?;
     let c = compression(&head);
     Ok(match c != Compression::None || is_tar(&head) {
@@ -143,6 +144,7 @@ fn run_disk(
 ) -> Result<Outcome> {
     let shown = text::display_path(image.as_os_str());
     let file = std::fs::File::open(image).with_context(|| format!("--image {shown}"))?;
+    let file = crate::sys::cache::HostFile::new(file);
     let disk = crate::disk::Disk::new(std::sync::Arc::new(file))
         .map_err(|e| anyhow::anyhow!("--image {shown}: {e}"))?;
     let (volumes, table_errors) = crate::disk::volumes(&disk);
@@ -262,7 +264,10 @@ fn run_image(
             // inflated in that pass, keeping checkpoints to read its members from later.
             use crate::tarball::{seekable::Seekable, Compression};
             let file = std::fs::File::open(image).map_err(|e| failed(e.to_string()))?;
-            let shared = std::sync::Arc::new(file.try_clone().map_err(|e| failed(e.to_string()))?);
+            let shared = file.try_clone().map_err(|e| failed(e.to_string()))?;
+            let shared = std::sync::Arc::new(crate::sys::cache::HostFile::new(shared));
+            // What the page cache holds of it, asked before the indexing pass reads it.
+            shared.look();
             let (bytes, tree): (std::sync::Arc<dyn crate::sys::Bytes + Send + Sync>, _) = match c {
                 Compression::None => {
                     let read = std::io::BufReader::with_capacity(1 << 20, file);
@@ -722,6 +727,16 @@ fn tell_scan(result: &ScanResult, printer: &mut Printer) {
         lines
     });
     printer.detail(VERBOSE, || result.layouts.lines.iter().map(|l| text::terminal_safe(l)));
+    printer.detail(VERBOSE, || {
+        let n = crate::sys::cache::unasked();
+        (n > 0).then(|| {
+            format!(
+                "page cache: the kernel would not say what it held of {n} files (they are \
+                 another user's, and this process has no CAP_FOWNER): what was read of them \
+                 stays cached"
+            )
+        })
+    });
     printer.detail(VERBOSE, || {
         result.sites.iter().map(|(site, s)| {
             format!(

@@ -181,7 +181,8 @@ impl Walking {
             };
             // The mount table is read once for the scan, when first needed.
             let crossings = walk::Crossings::new(root.clone(), read_csi_volumes);
-            let walk = scopes.into_iter().flat_map(|s| walk::walk_scope(&root, s, &crossings));
+            let planned = walk::plan(scopes);
+            let walk = planned.into_iter().flat_map(|s| walk::walk_scope(&root, s, &crossings));
             let mut batch = Vec::with_capacity(WALK_BATCH);
             for item in walk.take_while(|_| on_time()) {
                 batch.push(item);

@@ -1004,7 +1004,9 @@ mod tests {
             start: crate::sys::walk::Start::Crossing,
         };
         let crossings = walk::Crossings::new(root.clone(), false);
-        let Some(WalkItem::File(job)) = walk::walk_scope(&root, scope, &crossings).next() else {
+        let Some(WalkItem::File(job)) =
+            walk::walk_scope(&root, (scope, Default::default()), &crossings).next()
+        else {
             panic!("the log is walked")
         };
         let matcher = crate::rules::tests::matcher_of(true);

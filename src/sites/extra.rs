@@ -14,7 +14,7 @@ pub struct Extra;
 
 impl Site for Extra {
     fn discover(&self, cx: &mut Discovery<'_>) {
-        // Before `--path`: a file two scopes hold is read as the first's.
+        // Once: a `--path` over an old copy leaves it to this scope (`walk::plan`).
         for p in cx.places.old_copies.clone() {
             let mut own = Ownership::new(SiteId::Other, Category::Other, None, None);
             own.note = Some(OLD_COPY);

@@ -50,7 +50,7 @@ pub fn through_symlink() -> io::Error {
 /// moves ([`std::io::Read`]).
 pub enum NodeFile {
     /// Opened beneath a mounted root.
-    Host(std::fs::File),
+    Host(super::cache::HostFile),
     /// Served by a [`Tree`].
     Image(ImageFile),
 }
@@ -106,10 +106,16 @@ impl Meta {
 }
 
 impl NodeFile {
+    /// `file`, opened beneath a mounted root, read so as to leave the page cache as it
+    /// was (see [`super::cache`]).
+    pub fn host(file: std::fs::File) -> NodeFile {
+        NodeFile::Host(super::cache::HostFile::new(file))
+    }
+
     /// What it is now.
     pub fn meta(&self) -> io::Result<Meta> {
         match self {
-            NodeFile::Host(f) => Ok(Meta::of(&f.metadata()?)),
+            NodeFile::Host(f) => Ok(Meta::of(&f.file().metadata()?)),
             NodeFile::Image(f) => {
                 let len = f.bytes.size();
                 let (dev, ino) = f.ident;
@@ -122,7 +128,7 @@ impl NodeFile {
     /// Whether it lives on a tmpfs (an image's never does).
     pub fn is_tmpfs(&self) -> bool {
         match self {
-            NodeFile::Host(f) => super::is_tmpfs(f),
+            NodeFile::Host(f) => super::is_tmpfs(f.file()),
             NodeFile::Image(_) => false,
         }
     }
@@ -130,7 +136,7 @@ impl NodeFile {
     /// Where the next data at or after `pos` begins (see [`super::next_data`]).
     pub fn next_data(&self, pos: u64) -> Option<u64> {
         match self {
-            NodeFile::Host(f) => super::next_data(f, pos),
+            NodeFile::Host(f) => super::next_data(f.file(), pos),
             NodeFile::Image(f) => (pos < f.bytes.size()).then_some(pos),
         }
     }
@@ -138,7 +144,7 @@ impl NodeFile {
     /// Whether it has a hole before `size` (see [`super::has_hole`]).
     pub fn has_hole(&self, size: u64) -> bool {
         match self {
-            NodeFile::Host(f) => super::has_hole(f, size),
+            NodeFile::Host(f) => super::has_hole(f.file(), size),
             NodeFile::Image(_) => false,
         }
     }
@@ -158,7 +164,7 @@ impl NodeFile {
     /// [`super::read_sequentially`]).
     pub fn read_sequentially(&self) {
         if let NodeFile::Host(f) = self {
-            super::read_sequentially(f);
+            super::read_sequentially(f.file());
         }
     }
 }
@@ -166,7 +172,7 @@ impl NodeFile {
 impl Bytes for NodeFile {
     fn size(&self) -> u64 {
         match self {
-            NodeFile::Host(f) => f.size(),
+            NodeFile::Host(f) => f.file().size(),
             NodeFile::Image(f) => f.bytes.size(),
         }
     }
@@ -280,7 +286,7 @@ impl Image {
             Some(_) => Vec::new(),
             None => vec![(rel.to_path_buf(), None)],
         };
-        ImageWalk { image: self.clone(), first, stack, walked: 0 }
+        ImageWalk { image: self.clone(), first, stack, walked: 0, pruned: Default::default() }
     }
 }
 
@@ -308,13 +314,20 @@ pub struct ImageWalk {
     stack: Vec<(std::path::PathBuf, Option<Listed>)>,
     /// Entries walked so far.
     walked: u64,
+    /// Subtrees left out.
+    pruned: super::walk::Pruned,
 }
 
 impl ImageWalk {
     /// A walk that yields nothing.
     pub fn empty() -> ImageWalk {
         let image = Image { tree: std::sync::Arc::new(Empty), dev: 0 };
-        ImageWalk { image, first: None, stack: Vec::new(), walked: 0 }
+        ImageWalk { image, first: None, stack: Vec::new(), walked: 0, pruned: Default::default() }
+    }
+
+    /// This walk, leaving out the subtrees `pruned` holds.
+    pub fn leaving_out(self, pruned: super::walk::Pruned) -> ImageWalk {
+        ImageWalk { pruned, ..self }
     }
 }
 
@@ -365,6 +378,9 @@ impl Iterator for ImageWalk {
                 continue;
             };
             let rel = dir.join(&name);
+            if self.pruned.holds(&rel) {
+                continue;
+            }
             self.walked += 1;
             if self.walked > MAX_ENTRIES {
                 self.stack.clear();

@@ -22,6 +22,7 @@
 //! regular file it walked.
 
 mod bytes;
+pub mod cache;
 pub mod image;
 mod lock;
 pub mod mount;
@@ -270,7 +271,7 @@ impl RootDir {
             return img.open(rel);
         }
         self.refuse_remote(rel)?;
-        walk::open_file_beneath(self.fd()?, rel).map(image::NodeFile::Host)
+        walk::open_file_beneath(self.fd()?, rel).map(image::NodeFile::host)
     }
 
     /// Opens the file at `rel` (relative to the root) as [`RootDir::open_file`] does and
@@ -301,7 +302,7 @@ impl RootDir {
         if size > cap {
             return Err(io::Error::other(format!("larger than {cap} bytes; not read")));
         }
-        Ok((image::NodeFile::Host(f), size))
+        Ok((image::NodeFile::host(f), size))
     }
 
     /// The bytes of the regular file at `rel` (relative to the root), at most `cap` of
@@ -575,6 +576,13 @@ pub fn next_data(f: &File, pos: u64) -> Option<u64> {
         Err(Errno::ENXIO) => None,
         Err(_) => Some(pos),
     }
+}
+
+/// Where the first hole at or after `pos` begins (the end of the file counts as one);
+/// `None` where the filesystem cannot say. Moves the file's offset.
+pub fn next_hole(f: &File, pos: u64) -> Option<u64> {
+    let pos = i64::try_from(pos).ok()?;
+    nix::unistd::lseek(f, pos, nix::unistd::Whence::SeekHole).ok().map(|p| p as u64)
 }
 
 /// True when `f` has a hole before `size` (a sparse file). Filesystems without hole

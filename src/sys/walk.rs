@@ -51,6 +51,24 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+/// The subtrees a walk leaves out, by their paths relative to the root: other walks'
+/// (a scope nested in another is walked as itself, once). An entry at one of these paths
+/// is neither yielded nor opened nor descended into.
+#[derive(Clone, Debug, Default)]
+pub struct Pruned(Option<Arc<std::collections::HashSet<PathBuf>>>);
+
+impl Pruned {
+    /// Leaves out the subtrees at `paths`.
+    pub fn new(paths: std::collections::HashSet<PathBuf>) -> Pruned {
+        Pruned((!paths.is_empty()).then(|| Arc::new(paths)))
+    }
+
+    /// Whether the entry at `rel` is left out.
+    pub fn holds(&self, rel: &Path) -> bool {
+        self.0.as_ref().is_some_and(|p| p.contains(rel))
+    }
+}
+
 /// Directories held open at once; deeper ones are listed into memory and closed.
 pub const MAX_OPEN: usize = 64;
 
@@ -295,7 +313,7 @@ impl DirFd {
         let f = self.open_file_below(Path::new(name)).ok()?;
         let md = f.metadata().ok().filter(|m| m.is_file() && m.len() <= cap)?;
         let mut data = Vec::with_capacity(md.len() as usize);
-        f.take(cap).read_to_end(&mut data).ok()?;
+        super::cache::HostFile::new(f).take(cap).read_to_end(&mut data).ok()?;
         Some(data)
     }
 }
@@ -517,6 +535,8 @@ pub struct Walk {
     budget: usize,
     /// What to do when the start is a mount point.
     start: Start,
+    /// Subtrees left out.
+    pruned: Pruned,
 }
 
 impl Walk {
@@ -541,6 +561,7 @@ impl Walk {
             spare: Vec::new(),
             budget,
             start,
+            pruned: Pruned::default(),
         };
         let parent = match (rel.parent(), rel.file_name()) {
             (Some(p), Some(_)) if p.as_os_str().is_empty() => Path::new("."),
@@ -740,6 +761,16 @@ pub enum Walker {
     Image(super::image::ImageWalk),
 }
 
+impl Walker {
+    /// This walk, leaving out the subtrees `pruned` holds.
+    pub fn leaving_out(self, pruned: Pruned) -> Walker {
+        match self {
+            Walker::Host(w) => Walker::Host(Walk { pruned, ..w }),
+            Walker::Image(w) => Walker::Image(w.leaving_out(pruned)),
+        }
+    }
+}
+
 impl Iterator for Walker {
     type Item = Entry;
 
@@ -770,6 +801,9 @@ impl Iterator for Walk {
                     }
                 }
             };
+            if self.pruned.holds(&rel) {
+                continue;
+            }
             let dir = match &top.fd {
                 Some(fd) => fd.clone(),
                 None => match reopen(top, &self.path) {
