@@ -953,6 +953,8 @@ fn neutrality(
     let is_log = |p: &Path| p.starts_with(root.join("var/log/pods"));
     let (logs, rest): (Vec<_>, Vec<_>) = files.iter().cloned().partition(|(p, _)| is_log(p));
     let bytes = |set: &[(PathBuf, u64)]| set.iter().map(|(_, n)| n).sum::<u64>().max(1);
+    // A node just built has dirty pages, which are not dropped until written.
+    Command::new("sync").status()?;
     drop_pages(&files)?;
     if cached(&files)? != 0 {
         println!("page cache: the node's pages cannot be dropped here (a tmpfs?): not measured");
