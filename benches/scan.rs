@@ -1504,6 +1504,8 @@ fn run() -> anyhow::Result<bool> {
                     chunk: DEFAULT_CHUNK,
                     max_file_size: None,
                     deadline: None,
+                    state: None,
+                    keep_state: false,
                 };
                 let walking = scan::Walking::start(root.clone(), settings.layout.clone());
                 let found = scan::scan(&settings, walking, &c.searchers, &())?;

@@ -182,6 +182,22 @@ pub struct ScanArgs {
     #[arg(long, value_name = "DURATION")]
     pub every: Option<String>,
 
+    /// Keep what each file gave in a state in DIR (made mode 0700; one file per node root,
+    /// mode 0600), and take the files unchanged since the last scan from it instead of
+    /// reading them again; the report is the one a full scan makes. The state holds no
+    /// value, nor any piece or hash of one, nor a path [default as root with --root /:
+    /// /var/lib/kresidue]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["image", "no_state"])]
+    pub state: Option<PathBuf>,
+
+    /// Neither read nor write a state, not even the default one.
+    #[arg(long)]
+    pub no_state: bool,
+
+    /// Read every file, whatever the state says (the state is then written anew).
+    #[arg(long)]
+    pub full: bool,
+
     /// Scan an image instead of the node, without root, a mount or a runtime: a container
     /// image archive (an OCI image layout, a directory or a tar of one, or a `docker save`
     /// tar: each layer read once, inflated as it is read; a finding's path is

@@ -70,6 +70,10 @@ pub struct ScanConfig {
     pub require_cri: bool,
     /// Whether CSI volumes other than the Secrets Store driver's are read.
     pub read_csi_volumes: bool,
+    /// The scan state's file (`--state`), for `scan` alone.
+    pub state: Option<PathBuf>,
+    /// `--full`: every file read, whatever the state says.
+    pub full: bool,
 }
 
 /// What a subcommand asks of its search beyond the [`SearchArgs`] it shares.
@@ -133,6 +137,8 @@ impl ScanConfig {
             cri_timeout,
             require_cri: args.require_cri || needs.require_cri,
             read_csi_volumes: args.read_csi_volumes,
+            state: None,
+            full: false,
             root,
             root_arg: args.root.clone(),
             layout,
@@ -271,6 +277,32 @@ fn default_lock(root: &RootDir) -> Option<PathBuf> {
     }
     let dir = PathBuf::from(std::env::var_os("XDG_RUNTIME_DIR")?);
     dir.is_absolute().then(|| dir.join("kresidue").join(name))
+}
+
+/// The default dir of the scan state (`--state`): with `--root /`, as root.
+pub const STATE_DIR: &str = "/var/lib/kresidue";
+
+/// The scan state's file for `args` over `root`: `state-HASH` (of the root dir's device
+/// and inode, as the lock's) in `--state DIR`, else in [`STATE_DIR`] as root with the root
+/// `/`; none with `--no-state`, for an image, or otherwise.
+pub fn state_file(args: &crate::cli::ScanArgs, root: &RootDir) -> Option<PathBuf> {
+    if args.no_state || args.image.is_some() {
+        return None;
+    }
+    let dir = match &args.state {
+        Some(dir) => dir.clone(),
+        None if crate::sys::is_root() && is_slash(root) => STATE_DIR.into(),
+        None => return None,
+    };
+    let name = lock_name(root.identity().ok()?);
+    Some(dir.join(name.replace("root-", "state-").trim_end_matches(".lock")))
+}
+
+/// Whether `root` is this machine's `/`.
+fn is_slash(root: &RootDir) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let slash = std::fs::metadata("/").map(|m| (m.dev(), m.ino()));
+    slash.is_ok_and(|s| root.identity().is_ok_and(|r| r == s))
 }
 
 /// The file name of the default lock of the root dir with `(device, inode)`: `root-` and

@@ -5,13 +5,13 @@
 //! redacted when a finding is built ([`Preview::redact`]), so no writer ever holds a value.
 //! Nothing in this module reads files or talks to the runtime.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::sync::Arc;
 
 /// How bad a finding is. Ordered: `Info < Low < Medium < High < Critical`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Expected material, reported for completeness.
@@ -117,7 +117,7 @@ site_ids! {
 }
 
 /// The form in which a known value was found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Encoding {
     /// The value's own bytes.
@@ -176,7 +176,7 @@ pub struct ContainerRef {
 }
 
 /// What matched: a known value (fingerprint) or a rule.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct MatchInfo {
     /// `fingerprint` or `rule`.
     pub kind: MatchKind,
@@ -193,7 +193,7 @@ pub struct MatchInfo {
 }
 
 /// The kind of a match.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MatchKind {
     /// A fingerprinted known value.
@@ -465,6 +465,13 @@ pub struct Finding {
     /// written: what the severity model pairs a subPath copy with its volume by).
     #[serde(skip)]
     pub volume: Option<std::sync::Arc<str>>,
+    /// Where in the file the bytes its preview shows are, and the length of what they
+    /// begin (the preview shows the first quarter, at most 4): read again to show the
+    /// preview of a finding a later scan keeps from its state (`--state`) without reading
+    /// the file. `None` where the file's bytes are not what was matched (a decoded blob,
+    /// a compressed log, a log line joined to the next, a datastore's reassembled value).
+    #[serde(skip)]
+    pub previewed: Option<(u64, u32)>,
 }
 
 /// The record of a cluster datastore (a row of kine's table) a match is in, or the part
@@ -631,7 +638,7 @@ impl RecordState {
 
 /// The material part of a finding's severity: the rule's severity (`high` for a
 /// fingerprinted value), and whether the value is labelled `revoked`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Material {
     /// The material's own severity.
     pub severity: Severity,
@@ -759,6 +766,7 @@ impl Finding {
             token: None,
             material: Material::default(),
             volume: None,
+            previewed: None,
         }
     }
 }
@@ -827,10 +835,15 @@ pub enum CriStatus {
 /// Totals of a scan.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
-    /// Regular files read.
+    /// Regular files scanned: read, or taken unchanged from the last scan's state.
     pub files: u64,
-    /// Bytes read.
+    /// Bytes scanned (read, or taken unchanged from the state).
     pub bytes: u64,
+    /// Of `files`, those taken from the last scan's state (`--state`), unchanged since:
+    /// not read.
+    pub unchanged_files: u64,
+    /// Of `bytes`, those of the files taken from the state: not read.
+    pub unchanged_bytes: u64,
     /// Number of findings.
     pub findings: u64,
     /// Number of findings per site id (sites without findings left out).

@@ -62,8 +62,9 @@ fn manifests_mount_the_node_read_only_and_pass_the_cli_parser() {
                 .unwrap_or_else(|| panic!("{name}: no volume {vname}"));
             let writable = mount["readOnly"] != true;
             match (volume.get("hostPath"), writable) {
-                (Some(hp), true) => assert_eq!(
-                    hp["path"], "/var/lib/node_exporter/textfile_collector",
+                (Some(hp), true) => assert!(
+                    ["/var/lib/node_exporter/textfile_collector", "/var/lib/kresidue"]
+                        .contains(&hp["path"].as_str().unwrap()),
                     "{name}: {vname} is a host path mounted writable"
                 ),
                 (None, true) => {
@@ -87,6 +88,17 @@ fn manifests_mount_the_node_read_only_and_pass_the_cli_parser() {
         // Its reads bounded on any disk, not only where the idle I/O class is honoured.
         assert!(scan.search.nice, "{name}");
         assert_eq!(scan.search.max_read_rate.as_deref(), Some("50M"), "{name}");
+        // An unchanged file is not read again: the state on the node, between scans.
+        if scan.every.is_some() {
+            let state = scan.state.as_deref().expect("--state");
+            let mount = c["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["mountPath"] == state.to_str().unwrap());
+            let vol = mount.unwrap_or_else(|| panic!("{name}: --state not mounted"));
+            assert_ne!(vol["readOnly"], true, "{name}");
+        }
         assert_eq!(scan.search.format, kresidue::cli::ReportFormatArg::Prometheus);
         let out = scan.search.output.as_deref().unwrap();
         let textfile =

@@ -142,6 +142,8 @@ fn prometheus_textfile_parses_and_matches_the_report() {
         "kresidue_findings_by_severity",
         "kresidue_files_scanned",
         "kresidue_bytes_scanned",
+        "kresidue_files_unchanged",
+        "kresidue_bytes_unchanged",
         "kresidue_scan_duration_seconds",
         "kresidue_errors",
         "kresidue_cri_status",

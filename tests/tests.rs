@@ -89,6 +89,7 @@ mod runtime;
 mod runtimes;
 mod safety;
 mod scan;
+mod state;
 mod table;
 mod util;
 mod witness;

@@ -28,7 +28,8 @@ pub fn run(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     }
     let format = config::format(&args.search, fail_on, args.secret_series);
     let needs = Needs { format, fixed_kubelet_dir: false, require_cri: false };
-    let cfg = ScanConfig::from_args(&args.search, needs)?;
+    let mut cfg = ScanConfig::from_args(&args.search, needs)?;
+    (cfg.state, cfg.full) = (config::state_file(args, &cfg.root), args.full);
     if let Some(image) = &args.image {
         return run_image(args, &cfg, image, started, stdout);
     }
@@ -307,6 +308,8 @@ fn run_image(
         max_file_size: cfg.max_file_size,
         // One --timeout for the whole archive, its indexing pass included.
         deadline: cfg.timeout.map(|t| started + t),
+        state: None,
+        keep_state: false,
     };
     let mut result = printer
         .with_progress(|p| scan::scan_archive(&settings, &store, &catalog, &searchers, p))?;
@@ -351,6 +354,8 @@ fn report_of(
         summary: Summary {
             files: result.files,
             bytes: result.bytes,
+            unchanged_files: result.unchanged.0,
+            unchanged_bytes: result.unchanged.1,
             findings: result.findings.len() as u64,
             sites: result.findings.iter().fold(Default::default(), |mut m, f| {
                 *m.entry(f.site).or_default() += 1;
@@ -494,20 +499,40 @@ pub(crate) fn search(
     };
     let mut layout = cfg.layout.clone();
     let kubelet_dir_seen = learn(&mut connected, &mut layout, learn_kubelet_dir, printer);
+    let inputs =
+        scan::state::Inputs { sets: &sets, rules: cfg.rules, max_file_size: cfg.max_file_size };
+    let digest = cfg.state.as_ref().map(|_| scan::state::digest(&inputs));
     let matcher = Matcher::new(sets);
     printer.detail(TRACE, || [searching_line(&matcher, &rules, cfg)]);
     let searchers = Searchers { matcher: &matcher, rules: &rules };
     let walking = walking(early, cfg, &layout);
+    let last = match (&cfg.state, &digest) {
+        (Some(path), Some(digest)) if !cfg.full => last_state(path, digest, printer),
+        _ => None,
+    };
+    let started_ns = crate::sys::unix_now_ns();
     let settings = ScanSettings {
         layout,
         threads: cfg.threads,
         chunk: cfg.chunk,
         max_file_size: cfg.max_file_size,
         deadline: cfg.deadline.or(cfg.timeout.map(|t| Instant::now() + t)),
+        state: last.map(std::sync::Arc::new),
+        keep_state: cfg.state.is_some(),
     };
     let deadline = settings.deadline;
     let mut result = printer.with_progress(|p| scan::scan(&settings, walking, &searchers, p))?;
     stopped()?;
+    if let (Some(path), Some(digest)) = (&cfg.state, &digest) {
+        let records = std::mem::take(&mut result.records);
+        // A scan cut short keeps what it read: the rest is read next time.
+        let bytes = scan::state::State::encode(digest, started_ns, records);
+        if let Err(e) = crate::sys::write_private(path, &bytes) {
+            let shown = text::display_path(path.as_os_str());
+            printer
+                .note(format!("the scan state {shown} was not written: {}", node::io_message(&e)));
+        }
+    }
     // Not for `clean`: it removes only what the node sees, and a copy beneath a mount has
     // the visible one's paths.
     let hidden = match read_hidden {
@@ -538,6 +563,40 @@ pub(crate) fn search(
     let names = names.chain(asked.iter_mut().flat_map(|(_, live)| live.names_mut()));
     scan::withhold_names(&searchers, names.map(|n| &**n));
     Ok(Scanned { result, cri, asked, kubelet_dir_seen })
+}
+
+/// The last scan's state at `path`, when it was made under `digest` and reads back whole;
+/// otherwise none, with a note saying why (a missing one is said only with `-v`).
+fn last_state(
+    path: &std::path::Path,
+    digest: &scan::state::Digest,
+    printer: &mut Printer,
+) -> Option<scan::state::State> {
+    let shown = text::display_path(path.as_os_str());
+    let read = crate::sys::read_private(path, scan::state::MAX_BYTES);
+    // Its dir not made yet: none yet.
+    let read = match read {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        other => other,
+    };
+    let why = match read {
+        Ok(None) => {
+            printer.detail(VERBOSE, || [format!("scan state {shown}: none yet; every file read")]);
+            return None;
+        }
+        Ok(Some(bytes)) => match scan::state::State::decode(&bytes) {
+            Ok(s) if s.digest == *digest => return Some(s),
+            Ok(_) => {
+                let why = "made with other fingerprints, rules, options or binary; every file read";
+                printer.detail(VERBOSE, || [format!("scan state {shown}: {why}")]);
+                return None;
+            }
+            Err(why) => why,
+        },
+        Err(e) => node::io_message(&e),
+    };
+    printer.note(format!("the scan state {shown} is not used ({why}): every file is read"));
+    None
 }
 
 /// What a finding beneath a mount is.
@@ -627,6 +686,8 @@ fn beneath_mounts(
             chunk: cfg.chunk,
             max_file_size: cfg.max_file_size,
             deadline,
+            state: None,
+            keep_state: false,
         };
         let mut result = scan::scan(&settings, walking, searchers, &())?;
         stopped()?;
@@ -727,6 +788,13 @@ fn tell_scan(result: &ScanResult, printer: &mut Printer) {
         lines
     });
     printer.detail(VERBOSE, || result.layouts.lines.iter().map(|l| text::terminal_safe(l)));
+    printer.detail(VERBOSE, || {
+        let (files, bytes) = result.unchanged;
+        (files > 0).then(|| {
+            let size = report::human_size(bytes);
+            format!("unchanged since the last scan (its state): {files} files, {size}, not read")
+        })
+    });
     printer.detail(VERBOSE, || {
         let n = crate::sys::cache::unasked();
         (n > 0).then(|| {

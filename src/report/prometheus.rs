@@ -85,10 +85,30 @@ pub fn write(
         let n = report.findings.iter().filter(|f| f.severity == *s).count();
         writeln!(out, "kresidue_findings_by_severity{{severity=\"{}\"}} {n}", s.as_str())?;
     }
-    family(out, "kresidue_files_scanned", "Regular files read by the last scan.")?;
+    family(
+        out,
+        "kresidue_files_scanned",
+        "Regular files scanned by the last scan (read, or unchanged since the one before).",
+    )?;
     writeln!(out, "kresidue_files_scanned {}", report.summary.files)?;
-    family(out, "kresidue_bytes_scanned", "Bytes read by the last scan.")?;
+    family(
+        out,
+        "kresidue_bytes_scanned",
+        "Bytes scanned by the last scan (read, or unchanged since the one before).",
+    )?;
     writeln!(out, "kresidue_bytes_scanned {}", report.summary.bytes)?;
+    family(
+        out,
+        "kresidue_files_unchanged",
+        "Of the files scanned, those the last scan's state had unchanged: not read.",
+    )?;
+    writeln!(out, "kresidue_files_unchanged {}", report.summary.unchanged_files)?;
+    family(
+        out,
+        "kresidue_bytes_unchanged",
+        "Of the bytes scanned, those of files the state had unchanged: not read.",
+    )?;
+    writeln!(out, "kresidue_bytes_unchanged {}", report.summary.unchanged_bytes)?;
     family(out, "kresidue_scan_duration_seconds", "Wall time of the last scan.")?;
     writeln!(out, "kresidue_scan_duration_seconds {}", report.summary.duration_ms as f64 / 1000.0)?;
     family(out, "kresidue_errors", "Paths the last scan could not read.")?;

@@ -260,8 +260,12 @@ fn summary(r: &Report) -> String {
         [] => String::new(),
         names => format!("; distribution {}", names.join(", ")),
     };
+    let unchanged = match r.summary.unchanged_files {
+        0 => String::new(),
+        n => format!(" ({n} unchanged, not read)"),
+    };
     format!(
-        "{}{counts} in {} files, {}, {} ms{sites}; {}{unread}; CRI {}{distros}",
+        "{}{counts} in {} files{unchanged}, {}, {} ms{sites}; {}{unread}; CRI {}{distros}",
         plural(r.findings.len(), "finding", "findings"),
         r.summary.files,
         super::human_size(r.summary.bytes),

@@ -145,6 +145,8 @@ pub fn scan_archive(
         skipped: Default::default(),
         layouts: super::Layouts { distributions: vec![], lines },
         unread_mounts: vec![],
+        records: vec![],
+        unchanged: (0, 0),
     })
 }
 

@@ -15,6 +15,7 @@ pub use names::withhold_names;
 mod read;
 mod search;
 pub mod shipped;
+pub mod state;
 
 use crate::finding::{Finding, ScanError, SiteId, UnreadMount};
 use crate::matcher::Matcher;
@@ -47,6 +48,10 @@ pub struct ScanSettings {
     /// When reading stops: files not yet read then are not read, and the result is marked
     /// incomplete.
     pub deadline: Option<Instant>,
+    /// The last scan's state (`--state`): files unchanged since are taken from it.
+    pub state: Option<std::sync::Arc<state::State>>,
+    /// Whether what each file gives is kept ([`ScanResult::records`]) for the next state.
+    pub keep_state: bool,
 }
 
 /// What a scan found.
@@ -75,6 +80,11 @@ pub struct ScanResult {
     pub layouts: Layouts,
     /// Mount points not read, sorted (see [`crate::walk`]).
     pub unread_mounts: Vec<UnreadMount>,
+    /// What each file gave, for the next scan's state (with [`ScanSettings::keep_state`]).
+    pub records: Vec<state::Record>,
+    /// Files taken from the last scan's state, unchanged since, and their bytes (counted
+    /// in `files` and `bytes` too, as a full scan counts them).
+    pub unchanged: (u64, u64),
 }
 
 /// The distributions discovery found on the node, and its places (`-v`).
@@ -283,6 +293,8 @@ struct Gathered {
     sites: Mutex<BTreeMap<SiteId, SiteStats>>,
     /// The deadline or a stop signal cut the scan short.
     late: AtomicBool,
+    records: Mutex<Vec<state::Record>>,
+    unchanged: Mutex<(u64, u64)>,
 }
 
 impl Gathered {
@@ -296,6 +308,13 @@ impl Gathered {
     ) {
         let started = Instant::now();
         let result = w.scan_file(job, searchers, seen);
+        if let Some(r) = w.record.take() {
+            self.records.lock().expect("lock").push(r);
+        }
+        if let Some(n) = w.unchanged.take() {
+            let mut u = self.unchanged.lock().expect("lock");
+            *u = (u.0 + 1, u.1 + n);
+        }
         if let Some(m) = w.unread.take() {
             self.unread.lock().expect("lock").push(m);
         }
@@ -353,6 +372,8 @@ impl Gathered {
             skipped: self.skipped.into_inner().expect("lock"),
             unread_mounts,
             layouts,
+            records: self.records.into_inner().expect("lock"),
+            unchanged: self.unchanged.into_inner().expect("lock"),
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use super::names::Names;
 use super::search::{aggregate, hold, Cx, Scratch, Span};
-use super::{ScanSettings, Searchers, Seen};
+use super::{state, ScanSettings, Searchers, Seen};
 use crate::finding::{Finding, UnreadMount};
 use crate::node::io_message;
 use crate::node::logs::{Extractor, HEAD_MAX};
@@ -49,6 +49,14 @@ pub(super) struct Worker {
     pub(super) names: Names,
     /// Set when the current file is a mount point not read.
     pub(super) unread: Option<UnreadMount>,
+    /// The last scan's state (`--state`), to take unchanged files from.
+    state: Option<std::sync::Arc<state::State>>,
+    /// Whether what each file gave is kept for the next scan's state.
+    keep_state: bool,
+    /// What the current file gave, for the next state.
+    pub(super) record: Option<state::Record>,
+    /// Set when the current file was taken from the state: its bytes, not read.
+    pub(super) unchanged: Option<u64>,
 }
 
 /// What a [`Source`] gives the chunk loop next.
@@ -309,6 +317,24 @@ fn read_full<R: Read + ?Sized>(f: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
+/// What the last scan's state keeps of the file `key`, unchanged since (see [`state`]),
+/// when its findings can be made again without reading it: a file of no datastore, and,
+/// when it gave findings, one its site streams (not one attributed by what it holds).
+fn kept<'s>(
+    last: &'s state::State,
+    key: &[u8; 16],
+    ident: &state::Ident,
+    job: &FileJob,
+    reading: Reading,
+) -> Option<state::Hit<'s>> {
+    let hit = last.lookup(key, ident, job.owner.site).ok()?;
+    match (reading, hit.has_findings()) {
+        (Reading::Kine | Reading::Etcd | Reading::Dqlite, _) => None,
+        (Reading::Whole { .. }, true) => None,
+        (Reading::Stream | Reading::LogContent | Reading::Whole { .. }, _) => Some(hit),
+    }
+}
+
 /// How a dqlite snapshot's bytes are searched: given the worker and how to attribute a
 /// match, the matches ([`Worker::scan_snapshot`]).
 type SnapshotSearch<'s> =
@@ -338,6 +364,10 @@ impl Worker {
             timed_out: false,
             names: Default::default(),
             unread: None,
+            state: settings.state.clone(),
+            keep_state: settings.keep_state,
+            record: None,
+            unchanged: None,
         }
     }
 
@@ -384,7 +414,20 @@ impl Worker {
         // allocate fewer blocks than they hold bytes, compressed or inline, and are asked).
         let sparse = md.blocks.saturating_mul(512) < size;
         let cx = Cx { of: job, searchers, place };
-        let read = match sites::props(job.owner.site).reading {
+        let reading = sites::props(job.owner.site).reading;
+        let (key, ident) = (state::key(&job.rel), state::Ident::of(&md));
+        let last = self.state.clone();
+        if let Some(hit) = last.as_deref().and_then(|s| kept(s, &key, &ident, job, reading)) {
+            // Unchanged since the last scan read it: its findings made again from the
+            // state (their previews' bytes read again), none of it searched.
+            let mut make = |m| super::search::again(job, place, m);
+            let (found, errors) = hit.findings(&f, &mut make).map_err(|e| io_message(&e))?;
+            self.file_errors = errors;
+            self.unchanged = Some(hit.read);
+            self.remember(key, ident, job, hit.read, &found, reading);
+            return Ok(Some((hit.read, found)));
+        }
+        let read = match reading {
             // A sparse log (truncated while a writer kept its offset) is streamed raw,
             // its holes skipped, rather than read zero by zero as content.
             Reading::LogContent if !(sparse && f.has_hole(size)) => {
@@ -400,7 +443,33 @@ impl Worker {
                 self.scan_bytes(&f, size, sparse, &cx, &mut |_| {})?
             }
         };
+        self.remember(key, ident, job, read.0, &read.1, reading);
         Ok(Some(read))
+    }
+
+    /// Keeps what the file gave for the next scan's state, when it can be made again
+    /// from it ([`kept`]): not a file cut short, nor one a rule could not finish.
+    fn remember(
+        &mut self,
+        key: [u8; 16],
+        ident: state::Ident,
+        job: &FileJob,
+        read: u64,
+        found: &[Finding],
+        reading: Reading,
+    ) {
+        self.record = None;
+        let whole = !self.timed_out && !self.scratch.rules_incomplete;
+        let keepable = match reading {
+            Reading::Kine | Reading::Etcd | Reading::Dqlite => false,
+            Reading::Whole { .. } => found.is_empty(),
+            Reading::Stream | Reading::LogContent => true,
+        };
+        if !self.keep_state || !whole || !keepable {
+            return;
+        }
+        let Some(kept) = state::KeptFile::of(found, &self.file_errors) else { return };
+        self.record = Some(state::Record { key, ident, site: job.owner.site, read, kept });
     }
 
     /// Searches what `r` gives to its end (an image layer's member, inflated as it is
@@ -796,7 +865,12 @@ impl Worker {
         f.rewind().map_err(|e| io_message(&e))?;
         if gz {
             let mut z = flate2::read::MultiGzDecoder::new(&mut f);
-            match self.log(&mut z, Some(MAX_GZ_LOG), cx) {
+            let mut inflated = self.log(&mut z, Some(MAX_GZ_LOG), cx);
+            // Its offsets are the inflated bytes': the file does not hold what matched.
+            for f in &mut inflated.1 {
+                f.previewed = None;
+            }
+            match inflated {
                 // Damaged from the start: nothing inflates, so the bytes are searched as
                 // they are.
                 (0, _, Some(e)) => {
@@ -882,6 +956,13 @@ impl Worker {
                 &mut fresh,
             );
             for mut f in fresh.drain(..) {
+                // The bytes the preview shows, where they lie in the file as they are in
+                // the source (a log's content: not where a line joins the next).
+                f.previewed = f.previewed.and_then(|(at, n)| {
+                    let shown = (u64::from(n) / 4).min(4);
+                    let (from, to) = (src.file_offset(at), src.file_offset(at + shown));
+                    (to.checked_sub(from) == Some(shown)).then_some((from, n))
+                });
                 f.offset = src.file_offset(f.offset);
                 refine(&mut f);
                 hold(&mut findings, f);
@@ -1026,6 +1107,8 @@ mod tests {
             chunk: if late_data { split } else { 1 << 16 },
             max_file_size: None,
             deadline: Some(deadline),
+            state: None,
+            keep_state: false,
         };
         let mut w = Worker::new(&settings, searchers.overlap());
         let mut slow = Slow { data, split, at: 0, deadline, late_data };

@@ -206,7 +206,9 @@ pub(super) fn lift(
     let material = Material { severity: Severity::High, revoked: entry.label == REVOKED };
     let id = Finding::make_id(job.owner().site, &job.node_path(), &m, &[]);
     let (offset, length, preview) = (h.offset, h.len as u64, Preview::redact(matched));
-    finding(job, place, Match { id, material, offset, length, matched: m, preview })
+    let mut f = finding(job, place, Match { id, material, offset, length, matched: m, preview });
+    f.previewed = Some((h.offset, h.len));
+    f
 }
 
 /// Lifts a rule hit to a finding. `secret` is the secret part of the match, used only for
@@ -228,12 +230,18 @@ pub(super) fn lift_rule(
         rule: Some(rules.spec(h.rule).id.to_owned()),
         encoding: if h.plain.is_some() { Encoding::Base64 } else { Encoding::Raw },
     };
+    // What the preview shows, where the file holds it as matched.
+    let previewed = match h.plain {
+        None => Some((h.offset + u64::from(h.secret.start), h.secret.end - h.secret.start)),
+        Some(_) => None,
+    };
     // A match in a base64 blob: its secret as decoded names and previews it.
     let secret = h.plain.as_deref().unwrap_or(secret);
     let material = Material { severity: h.severity, revoked: false };
     let id = Finding::make_id(job.owner().site, &job.node_path(), &m, secret);
     let (offset, length, preview) = (h.offset, h.len as u64, Preview::redact(secret));
     let mut f = finding(job, place, Match { id, material, offset, length, matched: m, preview });
+    f.previewed = previewed;
     f.token = h.token;
     if let Some(token) = &mut f.token {
         let mut hits = Vec::new();
@@ -269,6 +277,17 @@ pub(super) fn at_rest(job: &dyn Target, counts: crate::finding::SecretsAtRest) -
         finding(job, place, Match { id, material, offset: 0, length: 0, matched: m, preview });
     f.secrets_at_rest = Some(counts);
     f
+}
+
+/// A finding the last scan's state keeps ([`super::state`]), as a finding of `job`'s
+/// file again, at its place, stamped with its owner now.
+pub(super) fn again(
+    job: &dyn Target,
+    place: (Category, Severity),
+    m: super::state::Made,
+) -> Finding {
+    let super::state::Made { id, offset, length, matched, material, preview } = m;
+    finding(job, place, Match { id, material, offset, length, matched, preview })
 }
 
 /// A match, before it is a finding of its file.
@@ -307,6 +326,7 @@ fn finding(job: &dyn Target, (category, place): (Category, Severity), m: Match) 
         token: None,
         material,
         volume: None,
+        previewed: None,
     };
     stamp(job.owner(), &mut f);
     f

@@ -34,8 +34,8 @@ pub mod walk;
 pub use bytes::{be16, be32, be64, le16, le32, le64, Bytes, ReadError, Window};
 pub use lock::{lock, Lock, LockError, ROOT_LOCK_DIR};
 pub use output::{
-    open_append, open_output, resolve_output, MakeDirs, Output, Patient, Place, PlaceKind,
-    ProtectedSymlink, Stopped, SymlinkNotFollowed, TempFile,
+    open_append, open_output, read_private, resolve_output, write_private, MakeDirs, Output,
+    Patient, Place, PlaceKind, ProtectedSymlink, Stopped, SymlinkNotFollowed, TempFile,
 };
 pub use rate::set_max_read_rate;
 
@@ -647,6 +647,13 @@ pub fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Nanoseconds since the Unix epoch by the system clock (0 if the clock is before it).
+pub fn unix_now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 /// The running machine's hostname.

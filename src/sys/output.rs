@@ -386,6 +386,58 @@ impl Drop for TempFile<'_> {
     }
 }
 
+/// The file at `path` that only this user or root may change (a scan's state), read whole
+/// if it holds at most `cap` bytes; `Ok(None)` when it is missing. Resolved as
+/// [`resolve_output`] resolves (no symlink at its end, none of another user's in a sticky
+/// world-writable dir); refused when its dir or itself is another user's or writable by
+/// others, or it is not a regular file, or larger than `cap`.
+pub fn read_private(path: &Path, cap: u64) -> io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let place = resolve_output(path, false, None)?;
+    match place.kind {
+        PlaceKind::Missing => return Ok(None),
+        PlaceKind::Regular => {}
+        _ => return Err(io::Error::other("not a regular file")),
+    }
+    if let Some(why) = others_may_write(&nix::sys::stat::fstat(&place.dir)?) {
+        return Err(io::Error::other(format!("its dir {why}")));
+    }
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let f = File::from(fcntl::openat(&place.dir, place.name.as_os_str(), flags, Mode::empty())?);
+    let st = nix::sys::stat::fstat(&f)?;
+    if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
+        return Err(io::Error::other("not a regular file"));
+    }
+    if let Some(why) = others_may_write(&st) {
+        return Err(io::Error::other(format!("it {why}")));
+    }
+    if st.st_size as u64 > cap {
+        return Err(io::Error::other(format!("larger than {cap} bytes")));
+    }
+    let mut data = Vec::with_capacity(st.st_size as usize);
+    f.take(cap).read_to_end(&mut data)?;
+    Ok(Some(data))
+}
+
+/// Writes `bytes` to `path` (a scan's state) whole or not at all: a new file (mode 0600)
+/// in its dir, flushed to disk, renamed over it. Its dir is made (mode 0700) when it alone
+/// is missing; refused as [`read_private`] refuses.
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let place = resolve_output(path, false, Some(MakeDirs { mode: 0o700, most: 1 }))?;
+    if !matches!(place.kind, PlaceKind::Missing | PlaceKind::Regular) {
+        return Err(io::Error::other("not a regular file"));
+    }
+    if let Some(why) = others_may_write(&nix::sys::stat::fstat(&place.dir)?) {
+        return Err(io::Error::other(format!("its dir {why}")));
+    }
+    let mut t = TempFile::create(&place.dir, ".kresidue-state-")?;
+    t.file().write_all(bytes)?;
+    t.file().sync_all()?;
+    t.persist(place.name.as_os_str())?;
+    sync_dir(&place.dir)
+}
+
 /// Why users other than this one and root could change `st`'s inode (a dir's entries):
 /// its owner, or its mode.
 pub(super) fn others_may_write(st: &nix::sys::stat::FileStat) -> Option<String> {

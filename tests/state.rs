@@ -1,0 +1,286 @@
+//! Issue 52: rescans that read only what changed (`scan --state DIR`). A file unchanged
+//! since the last scan is taken from the state, not read; the report is the one a full
+//! scan makes, whatever changed in between.
+
+use crate::util::*;
+use kresidue::prng::Prng;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A file's change time must be older than the scan that read it by more than this for the
+/// next scan to trust it (the state's timestamp granularity, 2 s, and some).
+const SETTLE: Duration = Duration::from_millis(2100);
+
+/// The report without what may differ between a full and an incremental scan of the same
+/// tree: the wall time, and how many files the state spared.
+fn comparable(out: &Out) -> Value {
+    let mut r = out.json().clone();
+    let summary = r["summary"].as_object_mut().unwrap();
+    for k in ["duration_ms", "unchanged_files", "unchanged_bytes"] {
+        summary.remove(k);
+    }
+    r
+}
+
+/// `scan --state DIR --format json -v`, with `extra`.
+fn scan(tree: &NodeTree, fp: &Path, state: &Path, extra: &[&str]) -> Out {
+    let mut args = vec!["--fingerprints", path_arg(fp), "--state", path_arg(state)];
+    args.extend(["--format", "json", "-v"]);
+    args.extend_from_slice(extra);
+    let out = tree.scan(&args);
+    assert!(matches!(out.code, 0 | 1), "{}", out.stderr_str());
+    out
+}
+
+/// (files, bytes) the state spared.
+fn unchanged(out: &Out) -> (u64, u64) {
+    let s = &out.json()["summary"];
+    (s["unchanged_files"].as_u64().unwrap(), s["unchanged_bytes"].as_u64().unwrap())
+}
+
+/// A node of a pod with a Secret volume, an emptyDir of logs and configs holding values,
+/// a pod log, and two image layers; its fingerprint file.
+fn node(values: &[Vec<u8>]) -> (NodeTree, PathBuf) {
+    let tree = NodeTree::new();
+    let pod = tree.pod("5a5a5a5a-0000-4000-8000-0000000000a1");
+    pod.secret_volume("db").key("password", &values[0]).key("user", b"app");
+    let log = [b"start\npassword=".as_slice(), &values[1], b"\nend\n"].concat();
+    pod.file("volumes/kubernetes.io~empty-dir/cache/app.log", &log);
+    pod.file("volumes/kubernetes.io~empty-dir/cache/plain.txt", &filler(3, 40_000));
+    let line = [b"2025-01-01T00:00:00Z stdout F token ".as_slice(), &values[2], b"\n"].concat();
+    pod.log("shop", "api", "api", "0.log", &line);
+    for (id, seed) in [(1, 11), (2, 12)] {
+        tree.write(format!("{}/usr/share/doc/readme", tree.snapshot(id)), &filler(seed, 20_000));
+    }
+    let secrets: Vec<Secret> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Secret::opaque("shop", &format!("s{i}"), &[("v", v.as_slice())]))
+        .collect();
+    let file = tree.secrets_file("secrets.json", &secrets);
+    let fp = tree.fingerprint_file(&file, &[], "values.fp");
+    (tree, fp)
+}
+
+/// [`node`] of four values from `seed` on, its files older than any scan that follows
+/// by more than the state's granularity: values, tree, fingerprints, the state dir.
+fn settled(seed: u64) -> (Vec<Vec<u8>>, NodeTree, PathBuf, PathBuf) {
+    let values: Vec<Vec<u8>> = (0..4).map(|i| fake_secret(seed + i)).collect();
+    let (tree, fp) = node(&values);
+    let state = tree.work("state");
+    std::thread::sleep(SETTLE);
+    (values, tree, fp, state)
+}
+
+/// A second scan of an unchanged node reads nothing but the few bytes its findings'
+/// previews show, and says so (`-v`, the summary); after an append, an in-place rewrite
+/// of the same size with its mtime put back, a rename, a new and a removed file, it reads
+/// exactly those, and its report is a full scan's.
+#[test]
+fn a_rescan_reads_only_what_changed() {
+    let (values, tree, fp, state) = settled(5200);
+    let first = scan(&tree, &fp, &state, &[]);
+    assert_eq!(unchanged(&first), (0, 0));
+    assert!(first.stderr_str().contains("none yet"), "{}", first.stderr_str());
+    let second = scan(&tree, &fp, &state, &[]);
+    let files = second.json()["summary"]["files"].as_u64().unwrap();
+    assert!(files >= 7, "{files}");
+    assert_eq!(unchanged(&second).0, files, "every file unchanged");
+    assert_eq!(comparable(&second), comparable(&first));
+    assert!(second
+        .stderr_str()
+        .contains(&format!("unchanged since the last scan (its state): {files} files")));
+    let pod = tree.pod("5a5a5a5a-0000-4000-8000-0000000000a1");
+    let cache =
+        |name: &str| tree.host(pod.path(&format!("volumes/kubernetes.io~empty-dir/cache/{name}")));
+    // Appended: a value more.
+    let mut f = std::fs::OpenOptions::new().append(true).open(cache("app.log")).unwrap();
+    std::io::Write::write_all(&mut f, &[b"again=".as_slice(), &values[3]].concat()).unwrap();
+    drop(f);
+    // Rewritten in place, the same size, its mtime put back: a value where filler was.
+    let plain = cache("plain.txt");
+    let mtime = std::fs::metadata(&plain).unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(&plain).unwrap();
+    bytes[1000..1000 + values[3].len()].copy_from_slice(&values[3]);
+    std::fs::write(&plain, &bytes).unwrap();
+    std::fs::File::options().write(true).open(&plain).unwrap().set_modified(mtime).unwrap();
+    assert_eq!(std::fs::metadata(&plain).unwrap().modified().unwrap(), mtime);
+    // Renamed, added, removed.
+    std::fs::rename(cache("app.log"), cache("app.1.log")).unwrap();
+    pod.file("volumes/kubernetes.io~empty-dir/cache/new.txt", &values[0]);
+    std::fs::remove_file(tree.host(format!("{}/usr/share/doc/readme", tree.snapshot(2)))).unwrap();
+    let third = scan(&tree, &fp, &state, &[]);
+    let full = scan(&tree, &fp, &state, &["--full"]);
+    assert_eq!(unchanged(&full), (0, 0), "--full reads every file");
+    assert_eq!(comparable(&third), comparable(&full));
+    let files = full.json()["summary"]["files"].as_u64().unwrap();
+    // Read again: the renamed, rewritten and new files.
+    assert_eq!(unchanged(&third).0, files - 3, "{}", third.stderr_str());
+    let paths: Vec<String> = third.findings().iter().map(|f| f.path.clone()).collect();
+    assert!(paths.iter().any(|p| p.ends_with("/plain.txt")), "{paths:?}");
+    assert!(paths.iter().any(|p| p.ends_with("/app.1.log")), "{paths:?}");
+}
+
+/// Over a node changed at random between scans (files added, removed, appended,
+/// rewritten in place with their size and mtime kept, renamed, layers added, the
+/// fingerprints changed), the report of a scan with the state is a full scan's after
+/// every step.
+#[test]
+fn incremental_reports_equal_full_reports_over_random_changes() {
+    for seed in [1u64, 2, 3] {
+        let mut rng = Prng::new(0x5ea7 + seed);
+        let mut values: Vec<Vec<u8>> = (0..6).map(|i| fake_secret(5300 + seed * 10 + i)).collect();
+        let (tree, mut fp) = node(&values[..4]);
+        let state = tree.work("state");
+        let dir = "volumes/kubernetes.io~empty-dir/cache";
+        let pod = tree.pod("5a5a5a5a-0000-4000-8000-0000000000a1");
+        let mut files: Vec<String> = Vec::new();
+        for i in 0..12 {
+            let bytes =
+                [filler(seed * 100 + i, 500 + rng.below(5000)), values[i as usize % 4].clone()]
+                    .concat();
+            files.push(pod.file(&format!("{dir}/f{i}.txt"), &bytes));
+        }
+        std::thread::sleep(SETTLE);
+        scan(&tree, &fp, &state, &[]);
+        let mut spared = 0;
+        for step in 0..8u64 {
+            for _ in 0..1 + rng.below(3) {
+                let at = rng.below(files.len());
+                let host = tree.host(&files[at]);
+                let value = &values[rng.below(values.len())];
+                match rng.below(7) {
+                    0 => {
+                        let name = format!("{dir}/n{step}-{}.txt", rng.below(1000));
+                        files.push(pod.file(&name, &[b"k=".as_slice(), value].concat()));
+                    }
+                    1 if files.len() > 2 => {
+                        let _ = std::fs::remove_file(&host);
+                        files.remove(at);
+                    }
+                    2 => {
+                        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&host) {
+                            std::io::Write::write_all(&mut f, value).unwrap();
+                        }
+                    }
+                    3 => {
+                        let Ok(meta) = std::fs::metadata(&host) else { continue };
+                        let mut bytes = std::fs::read(&host).unwrap();
+                        let at = rng.below(bytes.len().saturating_sub(value.len()) + 1);
+                        let end = (at + value.len()).min(bytes.len());
+                        bytes[at..end].copy_from_slice(&value[..end - at]);
+                        std::fs::write(&host, &bytes).unwrap();
+                        let f = std::fs::File::options().write(true).open(&host).unwrap();
+                        f.set_modified(meta.modified().unwrap()).unwrap();
+                    }
+                    4 => {
+                        let to = format!("{}.r{step}", files[at]);
+                        if std::fs::rename(&host, tree.host(&to)).is_ok() {
+                            files[at] = to;
+                        }
+                    }
+                    5 => {
+                        let layer = tree.snapshot(10 + step * 10 + rng.below(10) as u64);
+                        tree.write(
+                            format!("{layer}/etc/app.conf"),
+                            &[b"secret: ".as_slice(), value].concat(),
+                        );
+                    }
+                    _ => {
+                        // The fingerprints change: a value rotated in.
+                        let v = fake_secret(5400 + seed * 100 + step);
+                        values.push(v);
+                        let secrets: Vec<Secret> = values
+                            .iter()
+                            .enumerate()
+                            .map(|(i, v)| {
+                                Secret::opaque("shop", &format!("s{i}"), &[("v", v.as_slice())])
+                            })
+                            .collect();
+                        let file = tree.secrets_file(&format!("secrets-{step}.json"), &secrets);
+                        fp = tree.fingerprint_file(&file, &[], &format!("values-{step}.fp"));
+                    }
+                }
+            }
+            let incremental = scan(&tree, &fp, &state, &[]);
+            spared += unchanged(&incremental).0;
+            let full =
+                tree.scan(&["--fingerprints", path_arg(&fp), "--no-state", "--format", "json"]);
+            assert_eq!(comparable(&incremental), comparable(&full), "seed {seed}, step {step}");
+        }
+        assert!(spared > 0, "seed {seed}: no file was ever taken from the state");
+    }
+}
+
+/// A state damaged, cut, of another binary's making, or where another user could change
+/// it (a symlink, a file others may write) is not used: one note, every file read, the
+/// same report; it is then written anew.
+#[test]
+fn a_damaged_or_unsafe_state_is_not_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_, tree, fp, state) = settled(5500);
+    let first = scan(&tree, &fp, &state, &[]);
+    let file = std::fs::read_dir(&state).unwrap().next().unwrap().unwrap().path();
+    let good = std::fs::read(&file).unwrap();
+    let damaged = |bytes: &[u8]| {
+        std::fs::write(&file, bytes).unwrap();
+        let out = scan(&tree, &fp, &state, &[]);
+        assert_eq!(unchanged(&out), (0, 0));
+        assert_eq!(comparable(&out), comparable(&first));
+        assert!(out.stderr_str().contains("is not used"), "{}", out.stderr_str());
+        out
+    };
+    let mut flipped = good.clone();
+    flipped[good.len() / 2] ^= 0x40;
+    assert!(damaged(&flipped).stderr_str().contains("damaged"));
+    damaged(&good[..good.len() - 7]);
+    damaged(b"not a state at all");
+    // Written anew by the scan that did not use it: used by the next.
+    assert!(unchanged(&scan(&tree, &fp, &state, &[])).0 > 0);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = scan(&tree, &fp, &state, &[]);
+    assert!(out.stderr_str().contains("writable by others"), "{}", out.stderr_str());
+    assert_eq!(unchanged(&out), (0, 0));
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", &file).unwrap();
+    let out = scan(&tree, &fp, &state, &[]);
+    assert!(out.stderr_str().contains("is not used"), "{}", out.stderr_str());
+    assert!(
+        std::fs::symlink_metadata(&file).unwrap().file_type().is_symlink(),
+        "not written through"
+    );
+    // Other fingerprints: the state is another scan's, said with -v, every file read.
+    let other =
+        tree.secrets_file("other.json", &[Secret::opaque("a", "b", &[("c", fake_secret(5599))])]);
+    let other = tree.fingerprint_file(&other, &[], "other.fp");
+    std::fs::remove_file(&file).unwrap();
+    scan(&tree, &fp, &state, &[]);
+    let out = scan(&tree, &other, &state, &[]);
+    assert_eq!(unchanged(&out), (0, 0));
+    assert!(out.stderr_str().contains("made with other fingerprints"), "{}", out.stderr_str());
+}
+
+/// The state holds no value, no piece of one, and no name: a file named by a value, and
+/// files holding values, leave none of it in the state (mode 0600, its dir 0700).
+#[test]
+fn the_state_holds_no_secret() {
+    use std::os::unix::fs::PermissionsExt;
+    let values: Vec<Vec<u8>> = (0..4).map(|i| fake_secret(5600 + i)).collect();
+    let (tree, fp) = node(&values);
+    let pod = tree.pod("5a5a5a5a-0000-4000-8000-0000000000a1");
+    let name = String::from_utf8(values[3].clone()).unwrap();
+    pod.file(&format!("volumes/kubernetes.io~empty-dir/cache/{name}"), b"a file named by a value");
+    let state = tree.work("state");
+    scan(&tree, &fp, &state, &[]);
+    let file = std::fs::read_dir(&state).unwrap().next().unwrap().unwrap().path();
+    let bytes = std::fs::read(&file).unwrap();
+    for v in &values {
+        for piece in v.windows(8) {
+            assert!(!bytes.windows(8).any(|w| w == piece), "a piece of a value in the state");
+        }
+    }
+    assert!(!bytes.windows(8).any(|w| w == &name.as_bytes()[..8]));
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::metadata(&state).unwrap().permissions().mode() & 0o777, 0o700);
+}
