@@ -48,7 +48,7 @@ pub type Digest = [u8; 32];
 
 /// What [`digest`] is made of.
 pub struct Inputs<'a> {
-    /// The fingerprint sets, each its salt and entries as loaded.
+    /// The fingerprint sets: each its salt, and its entries' names and forms' digests.
     pub sets: &'a [crate::fingerprint::FingerprintSet],
     /// Whether the built-in rules run.
     pub rules: bool,
@@ -70,7 +70,18 @@ pub fn digest(inputs: &Inputs<'_>) -> Digest {
     h.update(inputs.max_file_size.unwrap_or(u64::MAX).to_le_bytes());
     for set in inputs.sets {
         h.update(set.salt);
-        h.update(format!("{:?}", set.entries));
+        for e in &set.entries {
+            for text in [&e.secret, &e.key, &e.label] {
+                h.update(text.as_bytes());
+                h.update([0]);
+            }
+            // Each form by its digest, as the fingerprint file holds it.
+            for f in &e.forms {
+                h.update(f.encoding.as_str());
+                h.update(f.len.to_le_bytes());
+                h.update(f.digest);
+            }
+        }
     }
     h.finalize().into()
 }
