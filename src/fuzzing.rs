@@ -36,7 +36,18 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("disk_image", disk_image),
     ("rootfs", rootfs),
     ("compressed_rootfs", compressed_rootfs),
+    ("scan_state", scan_state),
 ];
+
+/// A scan state file (`--state`, a file on the node another process could have damaged):
+/// decoded, and when it decodes, every record looked up and written back the same.
+pub fn scan_state(data: &[u8]) {
+    if let Ok(state) = crate::scan::state::State::decode(data) {
+        let again =
+            crate::scan::state::State::encode(&state.digest, state.started_ns, state.records());
+        assert_eq!(again, data, "a state decoded writes back as it was");
+    }
+}
 
 /// A compressed root filesystem tarball (gzip or zstd, as sniffed): inflated once to
 /// index it (at most 64 MiB), then its tree walked, its files read from checkpoints.

@@ -6,6 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::util::*;
 use kresidue::fuzzing::TARGETS;
 use prost::Message;
 
@@ -37,6 +38,18 @@ fn aliased(path: &[&[u8]]) -> Vec<u8> {
 }
 
 /// Seed inputs per target.
+/// A scan state of two files, one with a finding (made by a scan of a node of its own).
+fn scan_state() -> Vec<u8> {
+    let tree = NodeTree::new();
+    let v = fake_secret(7700);
+    tree.pod("5a5a5a5a-0000-4000-8000-0000000000f1").secret_volume("db").key("password", &v);
+    let file = tree.secrets_file("s.json", &[Secret::opaque("shop", "db", &[("password", &v)])]);
+    let state = tree.work("state");
+    tree.scan(&["--secrets", path_arg(&file), "--state", path_arg(&state)]);
+    let entry = fs::read_dir(&state).unwrap().next().unwrap().unwrap();
+    fs::read(entry.path()).unwrap()
+}
+
 fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let fixture = |p: &str| fs::read(root.join("fixtures").join(p)).unwrap();
@@ -137,6 +150,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             br#"[{"id":"aa","names":["localhost/web:1"],"layer":"l2","big-data-names":["manifest"]}]"#
                 .to_vec(),
         ),
+        ("scan_state", "two-files", scan_state()),
         ("cri_log", "plain", log),
         ("cri_log", "gzip", gz),
         ("jwt", "service-account", sa),

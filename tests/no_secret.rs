@@ -1,6 +1,6 @@
 //! No secret anywhere: every subcommand, every format, `-v` and `-vv`, the error paths, with
 //! `RUST_BACKTRACE=1`, on a node full of planted values; then every file the tool wrote
-//! (reports, the fingerprint file, the clean journal) is searched for each value in every
+//! (reports, the fingerprint file, the clean journal, the scan state) is searched for each value in every
 //! encoding and for any 8-byte run of it. (The runner already checks stdout and stderr of
 //! every run for every encoding, and for panics.)
 
@@ -87,6 +87,10 @@ fn no_value_in_any_output_or_written_file() {
     }
     add("scan", format!("{on} --format json --baseline {}", o("report.json")));
     add("scan", format!("{on} --max-file-size 10 --timeout 5m -vv"));
+    // The scan state (issue 52): written, then read back and written again.
+    for _ in 0..2 {
+        add("scan", format!("{asked} --fingerprints {fp} --format json -v --state {}", o("state")));
+    }
     for f in ["table", "json"] {
         add("clean", format!("{asked} --secrets {sf} --format {f} --min-age 0s -vv"));
     }
@@ -153,6 +157,7 @@ fn no_value_in_any_output_or_written_file() {
     ] {
         assert!(names.iter().any(|n| n == want), "{want} not written: {names:?}");
     }
+    assert!(names.iter().any(|n| n.starts_with("state-")), "no state written: {names:?}");
     let values: Vec<Vec<u8>> = vec![db.into_bytes(), api, token, key];
     for file in &written {
         let bytes = std::fs::read(file).unwrap();

@@ -303,6 +303,18 @@ impl State {
         Ok(Hit { read: e.read, kept: self.kept.get(e.kept as usize) })
     }
 
+    /// Its records, as a scan makes them (to write it again).
+    pub fn records(&self) -> Vec<Record> {
+        let record = |e: &Entry| Record {
+            key: e.key,
+            ident: e.ident,
+            site: SiteId::ALL[usize::from(e.site)],
+            read: e.read,
+            kept: self.kept.get(e.kept as usize).cloned(),
+        };
+        self.records.iter().map(record).collect()
+    }
+
     /// How many files it holds.
     pub fn len(&self) -> usize {
         self.records.len()
@@ -376,7 +388,8 @@ impl State {
         if n > MAX_FILES as u64 {
             return Err(format!("more than {MAX_FILES} files"));
         }
-        let mut records = Vec::with_capacity(n as usize);
+        // Never more than the bytes left can hold (81 bytes a record).
+        let mut records = Vec::with_capacity((n as usize).min(r.0.len() / 81));
         for _ in 0..n {
             let mut key = [0; 16];
             key.copy_from_slice(r.take(16).ok_or("cut short")?);
@@ -478,6 +491,22 @@ mod tests {
         }
         for len in [0, 31, 40, bytes.len() - 1] {
             assert!(State::decode(&bytes[..len]).is_err(), "cut at {len}");
+        }
+        // Damaged past its checksum (the checksum made again): an error, never a panic,
+        // never an allocation the bytes do not back.
+        let mut rng = crate::prng::Prng::new(52);
+        for _ in 0..3000 {
+            let mut bad = bytes[..bytes.len() - 32].to_vec();
+            for _ in 0..1 + rng.below(4) {
+                let at = rng.below(bad.len());
+                bad[at] = rng.below(256) as u8;
+            }
+            if rng.below(4) == 0 {
+                bad.truncate(rng.below(bad.len()));
+            }
+            let sum = Sha256::digest(&bad);
+            bad.extend_from_slice(&sum);
+            let _ = State::decode(&bad);
         }
         // Changed just before the scan that read it: not trusted.
         let racy = State::encode(
