@@ -48,7 +48,16 @@ fn node(values: &[Vec<u8>]) -> (NodeTree, PathBuf) {
     let log = [b"start\npassword=".as_slice(), &values[1], b"\nend\n"].concat();
     pod.file("volumes/kubernetes.io~empty-dir/cache/app.log", &log);
     pod.file("volumes/kubernetes.io~empty-dir/cache/plain.txt", &filler(3, 40_000));
-    let line = [b"2025-01-01T00:00:00Z stdout F token ".as_slice(), &values[2], b"\n"].concat();
+    // A rule's token on the log's last line: its match is taken from the last carry.
+    let token = kresidue::rules::examples::render("{ghtoken:ghp}", 5190);
+    let line = [
+        b"2025-01-01T00:00:00Z stdout F token ".as_slice(),
+        &values[2],
+        b"\n2025-01-01T00:00:01Z stdout F GITHUB_TOKEN=",
+        &token,
+        b"\n",
+    ]
+    .concat();
     pod.log("shop", "api", "api", "0.log", &line);
     for (id, seed) in [(1, 11), (2, 12)] {
         tree.write(format!("{}/usr/share/doc/readme", tree.snapshot(id)), &filler(seed, 20_000));
@@ -74,9 +83,11 @@ fn settled(seed: u64) -> (Vec<Vec<u8>>, NodeTree, PathBuf, PathBuf) {
 }
 
 /// A second scan of an unchanged node reads nothing but the few bytes its findings'
-/// previews show, and says so (`-v`, the summary); after an append, an in-place rewrite
-/// of the same size with its mtime put back, a rename, a new and a removed file, it reads
-/// exactly those, and its report is a full scan's.
+/// previews show (a rule's match at a pod log's end among them), and says so (`-v`, the
+/// summary); after an append, an in-place rewrite of the same size with its mtime put
+/// back, a rename, a new and a removed file, and a Secret volume's update (its old payload
+/// left behind, the same files under new names), it reads exactly those, and its report
+/// is a full scan's.
 #[test]
 fn a_rescan_reads_only_what_changed() {
     let (values, tree, fp, state) = settled(5200);
@@ -110,13 +121,26 @@ fn a_rescan_reads_only_what_changed() {
     std::fs::rename(cache("app.log"), cache("app.1.log")).unwrap();
     pod.file("volumes/kubernetes.io~empty-dir/cache/new.txt", &values[0]);
     std::fs::remove_file(tree.host(format!("{}/usr/share/doc/readme", tree.snapshot(2)))).unwrap();
+    // kubelet updates the Secret: a new payload dir and `..data` swapped to it, the old
+    // one left behind. Its files are unchanged, but their names are now their real paths
+    // (stale copies), and so are their findings' ids.
+    let vol = tree.host(pod.path("volumes/kubernetes.io~secret/db"));
+    let ts = "..2026_01_01_00_00_00.000000001";
+    std::fs::create_dir(vol.join(ts)).unwrap();
+    std::fs::write(vol.join(ts).join("password"), &values[2]).unwrap();
+    std::fs::write(vol.join(ts).join("user"), b"app").unwrap();
+    std::fs::remove_file(vol.join("..data")).unwrap();
+    std::os::unix::fs::symlink(ts, vol.join("..data")).unwrap();
     let third = scan(&tree, &fp, &state, &[]);
     let full = scan(&tree, &fp, &state, &["--full"]);
     assert_eq!(unchanged(&full), (0, 0), "--full reads every file");
     assert_eq!(comparable(&third), comparable(&full));
     let files = full.json()["summary"]["files"].as_u64().unwrap();
-    // Read again: the renamed, rewritten and new files.
-    assert_eq!(unchanged(&third).0, files - 3, "{}", third.stderr_str());
+    // Read again: the renamed, rewritten and new files, the new payload's two and the old
+    // payload's two (named anew).
+    assert_eq!(unchanged(&third).0, files - 7, "{}", third.stderr_str());
+    let stale = third.findings().iter().filter(|f| f.stale == Some(true)).count();
+    assert_eq!(stale, 1, "the old payload's password, a stale copy");
     let paths: Vec<String> = third.findings().iter().map(|f| f.path.clone()).collect();
     assert!(paths.iter().any(|p| p.ends_with("/plain.txt")), "{paths:?}");
     assert!(paths.iter().any(|p| p.ends_with("/app.1.log")), "{paths:?}");

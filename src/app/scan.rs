@@ -500,7 +500,7 @@ pub(crate) fn search(
     let mut layout = cfg.layout.clone();
     let kubelet_dir_seen = learn(&mut connected, &mut layout, learn_kubelet_dir, printer);
     let inputs =
-        scan::state::Inputs { sets: &sets, rules: cfg.rules, max_file_size: cfg.max_file_size };
+        scan::state::Inputs { sets: &sets, rules: &rules, max_file_size: cfg.max_file_size };
     let digest = cfg.state.as_ref().map(|_| scan::state::digest(&inputs));
     let matcher = Matcher::new(sets);
     printer.detail(TRACE, || [searching_line(&matcher, &rules, cfg)]);

@@ -317,6 +317,18 @@ fn read_full<R: Read + ?Sized>(f: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
+/// Moves a finding `f` of `src`'s bytes to the file's offsets: its own, and those of the
+/// bytes its preview shows, kept only where they lie in the file as in the source (a log's
+/// content: not where a line joins the next).
+fn to_file(f: &mut Finding, src: &dyn Source) {
+    f.previewed = f.previewed.and_then(|(at, n)| {
+        let shown = (u64::from(n) / 4).min(4);
+        let (from, to) = (src.file_offset(at), src.file_offset(at + shown));
+        (to.checked_sub(from) == Some(shown)).then_some((from, n))
+    });
+    f.offset = src.file_offset(f.offset);
+}
+
 /// What the last scan's state keeps of the file `key`, unchanged since (see [`state`]),
 /// when its findings can be made again without reading it: a file of no datastore, and,
 /// when it gave findings, one its site streams (not one attributed by what it holds).
@@ -415,14 +427,13 @@ impl Worker {
         let sparse = md.blocks.saturating_mul(512) < size;
         let cx = Cx { of: job, searchers, place };
         let reading = sites::props(job.owner.site).reading;
-        let (key, ident) = (state::key(&job.rel), state::Ident::of(&md));
+        let (key, ident) = (state::key(&job.rel, &job.node_path()), state::Ident::of(&md));
         let last = self.state.clone();
         if let Some(hit) = last.as_deref().and_then(|s| kept(s, &key, &ident, job, reading)) {
             // Unchanged since the last scan read it: its findings made again from the
             // state (their previews' bytes read again), none of it searched.
             let mut make = |m| super::search::again(job, place, m);
-            let (found, errors) = hit.findings(&f, &mut make).map_err(|e| io_message(&e))?;
-            self.file_errors = errors;
+            let found = hit.findings(&f, &mut make).map_err(|e| io_message(&e))?;
             self.unchanged = Some(hit.read);
             self.remember(key, ident, job, hit.read, &found, reading);
             return Ok(Some((hit.read, found)));
@@ -448,7 +459,8 @@ impl Worker {
     }
 
     /// Keeps what the file gave for the next scan's state, when it can be made again
-    /// from it ([`kept`]): not a file cut short, nor one a rule could not finish.
+    /// from it ([`kept`]): not a file cut short, nor one a rule could not finish, nor one
+    /// whose reading met an error.
     fn remember(
         &mut self,
         key: [u8; 16],
@@ -459,7 +471,10 @@ impl Worker {
         reading: Reading,
     ) {
         self.record = None;
-        let whole = !self.timed_out && !self.scratch.rules_incomplete;
+        // An error (an I/O error inside a gzip log: perhaps not there next time) is met
+        // again by reading again.
+        let whole =
+            !self.timed_out && !self.scratch.rules_incomplete && self.file_errors.is_empty();
         let keepable = match reading {
             Reading::Kine | Reading::Etcd | Reading::Dqlite => false,
             Reading::Whole { .. } => found.is_empty(),
@@ -468,7 +483,7 @@ impl Worker {
         if !self.keep_state || !whole || !keepable {
             return;
         }
-        let Some(kept) = state::KeptFile::of(found, &self.file_errors) else { return };
+        let Some(kept) = state::KeptFile::of(found) else { return };
         self.record = Some(state::Record { key, ident, site: job.owner.site, read, kept });
     }
 
@@ -956,14 +971,7 @@ impl Worker {
                 &mut fresh,
             );
             for mut f in fresh.drain(..) {
-                // The bytes the preview shows, where they lie in the file as they are in
-                // the source (a log's content: not where a line joins the next).
-                f.previewed = f.previewed.and_then(|(at, n)| {
-                    let shown = (u64::from(n) / 4).min(4);
-                    let (from, to) = (src.file_offset(at), src.file_offset(at + shown));
-                    (to.checked_sub(from) == Some(shown)).then_some((from, n))
-                });
-                f.offset = src.file_offset(f.offset);
+                to_file(&mut f, &*src);
                 refine(&mut f);
                 hold(&mut findings, f);
             }
@@ -986,7 +994,7 @@ impl Worker {
                 &mut fresh,
             );
             for mut f in fresh.drain(..) {
-                f.offset = src.file_offset(f.offset);
+                to_file(&mut f, &*src);
                 refine(&mut f);
                 hold(&mut findings, f);
             }

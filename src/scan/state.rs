@@ -48,10 +48,10 @@ pub type Digest = [u8; 32];
 
 /// What [`digest`] is made of.
 pub struct Inputs<'a> {
-    /// The fingerprint sets: each its salt, and its entries' names and forms' digests.
+    /// The fingerprint sets: each its salt, its entries' names and forms.
     pub sets: &'a [crate::fingerprint::FingerprintSet],
-    /// Whether the built-in rules run.
-    pub rules: bool,
+    /// The rules that run (none with `--no-rules`).
+    pub rules: &'a crate::rules::Rules,
     /// `--max-file-size`.
     pub max_file_size: Option<u64>,
 }
@@ -66,7 +66,11 @@ pub fn digest(inputs: &Inputs<'_>) -> Digest {
         h.update(site.as_str());
         h.update([0]);
     }
-    h.update([u8::from(inputs.rules)]);
+    // Each rule as the binary defines it (a build with edited rules is another).
+    for spec in inputs.rules.specs() {
+        h.update(format!("{spec:?}"));
+        h.update([0]);
+    }
     h.update(inputs.max_file_size.unwrap_or(u64::MAX).to_le_bytes());
     for set in inputs.sets {
         h.update(set.salt);
@@ -75,13 +79,19 @@ pub fn digest(inputs: &Inputs<'_>) -> Digest {
                 h.update(text.as_bytes());
                 h.update([0]);
             }
-            // Each form by its digest, as the fingerprint file holds it.
+            // Each form by all the matcher acts on, as the fingerprint file holds it.
             for f in &e.forms {
                 h.update(f.encoding.as_str());
                 h.update(f.len.to_le_bytes());
                 h.update(f.digest);
+                for (at, hash) in f.windows {
+                    h.update(at.to_le_bytes());
+                    h.update(hash.to_le_bytes());
+                }
+                h.update([u8::from(f.token)]);
             }
         }
+        h.update([u8::from(set.printable)]);
     }
     h.finalize().into()
 }
@@ -128,20 +138,19 @@ pub struct KeptFinding {
     previewed: (u64, u32),
 }
 
-/// What the state keeps of a file with findings or errors.
+/// What the state keeps of a file with findings.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct KeptFile {
     findings: Vec<KeptFinding>,
-    errors: Vec<String>,
 }
 
 impl KeptFile {
-    /// What a file's `findings` and `errors` are kept as; `None` when a finding cannot be
-    /// made again without the file (its preview's bytes are not the file's, it says more
-    /// than where and what matched: a token's claims, a datastore's record, a note).
-    /// `Some(None)`: nothing to keep but that it gave nothing.
-    pub fn of(findings: &[Finding], errors: &[String]) -> Option<Option<KeptFile>> {
-        if findings.is_empty() && errors.is_empty() {
+    /// What a file's `findings` are kept as; `None` when a finding cannot be made again
+    /// without the file (its preview's bytes are not the file's, it says more than where
+    /// and what matched: a token's claims, a datastore's record, a note). `Some(None)`:
+    /// nothing to keep but that it gave nothing.
+    pub fn of(findings: &[Finding]) -> Option<Option<KeptFile>> {
+        if findings.is_empty() {
             return Some(None);
         }
         if findings.len() > MAX_KEPT {
@@ -164,7 +173,7 @@ impl KeptFile {
             })
         });
         let findings = kept.collect::<Option<Vec<_>>>()?;
-        Some(Some(KeptFile { findings, errors: errors.to_vec() }))
+        Some(Some(KeptFile { findings }))
     }
 }
 
@@ -173,7 +182,7 @@ impl KeptFile {
 pub struct Hit<'a> {
     /// The bytes the scan that read it read.
     pub read: u64,
-    /// Its findings and errors, when it had any.
+    /// Its findings, when it had any.
     kept: Option<&'a KeptFile>,
 }
 
@@ -185,21 +194,22 @@ impl Hit<'_> {
 
     /// The findings kept, as findings of the file `f` (its bytes read again only where a
     /// preview shows them), each made by `make` from its id, offset, length, what matched,
-    /// its material and its preview; and the errors kept.
+    /// its material and its preview.
     pub fn findings(
         &self,
         f: &dyn crate::sys::Bytes,
         make: &mut dyn FnMut(Made) -> Finding,
-    ) -> std::io::Result<(Vec<Finding>, Vec<String>)> {
-        let Some(kept) = self.kept else { return Ok((Vec::new(), Vec::new())) };
+    ) -> std::io::Result<Vec<Finding>> {
+        let Some(kept) = self.kept else { return Ok(Vec::new()) };
         let mut out = Vec::with_capacity(kept.findings.len());
         for k in &kept.findings {
             let (at, len) = k.previewed;
             let mut shown = vec![0; (len as usize / 4).min(4)];
             f.read_at(at, &mut shown)?;
             // The preview shows the first quarter of `len` bytes: the rest is not read.
+            // (16 bytes stand for any longer match: `redact` shows a quarter, at most 4.)
             let mut whole = shown.clone();
-            whole.resize(len as usize, 0);
+            whole.resize((len as usize).min(16), 0);
             let made = Made {
                 id: k.id.clone(),
                 offset: k.offset,
@@ -213,7 +223,7 @@ impl Hit<'_> {
             finding.previewed = Some(k.previewed);
             out.push(finding);
         }
-        Ok((out, kept.errors.clone()))
+        Ok(out)
     }
 }
 
@@ -248,12 +258,16 @@ pub struct Record {
     pub kept: Option<KeptFile>,
 }
 
-/// The key of the file at `rel` (relative to the root): a digest of its path.
-pub fn key(rel: &std::path::Path) -> [u8; 16] {
+/// The key of the file at `rel` (relative to the root) shown as `shown` (an
+/// atomic-writer volume's file by the name the pod sees, which its ids are made of, and
+/// which depends on its neighbours): a digest of both.
+pub fn key(rel: &std::path::Path, shown: &str) -> [u8; 16] {
     use std::os::unix::ffi::OsStrExt;
     let d = Sha256::new()
         .chain_update(b"kresidue-state-path\0")
-        .chain_update(rel.as_os_str().as_bytes());
+        .chain_update(rel.as_os_str().as_bytes())
+        .chain_update([0])
+        .chain_update(shown.as_bytes());
     d.finalize()[..16].try_into().expect("16 bytes")
 }
 
@@ -467,7 +481,7 @@ mod tests {
     #[test]
     fn a_state_reads_back_and_damage_is_refused() {
         let ident = Ident { dev: 1, ino: 2, size: 3, mtime: (4, 5), ctime: (6, 7) };
-        let kept = KeptFile { findings: vec![], errors: vec!["an error".to_owned()] };
+        let kept = KeptFile { findings: vec![] };
         let records = vec![
             Record { key: [9; 16], ident, site: SiteId::Other, read: 3, kept: None },
             Record { key: [1; 16], ident, site: SiteId::ALL[0], read: 3, kept: Some(kept.clone()) },
