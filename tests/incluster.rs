@@ -139,6 +139,7 @@ fn volume_sources(node: &Path, c: &Containerd, work: &Path) -> BTreeMap<&'static
         ("/etc/hostname", node.join("etc/hostname")),
         ("/run/containerd/containerd.sock", c.sock()),
         ("/var/lib/node_exporter/textfile_collector", work.join("textfile")),
+        ("/var/lib/kresidue", work.join("state")),
         ("secret:kresidue-fingerprints", work.join("fingerprints")),
         ("emptyDir", work.join("tmp")),
     ])
@@ -289,7 +290,7 @@ fn kresidue_runs_as_the_daemonset_pod_through_cri() {
     let kubelet = node.join("var/lib/kubelet");
     run(Command::new("mount").arg("--bind").arg(&kubelet).arg(&kubelet));
     run(Command::new("mount").arg("--make-rshared").arg(&kubelet));
-    for dir in ["textfile", "fingerprints", "tmp"] {
+    for dir in ["textfile", "fingerprints", "tmp", "state"] {
         std::fs::create_dir_all(work.join(dir)).unwrap();
     }
     let secrets = work.join("secrets.json");
@@ -339,6 +340,11 @@ fn kresidue_runs_as_the_daemonset_pod_through_cri() {
     for value in [&live_value, &gone_value] {
         assert!(!text.contains(value.as_str()), "a value in the textfile");
     }
+    // The scan state, on the node's /var/lib/kresidue, for the next hour's scan (written
+    // before the report).
+    let states: Vec<_> =
+        std::fs::read_dir(work.join("state")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(states.iter().any(|n| n.to_string_lossy().starts_with("state-")), "{states:?}");
     let metrics = scrape(&text);
     let sample = |name: &str, labels: &[(&str, &str)]| -> Option<f64> {
         let all = |s: &&prometheus_parse::Sample| {
