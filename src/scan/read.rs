@@ -427,9 +427,13 @@ impl Worker {
         let sparse = md.blocks.saturating_mul(512) < size;
         let cx = Cx { of: job, searchers, place };
         let reading = sites::props(job.owner.site).reading;
-        let (key, ident) = (state::key(&job.rel, &job.node_path()), state::Ident::of(&md));
+        // The file's key in the state, only when there is one to keep (a digest of its
+        // path and shown name: work no scan without `--state` does).
+        let key = self.keep_state.then(|| state::key(&job.rel, &job.node_path()));
+        let ident = state::Ident::of(&md);
         let last = self.state.clone();
-        if let Some(hit) = last.as_deref().and_then(|s| kept(s, &key, &ident, job, reading)) {
+        let hit = last.as_deref().zip(key.as_ref());
+        if let Some(hit) = hit.and_then(|(s, key)| kept(s, key, &ident, job, reading)) {
             // Unchanged since the last scan read it: its findings made again from the
             // state (their previews' bytes read again), none of it searched.
             let mut make = |m| super::search::again(job, place, m);
@@ -463,7 +467,7 @@ impl Worker {
     /// whose reading met an error.
     fn remember(
         &mut self,
-        key: [u8; 16],
+        key: Option<[u8; 16]>,
         ident: state::Ident,
         job: &FileJob,
         read: u64,
@@ -480,9 +484,7 @@ impl Worker {
             Reading::Whole { .. } => found.is_empty(),
             Reading::Stream | Reading::LogContent => true,
         };
-        if !self.keep_state || !whole || !keepable {
-            return;
-        }
+        let Some(key) = key.filter(|_| whole && keepable) else { return };
         let Some(kept) = state::KeptFile::of(found) else { return };
         self.record = Some(state::Record { key, ident, site: job.owner.site, read, kept });
     }

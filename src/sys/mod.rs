@@ -588,9 +588,8 @@ pub fn next_hole(f: &File, pos: u64) -> Option<u64> {
 /// True when `f` has a hole before `size` (a sparse file). Filesystems without hole
 /// support say no. The file's offset is left at 0 (`SEEK_HOLE` moves it).
 pub fn has_hole(f: &File, size: u64) -> bool {
-    use nix::unistd::{lseek, Whence};
-    let hole = lseek(f, 0, Whence::SeekHole).is_ok_and(|h| (h as u64) < size);
-    let _ = lseek(f, 0, Whence::SeekSet);
+    let hole = next_hole(f, 0).is_some_and(|h| h < size);
+    let _ = nix::unistd::lseek(f, 0, nix::unistd::Whence::SeekSet);
     hole
 }
 
