@@ -116,6 +116,17 @@ impl FileJob {
         }
     }
 
+    /// What the file is, asked without opening it ([`DirFd::peek`]): its directory's
+    /// descriptor asked for it by name. `None` where it is not asked that way (an image's
+    /// file, one opened by its path, a mount point, a kernel that does not tell mount
+    /// points): it is opened ([`FileJob::open`]).
+    pub fn peek(&self) -> Option<crate::sys::image::Meta> {
+        match &self.from {
+            From::Host { dir, by_path: false, .. } => dir.peek(self.rel.file_name()?).ok()?,
+            From::Host { by_path: true, .. } | From::Image(_) => None,
+        }
+    }
+
     /// Opens the regular file `name` beside this one (a database's log), as
     /// [`FileJob::open`] opens a file: beneath its directory's descriptor (or its mount's
     /// top), never through a symlink nor across a mount point.
@@ -151,11 +162,21 @@ impl FileJob {
         }
     }
 
+    /// What its node path is made of ([`FileJob::node_path`]), unformatted: the scope's
+    /// node path and the name shown under it.
+    pub fn shown_as(&self) -> [&Path; 2] {
+        [&self.scope_path, self.shown.as_deref().unwrap_or_else(|| self.inner())]
+    }
+
+    /// Its path under its scope.
+    fn inner(&self) -> &Path {
+        Path::new(OsStr::from_bytes(&self.rel.as_os_str().as_bytes()[self.inner_at..]))
+    }
+
     /// The node path to report (the user-visible name in an atomic-writer volume). Made
     /// when needed (a finding, an error): most files have neither.
     pub fn node_path(&self) -> String {
-        let inner = Path::new(OsStr::from_bytes(&self.rel.as_os_str().as_bytes()[self.inner_at..]));
-        let shown = self.shown.as_deref().unwrap_or(inner);
+        let [_, shown] = self.shown_as();
         // A scope that is one file: `join("")` would add a trailing slash.
         if shown.as_os_str().is_empty() {
             display_path(self.scope_path.as_os_str())

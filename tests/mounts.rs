@@ -1,6 +1,7 @@
 //! Mounts the scan meets, for real (as root; each test says it is skipped otherwise): a
 //! FUSE filesystem that never answers below a pod dir is listed as not read and never
-//! touched (the scan and `clean` finish, a stop signal still ends a run at once); a
+//! touched (the scan and `clean` finish, a stop signal still ends a run at once), nor one
+//! mounted over a file the scan state holds; a
 //! persistent volume (a loop-mounted ext4 at a CSI volume's `mount`) is read only with
 //! `--read-csi-volumes`; the tmpfs of a Secret volume, of a Secrets Store CSI volume and a
 //! subPath bind mount of one are read; and the scan changes no access time on a
@@ -42,6 +43,41 @@ fn node() -> (NodeTree, String, PathBuf) {
     tree.pod(UID).secret_volume("db").key("password", value.as_bytes());
     let file = tree.secrets_file("secrets.json", &secrets);
     (tree, value, file)
+}
+
+/// A file the last scan read, then covered by a FUSE filesystem that never answers
+/// (mounted over that one file): the rescan with the state asks the identity of each
+/// file by name without opening it, and must not wait on the mount. It lists the file as
+/// not read, finds the value beside it, takes the rest from the state, and finishes.
+#[test]
+fn a_mount_over_a_file_the_state_holds_is_not_waited_on() {
+    needs_root!();
+    let (tree, _, file) = node();
+    let pod = tree.pod(UID);
+    let cache = pod.path("volumes/kubernetes.io~empty-dir/cache/app.log");
+    pod.file("volumes/kubernetes.io~empty-dir/cache/app.log", &filler(7, 30_000));
+    let fp = tree.fingerprint_file(&file, &[], "values.fp");
+    // Older than the state's granularity (2 s) by the first scan: trusted by the next.
+    std::thread::sleep(Duration::from_millis(2100));
+    let state = tree.work("state");
+    let scan = || {
+        let mut args = vec!["scan", "--root", tree.root_arg(), "--no-cri", "--format", "json"];
+        args.extend(["--fingerprints", path_arg(&fp), "--state", path_arg(&state)]);
+        let out = tree.kr().timeout(HANG).run(&[args, vec!["--timeout", "20s"]].concat());
+        out.assert_code(1);
+        out
+    };
+    let first = scan();
+    let files = first.json()["summary"]["files"].as_u64().unwrap();
+    let fuse = HangingFuse::mount_file(&tree.host(&cache));
+    let second = scan();
+    drop(fuse);
+    let report = second.json();
+    assert_eq!(unread(report), vec![(cache.clone(), "fuse".to_owned())], "{report:#}");
+    assert_eq!(report["summary"]["incomplete"], false, "{report:#}");
+    assert_eq!(report["summary"]["unchanged_files"], files - 1, "{report:#}");
+    let password = pod.path("volumes/kubernetes.io~secret/db/password");
+    assert_eq!(found(&second), vec![(password, "non-tmpfs-volume".to_owned())]);
 }
 
 /// `scan --root R --no-cri --secrets FILE ARGS`, without digesting the tree (a digest

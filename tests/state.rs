@@ -102,6 +102,16 @@ fn a_rescan_reads_only_what_changed() {
     assert!(second
         .stderr_str()
         .contains(&format!("unchanged since the last scan (its state): {files} files")));
+    // Nothing read, nothing gone: the state is kept as it was, not written again.
+    let written = || {
+        let entries = std::fs::read_dir(&state).unwrap().map(|e| e.unwrap().path());
+        let files: Vec<_> = entries.collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&files[0]).unwrap())
+    };
+    let after_first = written();
+    assert_eq!(scan(&tree, &fp, &state, &[]).json()["summary"]["unchanged_files"], files);
+    assert_eq!(written(), after_first, "an unchanged node's state is not written again");
     let pod = tree.pod("5a5a5a5a-0000-4000-8000-0000000000a1");
     let cache =
         |name: &str| tree.host(pod.path(&format!("volumes/kubernetes.io~empty-dir/cache/{name}")));
@@ -132,6 +142,7 @@ fn a_rescan_reads_only_what_changed() {
     std::fs::remove_file(vol.join("..data")).unwrap();
     std::os::unix::fs::symlink(ts, vol.join("..data")).unwrap();
     let third = scan(&tree, &fp, &state, &[]);
+    assert_ne!(written(), after_first, "a changed node's state is written again");
     let full = scan(&tree, &fp, &state, &["--full"]);
     assert_eq!(unchanged(&full), (0, 0), "--full reads every file");
     assert_eq!(comparable(&third), comparable(&full));

@@ -523,8 +523,19 @@ pub(crate) fn search(
     let deadline = settings.deadline;
     let mut result = printer.with_progress(|p| scan::scan(&settings, walking, &searchers, p))?;
     stopped()?;
-    if let (Some(path), Some(digest)) = (&cfg.state, &digest) {
-        let records = std::mem::take(&mut result.records);
+    let records = std::mem::take(&mut result.records);
+    // Every file of the last state taken from it, none read and none gone: it is kept as
+    // it is. (Any state a scan wrote stays true of each file it holds until the file
+    // changes; a newer one only knows more. Its older start judges no file "racily
+    // clean" otherwise: each was older than it.)
+    let kept = settings
+        .state
+        .as_ref()
+        .is_some_and(|last| result.unchanged.0 == result.files && records.len() == last.len());
+    if kept {
+        printer.detail(VERBOSE, || ["scan state: every file unchanged; kept as it is".to_owned()]);
+    }
+    if let (Some(path), Some(digest), false) = (&cfg.state, &digest, kept) {
         // A scan cut short keeps what it read: the rest is read next time.
         let bytes = scan::state::State::encode(digest, started_ns, records);
         if let Err(e) = crate::sys::write_private(path, &bytes) {

@@ -394,6 +394,13 @@ impl Worker {
     ) -> Result<Option<(u64, Vec<Finding>)>, String> {
         self.scratch.start_file();
         self.file_errors.clear();
+        let reading = sites::props(job.owner.site).reading;
+        // The file's key in the state, only when there is one to keep (a digest of its
+        // path and the parts of its node path: work no scan without `--state` does).
+        let key = self.keep_state.then(|| state::key(&job.rel, &job.shown_as()));
+        if let Some(taken) = self.unopened(job, key.as_ref(), reading, seen) {
+            return Ok(taken);
+        }
         let (f, ino) = match job.open() {
             Ok(opened) => opened,
             Err(walk::Unopened::Io(e)) => return Err(io_message(&e)),
@@ -426,10 +433,6 @@ impl Worker {
         // allocate fewer blocks than they hold bytes, compressed or inline, and are asked).
         let sparse = md.blocks.saturating_mul(512) < size;
         let cx = Cx { of: job, searchers, place };
-        let reading = sites::props(job.owner.site).reading;
-        // The file's key in the state, only when there is one to keep (a digest of its
-        // path and shown name: work no scan without `--state` does).
-        let key = self.keep_state.then(|| state::key(&job.rel, &job.node_path()));
         let ident = state::Ident::of(&md);
         let last = self.state.clone();
         let hit = last.as_deref().zip(key.as_ref());
@@ -460,6 +463,34 @@ impl Worker {
         };
         self.remember(key, ident, job, read.0, &read.1, reading);
         Ok(Some(read))
+    }
+
+    /// A file the last scan read that gave no finding and is unchanged since: taken from
+    /// the state without being opened, its identity asked of its directory by name
+    /// ([`FileJob::peek`]; opening and closing it were most of an unchanged scan's
+    /// work). `None`: it is opened (no state, changed, findings whose previews are read
+    /// again, a mount point, an image's file); `Some(None)`: a file already read under
+    /// another name (a hard link).
+    fn unopened(
+        &mut self,
+        job: &FileJob,
+        key: Option<&[u8; 16]>,
+        reading: Reading,
+        seen: &Mutex<Seen>,
+    ) -> Option<Option<(u64, Vec<Finding>)>> {
+        let (last, key) = (self.state.as_deref()?, key?);
+        let md = job.peek()?;
+        if !md.is_file || md.ino != job.ino {
+            return None;
+        }
+        let ident = state::Ident::of(&md);
+        let read = kept(last, key, &ident, job, reading).filter(|h| !h.has_findings())?.read;
+        if !seen.lock().expect("lock").insert(md.dev, md.ino) {
+            return Some(None);
+        }
+        self.unchanged = Some(read);
+        self.remember(Some(*key), ident, job, read, &[], reading);
+        Some(Some((read, Vec::new())))
     }
 
     /// Keeps what the file gave for the next scan's state, when it can be made again

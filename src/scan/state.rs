@@ -258,16 +258,19 @@ pub struct Record {
     pub kept: Option<KeptFile>,
 }
 
-/// The key of the file at `rel` (relative to the root) shown as `shown` (an
-/// atomic-writer volume's file by the name the pod sees, which its ids are made of, and
-/// which depends on its neighbours): a digest of both.
-pub fn key(rel: &std::path::Path, shown: &str) -> [u8; 16] {
+/// The key of the file at `rel` (relative to the root) shown as `shown` (its node path's
+/// parts: an atomic-writer volume's file by the name the pod sees, which its ids are made
+/// of, and which depends on its neighbours): a digest of all of their bytes, as they are
+/// (no name formatted: a path holds no NUL, which parts them).
+pub fn key(rel: &std::path::Path, shown: &[&std::path::Path]) -> [u8; 16] {
     use std::os::unix::ffi::OsStrExt;
-    let d = Sha256::new()
+    let mut d = Sha256::new()
         .chain_update(b"kresidue-state-path\0")
-        .chain_update(rel.as_os_str().as_bytes())
-        .chain_update([0])
-        .chain_update(shown.as_bytes());
+        .chain_update(rel.as_os_str().as_bytes());
+    for part in shown {
+        d.update([0]);
+        d.update(part.as_os_str().as_bytes());
+    }
     d.finalize()[..16].try_into().expect("16 bytes")
 }
 
@@ -308,13 +311,35 @@ impl State {
     /// What the state says of the file `key`, now of identity `ident` and site `site`:
     /// its kept findings and errors (none when it had none), or why it must be read.
     pub fn lookup(&self, key: &[u8; 16], ident: &Ident, site: SiteId) -> Result<Hit<'_>, Stale> {
-        let i = self.records.binary_search_by(|e| e.key.cmp(key)).map_err(|_| Stale::New)?;
+        let i = self.find(key).ok_or(Stale::New)?;
         let e = &self.records[i];
         let racy = e.ident.changed_ns() >= self.started_ns.saturating_sub(GRANULARITY_NS);
         if e.ident != *ident || e.site != site as u8 || racy {
             return Err(Stale::Changed);
         }
         Ok(Hit { read: e.read, kept: self.kept.get(e.kept as usize) })
+    }
+
+    /// Where the record of `key` is. Keys are digests, spread evenly: its place is guessed
+    /// from its first bytes and found by widening around the guess, a comparison or two
+    /// (keys bunched by a crafted state are only found more slowly).
+    fn find(&self, key: &[u8; 16]) -> Option<usize> {
+        let n = self.records.len();
+        let first = u64::from_be_bytes(key[..8].try_into().expect("8 bytes"));
+        let guess = ((u128::from(first) * n as u128) >> 64) as usize;
+        // Every key before `lo` is less than `key`; every key from `hi` on, greater.
+        let (mut lo, mut step) = (guess, 1);
+        while lo > 0 && self.records[lo - 1].key >= *key {
+            lo = lo.saturating_sub(step);
+            step *= 2;
+        }
+        let (mut hi, mut step) = (guess.max(lo), 1);
+        while hi < n && self.records[hi].key <= *key {
+            hi = (hi + step).min(n);
+            step *= 2;
+        }
+        let at = self.records[lo..hi].binary_search_by(|e| e.key.cmp(key)).ok()?;
+        Some(lo + at)
     }
 
     /// Its records, as a scan makes them (to write it again).
@@ -530,5 +555,51 @@ mod tests {
         );
         let s = State::decode(&racy).unwrap();
         assert_eq!(s.lookup(&[9; 16], &ident, SiteId::Other), Err(Stale::Changed));
+    }
+
+    /// Every record is found by its key and no other key finds one, whether the keys are
+    /// spread as digests are or bunched as a crafted state may bunch them.
+    #[test]
+    fn records_are_found_wherever_their_keys_fall() {
+        let ident = Ident { dev: 1, ino: 2, size: 3, mtime: (4, 5), ctime: (6, 7) };
+        let mut rng = crate::prng::Prng::new(520);
+        let spread = |rng: &mut crate::prng::Prng| -> [u8; 16] {
+            rng.bytes(16).try_into().expect("16 bytes")
+        };
+        let bunched = |rng: &mut crate::prng::Prng| -> [u8; 16] {
+            let mut k = [0x80; 16];
+            k[15] = rng.below(256) as u8;
+            k[14] = rng.below(3) as u8;
+            k
+        };
+        let edges = |rng: &mut crate::prng::Prng| -> [u8; 16] {
+            let mut k = [[0; 16], [0xff; 16]][rng.below(2)];
+            k[15] = rng.below(256) as u8;
+            k
+        };
+        let kinds: [fn(&mut crate::prng::Prng) -> [u8; 16]; 3] = [spread, bunched, edges];
+        for make in kinds {
+            for n in [0, 1, 2, 3, 17, 500] {
+                let keys: std::collections::BTreeSet<[u8; 16]> =
+                    (0..n).map(|_| make(&mut rng)).collect();
+                let records = keys.iter().map(|&key| Record {
+                    key,
+                    ident,
+                    site: SiteId::Other,
+                    read: 1,
+                    kept: None,
+                });
+                let bytes = State::encode(&[0; 32], 1_000_000_000_000, records.collect());
+                let s = State::decode(&bytes).unwrap();
+                for key in &keys {
+                    assert!(s.lookup(key, &ident, SiteId::Other).is_ok(), "{key:?} of {n}");
+                }
+                for _ in 0..200 {
+                    let other = make(&mut rng);
+                    let found = s.lookup(&other, &ident, SiteId::Other).is_ok();
+                    assert_eq!(found, keys.contains(&other), "{other:?} of {n}");
+                }
+            }
+        }
     }
 }

@@ -7,8 +7,9 @@
 //! directory descriptors, [`tree`] removes trees through them and unmounts for `clean`, and
 //! [`mount`] reads the mount table. Pure computation lives with its users (the SIMD byte
 //! masks and the cache prefetch hint in `matcher::simd`, the log-line masks in
-//! `node::logs`). `unsafe` code here is only for four calls with no safe binding in
-//! `nix`, `getdents64` and `open_tree` among them; the rest is in the SIMD kernels of `matcher::simd`,
+//! `node::logs`). `unsafe` code here is only for calls with no safe binding in `nix`
+//! (`getdents64`, `statx`, `open_tree`, `cachestat`, `mincore`'s mapping, the
+//! priorities); the rest is in the SIMD kernels of `matcher::simd`,
 //! `rules::teddy` and `node::logs`, each block with its `SAFETY` reason.
 //!
 //! Confinement: every file is opened with `openat2(2)` relative to a descriptor of the

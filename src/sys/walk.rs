@@ -257,6 +257,41 @@ impl DirFd {
             .map_err(io::Error::from)
     }
 
+    /// What the entry `name` of this directory is, asked by its name without opening it
+    /// (`statx(2)`): no symlink followed, no automount set off, and a FUSE or network
+    /// filesystem's attributes taken from the kernel's cache (`AT_STATX_DONT_SYNC`), its
+    /// server never asked. `None` for an entry that is a mount point, or where the kernel
+    /// does not say whether it is one, or for a name of several components: such a file is
+    /// opened ([`DirFd::open_file_below`]), where the walk's mount policy decides.
+    pub fn peek(&self, name: &OsStr) -> io::Result<Option<super::image::Meta>> {
+        use nix::libc;
+        if name.as_bytes().contains(&b'/') {
+            return Ok(None);
+        }
+        let name = std::ffi::CString::new(name.as_bytes()).map_err(io::Error::other)?;
+        let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT | libc::AT_STATX_DONT_SYNC;
+        let x = statx(self.0.as_fd(), &name, flags, libc::STATX_BASIC_STATS)?;
+        let root = libc::STATX_ATTR_MOUNT_ROOT as u64;
+        let told = libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE | libc::STATX_BLOCKS;
+        let told = told | libc::STATX_MTIME | libc::STATX_CTIME;
+        if x.stx_attributes_mask & root == 0
+            || x.stx_attributes & root != 0
+            || x.stx_mask & told != told
+        {
+            return Ok(None);
+        }
+        let time = |t: libc::statx_timestamp| (t.tv_sec, i64::from(t.tv_nsec));
+        Ok(Some(super::image::Meta {
+            is_file: u32::from(x.stx_mode) & libc::S_IFMT == libc::S_IFREG,
+            len: x.stx_size,
+            dev: libc::makedev(x.stx_dev_major, x.stx_dev_minor),
+            ino: x.stx_ino,
+            blocks: x.stx_blocks,
+            mtime: time(x.stx_mtime),
+            ctime: time(x.stx_ctime),
+        }))
+    }
+
     /// The names of the entries of the directory `path` beneath this one (`.` for this
     /// one), crossing no mount point, in name order.
     pub fn names_below(&self, path: &Path) -> io::Result<Vec<OsString>> {
@@ -430,6 +465,25 @@ fn getdents(dir: BorrowedFd<'_>, buf: &mut [u8]) -> nix::Result<usize> {
         nix::libc::syscall(nix::libc::SYS_getdents64, dir.as_raw_fd(), buf.as_mut_ptr(), buf.len())
     };
     Errno::result(n).map(|n| n as usize)
+}
+
+/// `statx(2)` of `name` in `dir` with `flags`, asking for `mask`.
+#[allow(unsafe_code)]
+fn statx(
+    dir: BorrowedFd<'_>,
+    name: &std::ffi::CStr,
+    flags: i32,
+    mask: u32,
+) -> io::Result<nix::libc::statx> {
+    let mut x = std::mem::MaybeUninit::<nix::libc::statx>::zeroed();
+    // SAFETY: `name` is NUL-terminated and lives across the call; the kernel writes one
+    // `struct statx` at `x`, valid and exclusively borrowed; the descriptor is open
+    // (borrowed). All of its fields are integers, so the zeroed value is one too.
+    let n =
+        unsafe { nix::libc::statx(dir.as_raw_fd(), name.as_ptr(), flags, mask, x.as_mut_ptr()) };
+    Errno::result(n)?;
+    // SAFETY: zeroed, then written by the kernel: every field holds an integer.
+    Ok(unsafe { x.assume_init() })
 }
 
 /// The first record of a `getdents64` listing (`struct linux_dirent64`: `u64` inode, `i64`

@@ -33,8 +33,20 @@ impl HangingFuse {
     /// mount fails (the caller checks it runs as root).
     pub fn mount(dir: &Path) -> HangingFuse {
         std::fs::create_dir_all(dir).unwrap();
+        HangingFuse::mount_at(dir, "40000")
+    }
+
+    /// Mounts it over the regular file `file` (its root a regular file, as a bind mount
+    /// of one file is) and answers `FUSE_INIT`.
+    pub fn mount_file(file: &Path) -> HangingFuse {
+        assert!(file.is_file(), "{}", file.display());
+        HangingFuse::mount_at(file, "100000")
+    }
+
+    /// Mounts it at `dir`, its root of the octal mode type `rootmode`.
+    fn mount_at(dir: &Path, rootmode: &str) -> HangingFuse {
         let dev = OpenOptions::new().read(true).write(true).open("/dev/fuse").expect("/dev/fuse");
-        let opts = format!("fd={},rootmode=40000,user_id=0,group_id=0", dev.as_raw_fd());
+        let opts = format!("fd={},rootmode={rootmode},user_id=0,group_id=0", dev.as_raw_fd());
         use nix::mount::MsFlags;
         nix::mount::mount(
             Some("kresidue-hang"),
