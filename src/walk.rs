@@ -116,10 +116,10 @@ impl FileJob {
         }
     }
 
-    /// What the file is, asked without opening it ([`DirFd::peek`]): its directory's
-    /// descriptor asked for it by name. `None` where it is not asked that way (an image's
-    /// file, one opened by its path, a mount point, a kernel that does not tell mount
-    /// points): it is opened ([`FileJob::open`]).
+    /// What the file is, asked without opening it for reading ([`DirFd::peek`]: an
+    /// `O_PATH` descriptor beneath its directory's, crossing no mount point). `None`
+    /// where it is not asked that way (an image's file, one opened by its path) or cannot
+    /// be (a mount point, an error): it is opened ([`FileJob::open`]).
     pub fn peek(&self) -> Option<crate::sys::image::Meta> {
         match &self.from {
             From::Host { dir, by_path: false, .. } => dir.peek(self.rel.file_name()?).ok()?,

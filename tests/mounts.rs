@@ -69,8 +69,9 @@ fn a_mount_over_a_file_the_state_holds_is_not_waited_on() {
     };
     let first = scan();
     let files = first.json()["summary"]["files"].as_u64().unwrap();
-    let fuse = HangingFuse::mount_file(&tree.host(&cache));
+    let mut fuse = HangingFuse::mount_file(&tree.host(&cache));
     let second = scan();
+    assert_eq!(fuse.requests(), 0, "the mounted filesystem was asked");
     drop(fuse);
     let report = second.json();
     assert_eq!(unread(report), vec![(cache.clone(), "fuse".to_owned())], "{report:#}");

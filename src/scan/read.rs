@@ -466,9 +466,9 @@ impl Worker {
     }
 
     /// A file the last scan read that gave no finding and is unchanged since: taken from
-    /// the state without being opened, its identity asked of its directory by name
-    /// ([`FileJob::peek`]; opening and closing it were most of an unchanged scan's
-    /// work). `None`: it is opened (no state, changed, findings whose previews are read
+    /// the state without being opened for reading, its identity asked through an
+    /// `O_PATH` descriptor ([`FileJob::peek`]; opening it for reading, with what comes
+    /// with that, was most of an unchanged scan's work). `None`: it is opened (no state, changed, findings whose previews are read
     /// again, a mount point, an image's file); `Some(None)`: a file already read under
     /// another name (a hard link).
     fn unopened(
@@ -479,7 +479,8 @@ impl Worker {
         seen: &Mutex<Seen>,
     ) -> Option<Option<(u64, Vec<Finding>)>> {
         let (last, key) = (self.state.as_deref()?, key?);
-        let md = job.peek()?;
+        // A file the last scan did not read is opened at once.
+        let md = last.holds(key).then(|| job.peek()).flatten()?;
         if !md.is_file || md.ino != job.ino {
             return None;
         }

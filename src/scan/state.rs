@@ -13,10 +13,11 @@
 //! it was: the same identity and site, the same fingerprint sets, rules, binary and
 //! options (one digest of them all, [`Digest`]), and a change time older than the scan
 //! that read it by more than a timestamp's granularity (git's "racily clean" rule: a
-//! write just before the read could share the read's timestamp and go unseen). The file
-//! is still opened and checked (`fstat`), and its findings are made again from the state
-//! and judged afresh (liveness, severity, baseline), so the report is the one a full scan
-//! makes. What is read, and why, is `docs/ARCHITECTURE.md`'s.
+//! write just before the read could share the read's timestamp and go unseen). Its
+//! identity is asked again (a file that gave no finding through an `O_PATH` descriptor,
+//! not opened for reading; one with findings opened, to show their previews), and its
+//! findings are made again from the state and judged afresh (liveness, severity,
+//! baseline), so the report is the one a full scan makes. What is read, and why, is `docs/ARCHITECTURE.md`'s.
 //!
 //! The file: a header (magic and version, the digest, the scan's start), fixed-size
 //! records sorted by their path's digest, then the findings of the files that have any as
@@ -318,6 +319,11 @@ impl State {
             return Err(Stale::Changed);
         }
         Ok(Hit { read: e.read, kept: self.kept.get(e.kept as usize) })
+    }
+
+    /// Whether it holds a record of `key` (whatever its identity).
+    pub fn holds(&self, key: &[u8; 16]) -> bool {
+        self.find(key).is_some()
     }
 
     /// Where the record of `key` is. Keys are digests, spread evenly: its place is guessed

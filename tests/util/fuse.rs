@@ -91,6 +91,22 @@ impl HangingFuse {
     }
 }
 
+impl HangingFuse {
+    /// How many requests the kernel has sent it since `FUSE_INIT` (each taken from the
+    /// queue and left unanswered): how often anything asked the mounted filesystem.
+    pub fn requests(&mut self) -> usize {
+        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+        let dev = self.dev.as_mut().unwrap();
+        fcntl(&*dev, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).expect("O_NONBLOCK");
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0;
+        while dev.read(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    }
+}
+
 impl Drop for HangingFuse {
     fn drop(&mut self) {
         // Closing the only descriptor of the connection aborts it: every waiting request
