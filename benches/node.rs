@@ -1142,7 +1142,8 @@ const STATE_ROUNDS: usize = 5;
 
 /// The main scan with `--state` (issue 52), after the cold-cache runs (so each full scan
 /// reads a cold cache: a scan leaves the cache as it found it): a full scan (`--full`,
-/// the state written anew), a scan of the node unchanged since, and a scan after 1% of its files changed
+/// the state written anew), a scan of the node unchanged since, `find` listing the tree
+/// and asking every file's times (the floor), and a scan after 1% of its files changed
 /// (their mode set again: a new change time, the same bytes, 2.1 s before the scan, so
 /// that none is "racily clean"); the bytes read are the files read, not those the state
 /// had unchanged.

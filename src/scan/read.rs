@@ -468,9 +468,9 @@ impl Worker {
     /// A file the last scan read that gave no finding and is unchanged since: taken from
     /// the state without being opened for reading, its identity asked through an
     /// `O_PATH` descriptor ([`FileJob::peek`]; opening it for reading, with what comes
-    /// with that, was most of an unchanged scan's work). `None`: it is opened (no state, changed, findings whose previews are read
-    /// again, a mount point, an image's file); `Some(None)`: a file already read under
-    /// another name (a hard link).
+    /// with that, was most of an unchanged scan's work). `None`: it is opened (no state,
+    /// changed, findings whose previews are read again, a mount point, an image's file);
+    /// `Some(None)`: a file already read under another name (a hard link).
     fn unopened(
         &mut self,
         job: &FileJob,

@@ -17,7 +17,8 @@
 //! identity is asked again (a file that gave no finding through an `O_PATH` descriptor,
 //! not opened for reading; one with findings opened, to show their previews), and its
 //! findings are made again from the state and judged afresh (liveness, severity,
-//! baseline), so the report is the one a full scan makes. What is read, and why, is `docs/ARCHITECTURE.md`'s.
+//! baseline), so the report is the one a full scan makes. What is read, and why, is
+//! `docs/ARCHITECTURE.md`'s.
 //!
 //! The file: a header (magic and version, the digest, the scan's start), fixed-size
 //! records sorted by their path's digest, then the findings of the files that have any as

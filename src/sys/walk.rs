@@ -260,7 +260,7 @@ impl DirFd {
     /// What the file `name` in this directory is, without opening it for reading: an
     /// `O_PATH` descriptor of it (beneath this one, through no symlink, crossing no mount
     /// point: a mount on it is refused with `EXDEV` before the mounted filesystem is
-    /// asked anything) is asked (`statx`). Nothing of the file is opened: no read access
+    /// asked anything) is asked (`statx`). Nothing of the file is read: no read access
     /// checked, no lease broken, no open event told to inotify or fanotify. `None` for a
     /// name of several components; an error for a mount point: such a file is opened
     /// ([`DirFd::open_file_below`]), where the walk's mount policy decides.
