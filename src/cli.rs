@@ -198,6 +198,13 @@ pub struct ScanArgs {
     #[arg(long)]
     pub full: bool,
 
+    /// Read again a file the state has had unchanged for longer than DURATION (each after
+    /// between half of it and all of it, as its path falls, so that the reading spreads
+    /// over scans): a change that no file time shows (a write through a shared memory
+    /// mapping into a page already dirty) is found within DURATION [default: 7d]
+    #[arg(long, value_name = "DURATION", conflicts_with_all = ["image", "no_state"])]
+    pub state_max_age: Option<String>,
+
     /// Scan an image instead of the node, without root, a mount or a runtime: a container
     /// image archive (an OCI image layout, a directory or a tar of one, or a `docker save`
     /// tar: each layer read once, inflated as it is read; a finding's path is

@@ -74,6 +74,8 @@ pub struct ScanConfig {
     pub state: Option<PathBuf>,
     /// `--full`: every file read, whatever the state says.
     pub full: bool,
+    /// `--state-max-age`: a file unchanged but not read for longer is read again.
+    pub state_max_age: Duration,
 }
 
 /// What a subcommand asks of its search beyond the [`SearchArgs`] it shares.
@@ -139,6 +141,7 @@ impl ScanConfig {
             read_csi_volumes: args.read_csi_volumes,
             state: None,
             full: false,
+            state_max_age: STATE_MAX_AGE,
             root,
             root_arg: args.root.clone(),
             layout,
@@ -235,6 +238,18 @@ pub fn parse_duration(option: &str, s: &str, bare_seconds: bool) -> Result<Durat
     }
     humantime::parse_duration(s)
         .map_err(|_| anyhow::anyhow!("{option}: not a duration (like 90s, 30m, 1h)"))
+}
+
+/// `--state-max-age` when not given: a week.
+pub const STATE_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `--state-max-age`: a duration of at least a second ([`STATE_MAX_AGE`] when not given).
+pub fn parse_state_max_age(s: Option<&str>) -> Result<Duration> {
+    let Some(s) = s else { return Ok(STATE_MAX_AGE) };
+    match parse_duration("--state-max-age", s, false)? {
+        d if d >= Duration::from_secs(1) => Ok(d),
+        _ => bail!("--state-max-age must be at least 1s"),
+    }
 }
 
 /// `--every`: a duration of at least [`MIN_EVERY`]. Errors never repeat the value.

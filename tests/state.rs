@@ -252,6 +252,12 @@ fn incremental_reports_equal_full_reports_over_random_changes() {
                     }
                 }
             }
+            // Every other step, the changes settle before the scan: the next step's
+            // changes then meet records that are not "racily clean", which only the
+            // files' identities tell from what changed.
+            if step % 2 == 0 {
+                std::thread::sleep(SETTLE);
+            }
             let incremental = scan(&tree, &fp, &state, &[]);
             spared += unchanged(&incremental).0;
             let full =
@@ -330,6 +336,120 @@ fn the_state_holds_no_secret() {
         }
     }
     assert!(!bytes.windows(8).any(|w| w == &name.as_bytes()[..8]));
+    // No digest of the name either: one who guesses the value and makes the key of the
+    // file's path with it (the walk's path and shown parts, as the state's key is made)
+    // finds no such key in the state. The findings were kept (what matched, as the
+    // fingerprint file names it), so the state was not empty.
+    let scope = pod.dir();
+    let inner = format!("volumes/kubernetes.io~empty-dir/cache/{name}");
+    let rel = format!("{}/{inner}", scope.trim_start_matches('/'));
+    let guess =
+        kresidue::scan::state::key(Path::new(&rel), &[Path::new(&scope), Path::new(&inner)]);
+    assert!(!bytes.windows(16).any(|w| w == guess), "the state confirms a guessed value");
+    assert!(bytes.windows(4).any(|w| w == b"shop"), "no finding kept");
     assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
     assert_eq!(std::fs::metadata(&state).unwrap().permissions().mode() & 0o777, 0o700);
+}
+
+/// A finding's id is made of its path as shown, and a part of a path is shown withheld
+/// once material found in any name on the node is in it. A rule's match in another file's
+/// name (a GitHub token; the unchanged file's dir holds it with a letter on each side,
+/// which the rule alone does not match) changes how an unchanged file's path is shown,
+/// and so its finding's id, both when the name appears and when it goes: the incremental
+/// report is still a full scan's.
+#[test]
+fn a_name_found_elsewhere_that_changes_how_a_path_is_shown_is_a_full_scans() {
+    let (values, tree, fp, state) = settled(5700);
+    let pod = tree.pod("5a5a5a5a-0000-4000-8000-0000000000a1");
+    let token = kresidue::rules::examples::render("{ghtoken:ghp}", 5190);
+    let token = String::from_utf8(token).unwrap();
+    let conf = [b"password=".as_slice(), &values[0], b"\n"].concat();
+    pod.file(&format!("volumes/kubernetes.io~empty-dir/cache/z9/X{token}Z/conf.txt"), &conf);
+    std::thread::sleep(SETTLE);
+    let one = ["--threads", "1"];
+    let full = |tree: &NodeTree| {
+        let args = ["--fingerprints", path_arg(&fp), "--no-state", "--format", "json"];
+        tree.scan(&[args.as_slice(), &one].concat())
+    };
+    scan(&tree, &fp, &state, &one);
+    // A file named by the token, walked before the other: the rule matches its name.
+    let named = pod.file(&format!("volumes/kubernetes.io~empty-dir/cache/a0/{token}"), b"x\n");
+    let incremental = scan(&tree, &fp, &state, &one);
+    assert!(unchanged(&incremental).0 > 0);
+    let f = full(&tree);
+    assert!(f.stdout_str().contains("/<withheld>/conf.txt"), "{}", f.stdout_str());
+    assert_eq!(comparable(&incremental), comparable(&f));
+    // The name gone again, the files settled: the path is shown whole again.
+    std::thread::sleep(SETTLE);
+    scan(&tree, &fp, &state, &one);
+    std::fs::remove_file(tree.host(&named)).unwrap();
+    let incremental = scan(&tree, &fp, &state, &one);
+    assert!(unchanged(&incremental).0 > 0);
+    let f = full(&tree);
+    assert!(!f.stdout_str().contains("<withheld>"), "{}", f.stdout_str());
+    assert_eq!(comparable(&incremental), comparable(&f));
+}
+
+/// A write through a shared writable mapping sets the file's times only at the write
+/// fault of a clean page; later writes to the page while it is dirty (until writeback,
+/// about 30 s; on tmpfs, ever) leave the file's identity as it was. With
+/// `--state-max-age`, a file the state has had unchanged for longer is read again: the
+/// value written so after a scan read the file is found then, as a full scan finds it.
+/// `--state-max-age` under a second is refused in one line.
+#[test]
+#[allow(unsafe_code)]
+fn a_write_no_file_time_shows_is_found_within_the_most_age() {
+    use nix::libc;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    const LEN: usize = 8192;
+    let (values, tree, fp, state) = settled(5800);
+    let pod = tree.pod("5a5a5a5a-0000-4000-8000-0000000000a1");
+    let times =
+        |m: &std::fs::Metadata| (m.size(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec());
+    let max_age = ["--state-max-age", "1s"];
+    // Writeback (or a `sync` elsewhere) between the two writes would give the file new
+    // times: then the case is made again with another file.
+    for attempt in 0..3 {
+        let node = pod.file(
+            &format!("volumes/kubernetes.io~empty-dir/cache/shm{attempt}.dat"),
+            &filler(58, LEN),
+        );
+        let host = tree.host(&node);
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&host).unwrap();
+        let (rw, shared) = (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED);
+        // SAFETY: a new shared mapping of the LEN bytes of a file that long, unmapped
+        // below, used by this thread alone.
+        let map = unsafe { libc::mmap(std::ptr::null_mut(), LEN, rw, shared, f.as_raw_fd(), 0) };
+        assert_ne!(map, libc::MAP_FAILED);
+        // SAFETY: the mapping above.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(map.cast::<u8>(), LEN) };
+        bytes[0] = b'#'; // The write fault: the file's times are set now.
+        std::thread::sleep(SETTLE);
+        scan(&tree, &fp, &state, &max_age);
+        let before = times(&std::fs::metadata(&host).unwrap());
+        let value = [b"password=".as_slice(), &values[3], b"\n"].concat();
+        bytes[100..100 + value.len()].copy_from_slice(&value);
+        let same = times(&std::fs::metadata(&host).unwrap()) == before;
+        // SAFETY: the mapping above, no longer used (the page stays dirty in the cache).
+        unsafe { libc::munmap(map, LEN) };
+        if !same {
+            assert!(attempt < 2, "the file's times changed at every attempt");
+            continue;
+        }
+        // Not yet due: taken from the state, the value unseen (what the most age is for).
+        let soon = scan(&tree, &fp, &state, &[]);
+        assert!(!soon.stdout_str().contains(&format!("shm{attempt}.dat")), "{}", soon.stdout_str());
+        std::thread::sleep(Duration::from_millis(1100));
+        let incremental = scan(&tree, &fp, &state, &max_age);
+        let full = tree.scan(&["--fingerprints", path_arg(&fp), "--no-state", "--format", "json"]);
+        assert!(full.stdout_str().contains(&format!("shm{attempt}.dat")), "{}", full.stdout_str());
+        assert_eq!(comparable(&incremental), comparable(&full));
+        break;
+    }
+    for bad in ["0s", "500ms", "soon"] {
+        let out = tree.scan(&["--state", path_arg(&state), "--state-max-age", bad]);
+        assert_eq!(out.code, 2, "{bad}");
+        assert_eq!(out.stderr_str().trim().lines().count(), 1, "{}", out.stderr_str());
+    }
 }

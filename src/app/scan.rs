@@ -30,6 +30,7 @@ pub fn run(args: &ScanArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     let needs = Needs { format, fixed_kubelet_dir: false, require_cri: false };
     let mut cfg = ScanConfig::from_args(&args.search, needs)?;
     (cfg.state, cfg.full) = (config::state_file(args, &cfg.root), args.full);
+    cfg.state_max_age = config::parse_state_max_age(args.state_max_age.as_deref())?;
     if let Some(image) = &args.image {
         return run_image(args, &cfg, image, started, stdout);
     }
@@ -511,6 +512,10 @@ pub(crate) fn search(
         _ => None,
     };
     let started_ns = crate::sys::unix_now_ns();
+    let last = last.map(|mut last| {
+        last.read_again_after(started_ns, cfg.state_max_age);
+        last
+    });
     let settings = ScanSettings {
         layout,
         threads: cfg.threads,

@@ -442,7 +442,7 @@ impl Worker {
             let mut make = |m| super::search::again(job, place, m);
             let found = hit.findings(&f, &mut make).map_err(|e| io_message(&e))?;
             self.unchanged = Some(hit.read);
-            self.remember(key, ident, job, hit.read, &found, reading);
+            self.remember(key, ident, job, (hit.read, Some(hit.read_ns)), &found, reading);
             return Ok(Some((hit.read, found)));
         }
         let read = match reading {
@@ -461,7 +461,7 @@ impl Worker {
                 self.scan_bytes(&f, size, sparse, &cx, &mut |_| {})?
             }
         };
-        self.remember(key, ident, job, read.0, &read.1, reading);
+        self.remember(key, ident, job, (read.0, None), &read.1, reading);
         Ok(Some(read))
     }
 
@@ -485,24 +485,26 @@ impl Worker {
             return None;
         }
         let ident = state::Ident::of(&md);
-        let read = kept(last, key, &ident, job, reading).filter(|h| !h.has_findings())?.read;
+        let hit = kept(last, key, &ident, job, reading).filter(|h| !h.has_findings())?;
+        let (key, read, read_ns) = (*key, hit.read, hit.read_ns);
         if !seen.lock().expect("lock").insert(md.dev, md.ino) {
             return Some(None);
         }
         self.unchanged = Some(read);
-        self.remember(Some(*key), ident, job, read, &[], reading);
+        self.remember(Some(key), ident, job, (read, Some(read_ns)), &[], reading);
         Some(Some((read, Vec::new())))
     }
 
     /// Keeps what the file gave for the next scan's state, when it can be made again
     /// from it ([`kept`]): not a file cut short, nor one a rule could not finish, nor one
-    /// whose reading met an error.
+    /// whose reading met an error. `read`: the bytes read of it, and when the scan that
+    /// read them started (`None`: this one).
     fn remember(
         &mut self,
         key: Option<[u8; 16]>,
         ident: state::Ident,
         job: &FileJob,
-        read: u64,
+        (read, read_ns): (u64, Option<i64>),
         found: &[Finding],
         reading: Reading,
     ) {
@@ -518,7 +520,8 @@ impl Worker {
         };
         let Some(key) = key.filter(|_| whole && keepable) else { return };
         let Some(kept) = state::KeptFile::of(found) else { return };
-        self.record = Some(state::Record { key, ident, site: job.owner.site, read, kept });
+        let site = job.owner.site;
+        self.record = Some(state::Record { key, ident, site, read, read_ns, kept });
     }
 
     /// Searches what `r` gives to its end (an image layer's member, inflated as it is

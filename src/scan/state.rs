@@ -26,12 +26,13 @@
 //! cut, another version, another digest) is not used: the scan reads everything.
 
 use crate::finding::{Finding, MatchInfo, Material, Preview, SiteId};
+use crate::text::withhold;
 use sha2::{Digest as _, Sha256};
 
 /// The state file's first bytes: its format, and its version.
-const MAGIC: &[u8; 8] = b"KRSTATE1";
+const MAGIC: &[u8; 8] = b"KRSTATE2";
 
-/// Files a state holds at most (81 bytes each); a node with more keeps the first.
+/// Files a state holds at most (89 bytes each); a node with more keeps the first.
 pub const MAX_FILES: usize = 1 << 22;
 
 /// Findings kept of one file at most; a file with more is read again.
@@ -184,6 +185,8 @@ impl KeptFile {
 pub struct Hit<'a> {
     /// The bytes the scan that read it read.
     pub read: u64,
+    /// When the scan that last read it started (nanoseconds since the epoch).
+    pub read_ns: i64,
     /// Its findings, when it had any.
     kept: Option<&'a KeptFile>,
 }
@@ -256,6 +259,8 @@ pub struct Record {
     pub site: SiteId,
     /// The bytes read of it.
     pub read: u64,
+    /// When the scan that last read it started: `None` for this scan (it was read now).
+    pub read_ns: Option<i64>,
     /// Its findings and errors; `None` when it had none.
     pub kept: Option<KeptFile>,
 }
@@ -263,15 +268,33 @@ pub struct Record {
 /// The key of the file at `rel` (relative to the root) shown as `shown` (its node path's
 /// parts: an atomic-writer volume's file by the name the pod sees, which its ids are made
 /// of, and which depends on its neighbours): a digest of all of their bytes, as they are
-/// (no name formatted: a path holds no NUL, which parts them).
+/// (no name formatted: a path holds no NUL, which parts them), but for each name that
+/// holds material found in a name (`text::withhold`), taken as the report shows it,
+/// withheld. So no value in a name is hashed (the walk matches a file's names before it
+/// is read), and a file whose path is shown otherwise than at the last scan (a name found
+/// elsewhere since, or gone) has another key: it is read again, and its findings' ids,
+/// made of the path as shown, are a full scan's.
 pub fn key(rel: &std::path::Path, shown: &[&std::path::Path]) -> [u8; 16] {
     use std::os::unix::ffi::OsStrExt;
-    let mut d = Sha256::new()
-        .chain_update(b"kresidue-state-path\0")
-        .chain_update(rel.as_os_str().as_bytes());
-    for part in shown {
-        d.update([0]);
-        d.update(part.as_os_str().as_bytes());
+    let mut d = Sha256::new().chain_update(b"kresidue-state-path\0");
+    for (i, part) in std::iter::once(rel).chain(shown.iter().copied()).enumerate() {
+        if i > 0 {
+            d.update([0]);
+        }
+        let bytes = part.as_os_str().as_bytes();
+        if !withhold::any() {
+            d.update(bytes);
+            continue;
+        }
+        for (j, name) in bytes.split(|&b| b == b'/').enumerate() {
+            if j > 0 {
+                d.update(b"/");
+            }
+            match withhold::is_withheld(name) {
+                true => d.update(withhold::WITHHELD.as_bytes()),
+                false => d.update(name),
+            }
+        }
     }
     d.finalize()[..16].try_into().expect("16 bytes")
 }
@@ -287,6 +310,8 @@ pub struct State {
     records: Vec<Entry>,
     /// The kept files the records name.
     kept: Vec<KeptFile>,
+    /// (now, the most a file may go unread): see [`State::read_again_after`].
+    max_age: Option<(i64, i64)>,
 }
 
 /// A record as stored.
@@ -296,6 +321,7 @@ struct Entry {
     ident: Ident,
     site: u8,
     read: u64,
+    read_ns: i64,
     /// Index in `kept`, `u32::MAX` for none.
     kept: u32,
 }
@@ -307,6 +333,8 @@ pub enum Stale {
     New,
     /// Changed since (identity or site), or changed too close to the last scan to tell.
     Changed,
+    /// Unchanged, but not read for longer than `--state-max-age` allows.
+    Due,
 }
 
 impl State {
@@ -319,7 +347,25 @@ impl State {
         if e.ident != *ident || e.site != site as u8 || racy {
             return Err(Stale::Changed);
         }
-        Ok(Hit { read: e.read, kept: self.kept.get(e.kept as usize) })
+        if let Some((now, max)) = self.max_age {
+            // Due after between half the most and all of it, as the key falls: the files
+            // one scan read come due over half the period, not all in one later scan.
+            let spread = i128::from(u16::from_le_bytes([key[14], key[15]]));
+            let after = max / 2 + ((i128::from(max / 2) * spread) >> 16) as i64;
+            if now.saturating_sub(e.read_ns) > after {
+                return Err(Stale::Due);
+            }
+        }
+        Ok(Hit { read: e.read, read_ns: e.read_ns, kept: self.kept.get(e.kept as usize) })
+    }
+
+    /// Has a file that is unchanged read again once its last read is older, at `now_ns`,
+    /// than `max_age` (`--state-max-age`; each file after between half of it and all of
+    /// it): a change no file time shows (a write through a shared mapping into a page
+    /// already dirty leaves them as they were) is read within `max_age`.
+    pub fn read_again_after(&mut self, now_ns: i64, max_age: std::time::Duration) {
+        let max = i64::try_from(max_age.as_nanos()).unwrap_or(i64::MAX);
+        self.max_age = Some((now_ns, max));
     }
 
     /// Whether it holds a record of `key` (whatever its identity).
@@ -356,6 +402,7 @@ impl State {
             ident: e.ident,
             site: SiteId::ALL[usize::from(e.site)],
             read: e.read,
+            read_ns: Some(e.read_ns),
             kept: self.kept.get(e.kept as usize).cloned(),
         };
         self.records.iter().map(record).collect()
@@ -395,6 +442,7 @@ impl State {
             }
             out.push(r.site as u8);
             out.extend_from_slice(&r.read.to_le_bytes());
+            out.extend_from_slice(&r.read_ns.unwrap_or(started_ns).to_le_bytes());
             let at = match &r.kept {
                 Some(k) => {
                     kept.push(k);
@@ -434,15 +482,15 @@ impl State {
         if n > MAX_FILES as u64 {
             return Err(format!("more than {MAX_FILES} files"));
         }
-        // Never more than the bytes left can hold (81 bytes a record).
-        let mut records = Vec::with_capacity((n as usize).min(r.0.len() / 81));
+        // Never more than the bytes left can hold (89 bytes a record).
+        let mut records = Vec::with_capacity((n as usize).min(r.0.len() / 89));
         for _ in 0..n {
             let mut key = [0; 16];
             key.copy_from_slice(r.take(16).ok_or("cut short")?);
             let (dev, ino, size) = (r.u64(), r.u64(), r.u64());
             let mtime = (r.i64(), r.u32());
             let ctime = (r.i64(), r.u32());
-            let (site, read, kept) = (r.u8(), r.u64(), r.u32());
+            let (site, read, read_ns, kept) = (r.u8(), r.u64(), r.i64(), r.u32());
             let ident = Ident {
                 dev: dev.ok_or("cut short")?,
                 ino: ino.ok_or("cut short")?,
@@ -455,7 +503,8 @@ impl State {
                 return Err("a record names no site".to_owned());
             }
             let (read, kept) = (read.ok_or("cut short")?, kept.ok_or("cut short")?);
-            records.push(Entry { key, ident, site, read, kept });
+            let read_ns = read_ns.ok_or("cut short")?;
+            records.push(Entry { key, ident, site, read, read_ns, kept });
         }
         if !records.windows(2).all(|w| w[0].key < w[1].key) {
             return Err("its records are not in order".to_owned());
@@ -470,7 +519,7 @@ impl State {
         if records.iter().any(|e| e.kept != u32::MAX && e.kept as usize >= kept.len()) {
             return Err("a record names findings that are not there".to_owned());
         }
-        Ok(State { digest, started_ns, records, kept })
+        Ok(State { digest, started_ns, records, kept, max_age: None })
     }
 }
 
@@ -515,17 +564,27 @@ mod tests {
         let ident = Ident { dev: 1, ino: 2, size: 3, mtime: (4, 5), ctime: (6, 7) };
         let kept = KeptFile { findings: vec![] };
         let records = vec![
-            Record { key: [9; 16], ident, site: SiteId::Other, read: 3, kept: None },
-            Record { key: [1; 16], ident, site: SiteId::ALL[0], read: 3, kept: Some(kept.clone()) },
+            Record { key: [9; 16], ident, site: SiteId::Other, read: 3, read_ns: None, kept: None },
+            Record {
+                key: [1; 16],
+                ident,
+                site: SiteId::ALL[0],
+                read: 3,
+                read_ns: None,
+                kept: Some(kept.clone()),
+            },
         ];
         let bytes = State::encode(&[7; 32], 1_000_000_000_000, records);
         let s = State::decode(&bytes).unwrap();
         assert_eq!((s.digest, s.started_ns, s.len()), ([7; 32], 1_000_000_000_000, 2));
         assert_eq!(
             s.lookup(&[1; 16], &ident, SiteId::ALL[0]),
-            Ok(Hit { read: 3, kept: Some(&kept) })
+            Ok(Hit { read: 3, read_ns: 1_000_000_000_000, kept: Some(&kept) })
         );
-        assert_eq!(s.lookup(&[9; 16], &ident, SiteId::Other), Ok(Hit { read: 3, kept: None }));
+        assert_eq!(
+            s.lookup(&[9; 16], &ident, SiteId::Other),
+            Ok(Hit { read: 3, read_ns: 1_000_000_000_000, kept: None })
+        );
         assert_eq!(s.lookup(&[9; 16], &ident, SiteId::ALL[0]), Err(Stale::Changed));
         assert_eq!(s.lookup(&[2; 16], &ident, SiteId::Other), Err(Stale::New));
         let newer = Ident { ctime: (6, 8), ..ident };
@@ -558,10 +617,46 @@ mod tests {
         let racy = State::encode(
             &[7; 32],
             6_500_000_000,
-            vec![Record { key: [9; 16], ident, site: SiteId::Other, read: 3, kept: None }],
+            vec![Record {
+                key: [9; 16],
+                ident,
+                site: SiteId::Other,
+                read: 3,
+                read_ns: None,
+                kept: None,
+            }],
         );
         let s = State::decode(&racy).unwrap();
         assert_eq!(s.lookup(&[9; 16], &ident, SiteId::Other), Err(Stale::Changed));
+    }
+
+    /// With a most age, a file unchanged but unread for longer is read again: each after
+    /// between half the most age and all of it, as its key falls; a record taken from the
+    /// state keeps when it was read.
+    #[test]
+    fn files_unread_for_longer_than_the_most_age_are_read_again() {
+        let ident = Ident { dev: 1, ino: 2, size: 3, mtime: (4, 5), ctime: (6, 7) };
+        let (read_at, hour) = (1_000_000_000_000_i64, 3_600_000_000_000_i64);
+        let keys: Vec<[u8; 16]> = (0..=255u8).map(|b| [b; 16]).collect();
+        let record =
+            |key| Record { key, ident, site: SiteId::Other, read: 3, read_ns: None, kept: None };
+        let bytes = State::encode(&[7; 32], read_at, keys.iter().map(|&k| record(k)).collect());
+        let due = |after_ns: i64| {
+            let mut s = State::decode(&bytes).unwrap();
+            s.read_again_after(read_at + after_ns, std::time::Duration::from_secs(3600));
+            keys.iter().filter(|k| s.lookup(k, &ident, SiteId::Other) == Err(Stale::Due)).count()
+        };
+        assert_eq!(due(hour / 2), 0);
+        let some = due(hour * 3 / 4);
+        assert!(some > 64 && some < 192, "{some} of 256 due at 3/4 of the most age");
+        assert_eq!(due(hour + 1), 256);
+        // Without a most age, none is ever due.
+        let s = State::decode(&bytes).unwrap();
+        assert!(keys.iter().all(|k| s.lookup(k, &ident, SiteId::Other).is_ok()));
+        // A record taken again keeps its time; one read now takes the new scan's start.
+        let again = State::encode(&[7; 32], read_at + hour, s.records());
+        let s = State::decode(&again).unwrap();
+        assert_eq!(s.lookup(&keys[0], &ident, SiteId::Other).unwrap().read_ns, read_at);
     }
 
     /// Every record is found by its key and no other key finds one, whether the keys are
@@ -594,6 +689,7 @@ mod tests {
                     ident,
                     site: SiteId::Other,
                     read: 1,
+                    read_ns: None,
                     kept: None,
                 });
                 let bytes = State::encode(&[0; 32], 1_000_000_000_000, records.collect());

@@ -37,6 +37,11 @@ pub fn withhold(material: &[u8]) {
     ANY.store(true, Ordering::Release);
 }
 
+/// True when any material was recorded by [`withhold`].
+pub fn any() -> bool {
+    ANY.load(Ordering::Acquire)
+}
+
 /// True when `text` holds material recorded by [`withhold`].
 pub fn is_withheld(text: &[u8]) -> bool {
     if !ANY.load(Ordering::Acquire) {
