@@ -442,6 +442,8 @@ fn a_write_no_file_time_shows_is_found_within_the_most_age() {
         assert!(!soon.stdout_str().contains(&format!("shm{attempt}.dat")), "{}", soon.stdout_str());
         std::thread::sleep(Duration::from_millis(1100));
         let incremental = scan(&tree, &fp, &state, &max_age);
+        let said = incremental.stderr_str();
+        assert!(said.contains("unread for longer than --state-max-age: "), "{said}");
         let full = tree.scan(&["--fingerprints", path_arg(&fp), "--no-state", "--format", "json"]);
         assert!(full.stdout_str().contains(&format!("shm{attempt}.dat")), "{}", full.stdout_str());
         assert_eq!(comparable(&incremental), comparable(&full));

@@ -812,6 +812,13 @@ fn tell_scan(result: &ScanResult, printer: &mut Printer) {
         })
     });
     printer.detail(VERBOSE, || {
+        let (files, bytes) = result.due;
+        (files > 0).then(|| {
+            let size = report::human_size(bytes);
+            format!("read again though unchanged, unread for longer than --state-max-age: {files} files, {size}")
+        })
+    });
+    printer.detail(VERBOSE, || {
         let n = crate::sys::cache::unasked();
         (n > 0).then(|| {
             format!(

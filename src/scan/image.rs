@@ -147,6 +147,7 @@ pub fn scan_archive(
         unread_mounts: vec![],
         records: vec![],
         unchanged: (0, 0),
+        due: (0, 0),
     })
 }
 

@@ -85,6 +85,9 @@ pub struct ScanResult {
     /// Files taken from the last scan's state, unchanged since, and their bytes (counted
     /// in `files` and `bytes` too, as a full scan counts them).
     pub unchanged: (u64, u64),
+    /// Files read again though unchanged, unread for longer than `--state-max-age`, and
+    /// their bytes.
+    pub due: (u64, u64),
 }
 
 /// The distributions discovery found on the node, and its places (`-v`).
@@ -295,6 +298,7 @@ struct Gathered {
     late: AtomicBool,
     records: Mutex<Vec<state::Record>>,
     unchanged: Mutex<(u64, u64)>,
+    due: Mutex<(u64, u64)>,
 }
 
 impl Gathered {
@@ -308,6 +312,7 @@ impl Gathered {
     ) {
         let started = Instant::now();
         let result = w.scan_file(job, searchers, seen);
+        let due = std::mem::take(&mut w.due);
         if let Some(r) = w.record.take() {
             self.records.lock().expect("lock").push(r);
         }
@@ -329,6 +334,10 @@ impl Gathered {
         };
         self.files.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(n, Ordering::Relaxed);
+        if due {
+            let mut d = self.due.lock().expect("lock");
+            *d = (d.0 + 1, d.1 + n);
+        }
         let mut sites = self.sites.lock().expect("lock");
         let site = sites.entry(job.owner.site).or_default();
         site.files += 1;
@@ -374,6 +383,7 @@ impl Gathered {
             layouts,
             records: self.records.into_inner().expect("lock"),
             unchanged: self.unchanged.into_inner().expect("lock"),
+            due: self.due.into_inner().expect("lock"),
         }
     }
 }

@@ -57,6 +57,9 @@ pub(super) struct Worker {
     pub(super) record: Option<state::Record>,
     /// Set when the current file was taken from the state: its bytes, not read.
     pub(super) unchanged: Option<u64>,
+    /// Set when the current file is read though unchanged: the state had it unread for
+    /// longer than `--state-max-age`.
+    pub(super) due: bool,
 }
 
 /// What a [`Source`] gives the chunk loop next.
@@ -380,6 +383,7 @@ impl Worker {
             keep_state: settings.keep_state,
             record: None,
             unchanged: None,
+            due: false,
         }
     }
 
@@ -445,6 +449,9 @@ impl Worker {
             self.remember(key, ident, job, (hit.read, Some(hit.read_ns)), &found, reading);
             return Ok(Some((hit.read, found)));
         }
+        self.due = hit.is_some_and(|(s, key)| {
+            s.lookup(key, &ident, job.owner.site) == Err(state::Stale::Due)
+        });
         let read = match reading {
             // A sparse log (truncated while a writer kept its offset) is streamed raw,
             // its holes skipped, rather than read zero by zero as content.
