@@ -15,13 +15,26 @@ use std::os::unix::ffi::OsStrExt;
 /// [`path_bytes`]), and each component holding secret material found in a name as
 /// [`withhold::WITHHELD`] (see [`withhold`]).
 pub fn display_path(p: &OsStr) -> String {
+    shown_with(p, withhold::is_withheld)
+}
+
+/// The path a finding's id is made of: [`display_path`]'s text, with only the names found
+/// to hold material themselves withheld ([`withhold::held_by`]). What other names were
+/// found when the finding was made (a matter of which thread came first) does not change
+/// it; the path the report shows withholds them too.
+pub fn id_path(p: &OsStr) -> String {
+    shown_with(p, withhold::held_by)
+}
+
+/// `p` as text, each component for which `withheld` says so withheld.
+fn shown_with(p: &OsStr, withheld: fn(&[u8]) -> bool) -> String {
     let bytes = p.as_encoded_bytes();
     let mut out = String::with_capacity(bytes.len());
     for (i, name) in bytes.split(|&b| b == b'/').enumerate() {
         if i > 0 {
             out.push('/');
         }
-        if withhold::is_withheld(name) {
+        if withheld(name) {
             out.push_str(withhold::WITHHELD);
             continue;
         }

@@ -176,12 +176,22 @@ impl FileJob {
     /// The node path to report (the user-visible name in an atomic-writer volume). Made
     /// when needed (a finding, an error): most files have neither.
     pub fn node_path(&self) -> String {
+        display_path(OsStr::from_bytes(&self.shown_path()))
+    }
+
+    /// The node path its findings' ids are made of ([`crate::text::id_path`]).
+    pub fn id_path(&self) -> String {
+        crate::text::id_path(OsStr::from_bytes(&self.shown_path()))
+    }
+
+    /// The bytes of the node path to report.
+    pub fn shown_path(&self) -> Vec<u8> {
         let [_, shown] = self.shown_as();
         // A scope that is one file: `join("")` would add a trailing slash.
         if shown.as_os_str().is_empty() {
-            display_path(self.scope_path.as_os_str())
+            self.scope_path.as_os_str().as_bytes().to_vec()
         } else {
-            display_path(self.scope_path.join(shown).as_os_str())
+            std::os::unix::ffi::OsStringExt::into_vec(self.scope_path.join(shown).into_os_string())
         }
     }
 }

@@ -354,6 +354,37 @@ fn rule_matches_in_names_are_findings_and_withheld() {
     }
 }
 
+/// A finding's id does not depend on which names a scan matched before making it: a file
+/// in a dir whose name holds a GitHub token with a letter on each side (which the rule
+/// alone does not match) keeps its finding's id when a file named by the token (matched
+/// first: a dir's files are listed before its subdirs) comes, and the path is shown
+/// withheld once the token is found. (Ids made of the path as shown then made a finding's
+/// id depend on which of a scan's threads came first.)
+#[test]
+fn a_findings_id_does_not_depend_on_names_found_before_it() {
+    let tree = NodeTree::new();
+    let render = |seed| String::from_utf8(kresidue::rules::examples::render("{ghtoken:ghp}", seed));
+    let (token, other) = (render(9511).unwrap(), render(9512).unwrap());
+    // Not `token`: until a name holds it alone, no rule finds it in `X…Z`, which the
+    // path then shows.
+    tree.guard(other.as_bytes());
+    let pod = tree.pod(GONE_UID);
+    let dir = "volumes/kubernetes.io~empty-dir/x";
+    pod.file(&format!("{dir}/X{token}Z/conf.txt"), format!("GITHUB_TOKEN={other}\n").as_bytes());
+    let conf = |out: &Out| -> (String, String) {
+        let found = out.findings();
+        let f = found.iter().find(|f| f.path.ends_with("/conf.txt")).expect("conf.txt's finding");
+        (f.raw["id"].as_str().unwrap().to_owned(), f.path.clone())
+    };
+    let (id, path) = conf(&tree.scan(&["--format", "json", "--threads", "1"]));
+    assert!(path.contains(&token), "{path}");
+    pod.file(&format!("{dir}/{token}"), b"nothing\n");
+    for threads in ["1", "2"] {
+        let out = tree.scan(&["--format", "json", "--threads", threads]);
+        assert_eq!(conf(&out), (id.clone(), pod.path(&format!("{dir}/{WITHHELD}/conf.txt"))));
+    }
+}
+
 /// The scan formats `--secrets FILE` prints: each is searched for pieces of `values`
 /// (a container id cut to 12 characters in the table is a piece too).
 const SCAN_FORMATS: [&str; 5] = ["json", "table", "sarif", "prometheus", "npd"];

@@ -45,6 +45,8 @@ const DELETED_IN_SOME: &str = "deleted by a later layer's whiteout in some of th
 struct Member<'a> {
     owner: &'a Owner,
     path: String,
+    /// The bytes `path` shows.
+    raw: Vec<u8>,
 }
 
 impl Target for Member<'_> {
@@ -54,6 +56,10 @@ impl Target for Member<'_> {
 
     fn node_path(&self) -> String {
         self.path.clone()
+    }
+
+    fn id_path(&self) -> String {
+        text::id_path(OsStr::from_bytes(&self.raw))
     }
 }
 
@@ -226,7 +232,8 @@ fn blob(
         }
     };
     if b.kind == BlobKind::Config {
-        let target = Member { owner: &owner, path: b.digest.clone() };
+        let raw = b.digest.as_bytes().to_vec();
+        let target = Member { owner: &owner, path: b.digest.clone(), raw };
         let cx = Cx { of: &target, searchers, place };
         if let Some(max) = settings.max_file_size.filter(|&max| size > max) {
             let e = format!("{size} bytes, more than --max-file-size {max}; not read");
@@ -263,7 +270,7 @@ fn blob(
         let inner = tarball::clean_path(&m.path);
         // Names holding material are findings, and withheld before any path is shown.
         let named = super::names::in_path(
-            &Member { owner: &owner, path: String::new() },
+            &Member { owner: &owner, path: String::new(), raw: Vec::new() },
             place,
             searchers,
             (b.digest.as_bytes(), &inner),
@@ -297,13 +304,13 @@ fn blob(
         if m.kind != Kind::File || m.size == 0 {
             continue;
         }
-        let shown =
-            text::display_path(OsStr::from_bytes(&[b.digest.as_bytes(), b"/", &inner].concat()));
+        let raw = [b.digest.as_bytes(), b"/", &inner].concat();
+        let shown = text::display_path(OsStr::from_bytes(&raw));
         if let Some(max) = settings.max_file_size.filter(|&max| m.size > max) {
             error(shown, format!("{} bytes, more than --max-file-size {max}; not read", m.size));
             continue;
         }
-        let target = Member { owner: &owner, path: shown };
+        let target = Member { owner: &owner, path: shown, raw };
         let cx = Cx { of: &target, searchers, place };
         match w.scan_reader(&mut tar.data(), &cx) {
             Ok((n, found)) => keep(inner, n, found, w, &target.path),

@@ -168,7 +168,7 @@ impl Names {
                 let name = &names.text[span.start..span.end];
                 let rel = job.rel.as_os_str().as_bytes();
                 let path = match span.dir_end {
-                    None => text::path_bytes(&job.node_path()),
+                    None => job.shown_path(),
                     Some(end) => {
                         if !seen.lock().expect("lock").named_dirs.insert(rel[..end].to_vec()) {
                             continue;
@@ -188,10 +188,10 @@ impl Names {
 }
 
 /// The node path of the directory at `rel` (from the root) above `job`'s file, whose name
-/// is `name`: cut from the file's node path (which shows the names a person sees) before
-/// `name` is withheld; else the path from the root.
+/// is `name`: cut from the file's node path (which shows the names a person sees); else
+/// the path from the root.
 fn dir_path(job: &FileJob, rel: &[u8], name: &[u8]) -> Vec<u8> {
-    let shown = text::path_bytes(&job.node_path());
+    let shown = job.shown_path();
     let mut end = 0;
     for component in shown.split(|&c| c == b'/') {
         end += component.len();
@@ -263,18 +263,19 @@ fn name_findings(
 ) -> Vec<Finding> {
     let at = |offset: u64, len: u64| &name[offset as usize..(offset + len) as usize];
     for h in hits {
-        text::withhold::withhold(at(h.offset, h.len as u64));
+        text::withhold::withhold_in(name, at(h.offset, h.len as u64));
     }
     for h in rule_hits {
-        text::withhold::withhold(at(h.offset, h.len as u64));
+        text::withhold::withhold_in(name, at(h.offset, h.len as u64));
     }
-    let path = text::display_path(std::ffi::OsStr::from_bytes(path));
+    let path = std::ffi::OsStr::from_bytes(path);
+    let (id_path, path) = (text::id_path(path), text::display_path(path));
     let in_name = |mut f: Finding, secret: &[u8]| {
         f.path.clone_from(&path);
         f.within = Within::Name;
         f.note = Some(IN_NAME);
         f.id = Finding::refine_id(
-            &Finding::make_id(job.owner().site, &path, &f.matched, secret),
+            &Finding::make_id(job.owner().site, &id_path, &f.matched, secret),
             "name",
         );
         f

@@ -28,6 +28,8 @@ pub(super) trait Target {
     fn owner(&self) -> &Owner;
     /// The path to report.
     fn node_path(&self) -> String;
+    /// The path its findings' ids are made of ([`crate::text::id_path`]).
+    fn id_path(&self) -> String;
 }
 
 impl Target for FileJob {
@@ -37,6 +39,10 @@ impl Target for FileJob {
 
     fn node_path(&self) -> String {
         FileJob::node_path(self)
+    }
+
+    fn id_path(&self) -> String {
+        FileJob::id_path(self)
     }
 }
 
@@ -204,7 +210,7 @@ pub(super) fn lift(
         encoding: form.encoding,
     };
     let material = Material { severity: Severity::High, revoked: entry.label == REVOKED };
-    let id = Finding::make_id(job.owner().site, &job.node_path(), &m, &[]);
+    let id = Finding::make_id(job.owner().site, &job.id_path(), &m, &[]);
     let (offset, length, preview) = (h.offset, h.len as u64, Preview::redact(matched));
     let mut f = finding(job, place, Match { id, material, offset, length, matched: m, preview });
     f.previewed = Some((h.offset, h.len));
@@ -238,7 +244,7 @@ pub(super) fn lift_rule(
     // A match in a base64 blob: its secret as decoded names and previews it.
     let secret = h.plain.as_deref().unwrap_or(secret);
     let material = Material { severity: h.severity, revoked: false };
-    let id = Finding::make_id(job.owner().site, &job.node_path(), &m, secret);
+    let id = Finding::make_id(job.owner().site, &job.id_path(), &m, secret);
     let (offset, length, preview) = (h.offset, h.len as u64, Preview::redact(secret));
     let mut f = finding(job, place, Match { id, material, offset, length, matched: m, preview });
     f.previewed = previewed;
@@ -266,7 +272,7 @@ pub(super) fn at_rest(job: &dyn Target, counts: crate::finding::SecretsAtRest) -
         rule: None,
         encoding: Encoding::Raw,
     };
-    let id = Finding::make_id(job.owner().site, &job.node_path(), &m, &[]);
+    let id = Finding::make_id(job.owner().site, &job.id_path(), &m, &[]);
     let category = match counts.plaintext {
         0 => Category::EncryptedAtRest,
         _ => Category::EtcdPlaintext,

@@ -24,6 +24,8 @@ pub const WITHHELD: &str = "<withheld>";
 static FOUND: RwLock<Vec<Box<[u8]>>> = RwLock::new(Vec::new());
 /// Whether anything was recorded: most runs never take the lock.
 static ANY: AtomicBool = AtomicBool::new(false);
+/// The names found to hold material themselves (each distinct once): see [`held_by`].
+static NAMED: RwLock<Vec<Box<[u8]>>> = RwLock::new(Vec::new());
 
 /// Records `material` (matched in a name) to be withheld from every path shown from now on.
 pub fn withhold(material: &[u8]) {
@@ -35,6 +37,27 @@ pub fn withhold(material: &[u8]) {
         found.push(material.into());
     }
     ANY.store(true, Ordering::Release);
+}
+
+/// Records `material`, matched in `name` (a file's or directory's): withheld from every
+/// path shown from now on, as [`withhold`] does, and `name` one that holds material itself.
+pub fn withhold_in(name: &[u8], material: &[u8]) {
+    withhold(material);
+    let mut named = NAMED.write().unwrap_or_else(|e| e.into_inner());
+    if !named.iter().any(|n| **n == *name) {
+        named.push(name.into());
+    }
+}
+
+/// True when `name` was found to hold material itself ([`withhold_in`]), whatever other
+/// names were found: a finding's id withholds these names alone (`super::id_path`), so
+/// that it is the same whichever names a scan's threads happen to match first.
+pub fn held_by(name: &[u8]) -> bool {
+    if !ANY.load(Ordering::Acquire) {
+        return false;
+    }
+    let named = NAMED.read().unwrap_or_else(|e| e.into_inner());
+    named.iter().any(|n| **n == *name)
 }
 
 /// True when any material was recorded by [`withhold`].
