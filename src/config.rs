@@ -245,18 +245,19 @@ pub const STATE_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// `--state-max-age`: a duration of at least a second ([`STATE_MAX_AGE`] when not given).
 pub fn parse_state_max_age(s: Option<&str>) -> Result<Duration> {
-    let Some(s) = s else { return Ok(STATE_MAX_AGE) };
-    match parse_duration("--state-max-age", s, false)? {
-        d if d >= Duration::from_secs(1) => Ok(d),
-        _ => bail!("--state-max-age must be at least 1s"),
-    }
+    s.map_or(Ok(STATE_MAX_AGE), |s| at_least_a_second("--state-max-age", s))
 }
 
 /// `--every`: a duration of at least [`MIN_EVERY`]. Errors never repeat the value.
 pub fn parse_every(s: &str) -> Result<Duration> {
-    match parse_duration("--every", s, false)? {
+    at_least_a_second("--every", s)
+}
+
+/// `option`'s duration `s`, of at least [`MIN_EVERY`] (a second).
+fn at_least_a_second(option: &str, s: &str) -> Result<Duration> {
+    match parse_duration(option, s, false)? {
         d if d >= MIN_EVERY => Ok(d),
-        _ => bail!("--every must be at least 1s"),
+        _ => bail!("{option} must be at least 1s"),
     }
 }
 

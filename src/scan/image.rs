@@ -44,8 +44,8 @@ const DELETED_IN_SOME: &str = "deleted by a later layer's whiteout in some of th
 /// A member of a layer, or a config, as the findings in it are shown.
 struct Member<'a> {
     owner: &'a Owner,
-    path: String,
-    /// The bytes `path` shows.
+    /// Its path's bytes: the layer's digest and the member's path in it, or the config's
+    /// digest.
     raw: Vec<u8>,
 }
 
@@ -55,7 +55,7 @@ impl Target for Member<'_> {
     }
 
     fn node_path(&self) -> String {
-        self.path.clone()
+        text::display_path(OsStr::from_bytes(&self.raw))
     }
 
     fn id_path(&self) -> String {
@@ -232,16 +232,15 @@ fn blob(
         }
     };
     if b.kind == BlobKind::Config {
-        let raw = b.digest.as_bytes().to_vec();
-        let target = Member { owner: &owner, path: b.digest.clone(), raw };
+        let target = Member { owner: &owner, raw: b.digest.as_bytes().to_vec() };
         let cx = Cx { of: &target, searchers, place };
         if let Some(max) = settings.max_file_size.filter(|&max| size > max) {
             let e = format!("{size} bytes, more than --max-file-size {max}; not read");
-            return error(target.path, e);
+            return error(target.node_path(), e);
         }
         match w.scan_reader(&mut r, &cx) {
-            Ok((n, found)) => keep(Vec::new(), n, found, w, &target.path),
-            Err(e) => error(target.path, e),
+            Ok((n, found)) => keep(Vec::new(), n, found, w, &target.node_path()),
+            Err(e) => error(target.node_path(), e),
         }
         record_busy(g, started);
         return;
@@ -270,7 +269,7 @@ fn blob(
         let inner = tarball::clean_path(&m.path);
         // Names holding material are findings, and withheld before any path is shown.
         let named = super::names::in_path(
-            &Member { owner: &owner, path: String::new(), raw: Vec::new() },
+            &Member { owner: &owner, raw: Vec::new() },
             place,
             searchers,
             (b.digest.as_bytes(), &inner),
@@ -304,17 +303,16 @@ fn blob(
         if m.kind != Kind::File || m.size == 0 {
             continue;
         }
-        let raw = [b.digest.as_bytes(), b"/", &inner].concat();
-        let shown = text::display_path(OsStr::from_bytes(&raw));
+        let target = Member { owner: &owner, raw: [b.digest.as_bytes(), b"/", &inner].concat() };
         if let Some(max) = settings.max_file_size.filter(|&max| m.size > max) {
-            error(shown, format!("{} bytes, more than --max-file-size {max}; not read", m.size));
+            let e = format!("{} bytes, more than --max-file-size {max}; not read", m.size);
+            error(target.node_path(), e);
             continue;
         }
-        let target = Member { owner: &owner, path: shown, raw };
         let cx = Cx { of: &target, searchers, place };
         match w.scan_reader(&mut tar.data(), &cx) {
-            Ok((n, found)) => keep(inner, n, found, w, &target.path),
-            Err(e) => error(target.path, e),
+            Ok((n, found)) => keep(inner, n, found, w, &target.node_path()),
+            Err(e) => error(target.node_path(), e),
         }
         if std::mem::take(&mut w.timed_out) {
             g.late.store(true, Ordering::Relaxed);

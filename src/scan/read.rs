@@ -335,18 +335,19 @@ fn to_file(f: &mut Finding, src: &dyn Source) {
 /// What the last scan's state keeps of the file `key`, unchanged since (see [`state`]),
 /// when its findings can be made again without reading it: a file of no datastore, and,
 /// when it gave findings, one its site streams (not one attributed by what it holds).
+/// Otherwise why it is read.
 fn kept<'s>(
     last: &'s state::State,
     key: &[u8; 16],
     ident: &state::Ident,
     job: &FileJob,
     reading: Reading,
-) -> Option<state::Hit<'s>> {
-    let hit = last.lookup(key, ident, job.owner.site).ok()?;
+) -> Result<state::Hit<'s>, state::Stale> {
+    let hit = last.lookup(key, ident, job.owner.site)?;
     match (reading, hit.has_findings()) {
-        (Reading::Kine | Reading::Etcd | Reading::Dqlite, _) => None,
-        (Reading::Whole { .. }, true) => None,
-        (Reading::Stream | Reading::LogContent | Reading::Whole { .. }, _) => Some(hit),
+        (Reading::Kine | Reading::Etcd | Reading::Dqlite, _) => Err(state::Stale::Read),
+        (Reading::Whole { .. }, true) => Err(state::Stale::Read),
+        (Reading::Stream | Reading::LogContent | Reading::Whole { .. }, _) => Ok(hit),
     }
 }
 
@@ -440,7 +441,8 @@ impl Worker {
         let ident = state::Ident::of(&md);
         let last = self.state.clone();
         let hit = last.as_deref().zip(key.as_ref());
-        if let Some(hit) = hit.and_then(|(s, key)| kept(s, key, &ident, job, reading)) {
+        let taken = hit.map(|(s, key)| kept(s, key, &ident, job, reading));
+        if let Some(Ok(hit)) = taken {
             // Unchanged since the last scan read it: its findings made again from the
             // state (their previews' bytes read again), none of it searched.
             let mut make = |m| super::search::again(job, place, m);
@@ -449,9 +451,7 @@ impl Worker {
             self.remember(key, ident, job, (hit.read, Some(hit.read_ns)), &found, reading);
             return Ok(Some((hit.read, found)));
         }
-        self.due = hit.is_some_and(|(s, key)| {
-            s.lookup(key, &ident, job.owner.site) == Err(state::Stale::Due)
-        });
+        self.due = taken == Some(Err(state::Stale::Due));
         let read = match reading {
             // A sparse log (truncated while a writer kept its offset) is streamed raw,
             // its holes skipped, rather than read zero by zero as content.
@@ -492,7 +492,7 @@ impl Worker {
             return None;
         }
         let ident = state::Ident::of(&md);
-        let hit = kept(last, key, &ident, job, reading).filter(|h| !h.has_findings())?;
+        let hit = kept(last, key, &ident, job, reading).ok().filter(|h| !h.has_findings())?;
         let (key, read, read_ns) = (*key, hit.read, hit.read_ns);
         if !seen.lock().expect("lock").insert(md.dev, md.ino) {
             return Some(None);

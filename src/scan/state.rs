@@ -335,6 +335,9 @@ pub enum Stale {
     Changed,
     /// Unchanged, but not read for longer than `--state-max-age` allows.
     Due,
+    /// Unchanged, but its findings are made only by reading it (a datastore's file, a
+    /// record read whole that gave findings).
+    Read,
 }
 
 impl State {

@@ -53,7 +53,7 @@ pub fn withhold_in(name: &[u8], material: &[u8]) {
 /// names were found: a finding's id withholds these names alone (`super::id_path`), so
 /// that it is the same whichever names a scan's threads happen to match first.
 pub fn held_by(name: &[u8]) -> bool {
-    if !ANY.load(Ordering::Acquire) {
+    if !any() {
         return false;
     }
     let named = NAMED.read().unwrap_or_else(|e| e.into_inner());
